@@ -1,0 +1,39 @@
+# Every target sets up what it needs from nothing: a private uv, then the locked virtualenv.
+SHELL := /bin/bash
+PY ?= python3
+TOOLS := .tools
+UV := $(TOOLS)/bin/uv
+VENV := .venv
+export UV_PYTHON := $(shell command -v $(PY))
+export UV_PYTHON_DOWNLOADS := never
+export UV_PROJECT_ENVIRONMENT := $(CURDIR)/$(VENV)
+
+.PHONY: install run test lint fmt bench clean
+
+$(UV):
+	$(PY) -m venv $(TOOLS)
+	$(TOOLS)/bin/pip install --quiet "uv>=0.4"
+
+$(VENV)/.installed: $(UV) uv.lock pyproject.toml $(wildcard */pyproject.toml */*/pyproject.toml)
+	$(UV) sync --frozen --all-packages
+	touch $@
+
+install: $(VENV)/.installed
+
+run: install
+	$(VENV)/bin/ezat up --config $(or $(EZAT_CONFIG),config/ezat.toml)
+
+test: install
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy libs/common/src services/translator/src/ezat_translator/core services/router/src/ezat_router/core services/billing/src/ezat_billing/core
+
+fmt: install
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+clean:
+	rm -rf $(VENV) $(TOOLS) .ezat .pytest_cache

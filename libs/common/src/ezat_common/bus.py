@@ -1,0 +1,159 @@
+"""NATS adapter shared by the services: connection, claim checks, reply inboxes, health probes.
+
+Core NATS carries requests and stream events (latency matters, and a lost in-flight stream is
+answered by the edge's timeout, not by redelivery). JetStream's Object Store holds payloads above
+``max_payload`` (claim checks); see docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import os
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import nats
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.js.api import ObjectStoreConfig
+from nats.js.errors import BucketNotFoundError
+from nats.js.object_store import ObjectStore
+
+from . import envelopes
+from .subjects import Subjects
+
+log = logging.getLogger("ezat.bus")
+
+# Payloads up to this size travel inline; larger ones go to the object store. Kept below the
+# server's max_payload so the envelope around the body still fits.
+INLINE_LIMIT_MARGIN = 64 * 1024
+CLAIM_TTL_SECONDS = 15 * 60
+
+
+def nats_url() -> str:
+    return os.environ.get("NATS_URL", "nats://127.0.0.1:4222")
+
+
+async def connect(name: str) -> Client:
+    async def on_error(exc: Exception) -> None:
+        log.warning("nats error: %s", exc)
+
+    return await nats.connect(
+        nats_url(),
+        name=name,
+        max_reconnect_attempts=-1,
+        reconnect_time_wait=0.5,
+        error_cb=on_error,
+        pending_size=64 * 1024 * 1024,
+    )
+
+
+class Claims:
+    """Claim checks: large payloads stored in a JetStream Object Store bucket, named by a key."""
+
+    def __init__(self, nc: Client, subjects: Subjects) -> None:
+        self._nc = nc
+        self._bucket = subjects.object_bucket
+        self._store: ObjectStore | None = None
+        self._lock = asyncio.Lock()
+
+    @property
+    def inline_limit(self) -> int:
+        return max(self._nc.max_payload - INLINE_LIMIT_MARGIN, 1024)
+
+    async def _obs(self) -> ObjectStore:
+        if self._store is None:
+            async with self._lock:
+                if self._store is None:
+                    js = self._nc.jetstream()
+                    try:
+                        self._store = await js.object_store(self._bucket)
+                    except BucketNotFoundError:
+                        self._store = await js.create_object_store(
+                            self._bucket, config=ObjectStoreConfig(ttl=CLAIM_TTL_SECONDS)
+                        )
+        return self._store
+
+    async def put(self, data: bytes) -> str:
+        name = uuid.uuid4().hex
+        obs = await self._obs()
+        await obs.put(name, data)
+        return name
+
+    async def take(self, name: str) -> bytes:
+        """Read a claimed payload and delete it: each claim is read by one consumer."""
+        obs = await self._obs()
+        result = await obs.get(name)
+        data = result.data or b""
+        try:
+            await obs.delete(name)
+        except Exception:  # the TTL removes it anyway
+            log.debug("claim %s not deleted", name)
+        return data
+
+    async def read(self, name: str) -> bytes:
+        obs = await self._obs()
+        result = await obs.get(name)
+        return result.data or b""
+
+    async def pack(self, data: bytes) -> tuple[bytes, str | None]:
+        """(inline bytes, None) when it fits a message, else (b"", claim name)."""
+        if len(data) <= self.inline_limit:
+            return data, None
+        return b"", await self.put(data)
+
+    async def unpack(self, data: bytes, ref: str | None) -> bytes:
+        return await self.take(ref) if ref else data
+
+
+class Inbox:
+    """One wildcard subscription per process; each request gets its own queue by sequence number.
+
+    Cheaper than a subscription per request, and replies for a request that has gone away are
+    dropped instead of piling up.
+    """
+
+    def __init__(self, nc: Client, subjects: Subjects, instance: str) -> None:
+        self._nc = nc
+        self._prefix = subjects.inbox(instance)
+        self._seq = itertools.count(1)
+        self._queues: dict[str, asyncio.Queue[Msg]] = {}
+        self._sub: Any = None
+
+    async def start(self) -> None:
+        self._sub = await self._nc.subscribe(self._prefix + ".*", cb=self._on_msg)
+
+    async def _on_msg(self, msg: Msg) -> None:
+        token = msg.subject.rsplit(".", 1)[-1]
+        queue = self._queues.get(token)
+        if queue is not None:
+            queue.put_nowait(msg)
+
+    def open(self) -> tuple[str, str, asyncio.Queue[Msg]]:
+        token = str(next(self._seq))
+        queue: asyncio.Queue[Msg] = asyncio.Queue()
+        self._queues[token] = queue
+        return token, f"{self._prefix}.{token}", queue
+
+    def close(self, token: str) -> None:
+        self._queues.pop(token, None)
+
+
+def is_no_responders(msg: Msg) -> bool:
+    return bool(msg.headers) and msg.headers.get("Status") == "503"  # type: ignore[union-attr]
+
+
+async def serve_health(
+    nc: Client, subjects: Subjects, service: str, check: Callable[[], Awaitable[str | None]]
+) -> None:
+    """Answer readiness probes: ``check`` returns None when ready, else what is missing."""
+
+    async def on_probe(msg: Msg) -> None:
+        problem = await check()
+        reply = envelopes.HealthReply(service=service, ok=problem is None, detail=problem or "")
+        await msg.respond(envelopes.encode(reply))
+
+    await nc.subscribe(subjects.health(service), cb=on_probe)

@@ -1,0 +1,123 @@
+"""The model catalogue: name resolution, prices in integer micro-dollars, and the public listings.
+
+Resolution rule (SPEC §1): a canonical id or an alias, any letter case, surrounding spaces ignored,
+1-128 characters.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from msgspec import Struct
+
+from .config import Config, ModelConfig, Price
+
+
+class Prices(Struct, frozen=True):
+    """Micro-dollars per million tokens (integers, so that money is never a float)."""
+
+    input: int
+    output: int
+    cache_write_5m: int
+    cache_write_1h: int
+    cache_read: int
+
+
+def _micro(usd: float) -> int:
+    return round(usd * 1_000_000)
+
+
+def prices_of(price: Price) -> Prices:
+    return Prices(
+        input=_micro(price.input),
+        output=_micro(price.output),
+        cache_write_5m=_micro(
+            price.cache_write_5m if price.cache_write_5m is not None else price.input * 1.25
+        ),
+        cache_write_1h=_micro(
+            price.cache_write_1h if price.cache_write_1h is not None else price.input * 2
+        ),
+        cache_read=_micro(price.cache_read if price.cache_read is not None else price.input * 0.1),
+    )
+
+
+def normalise(name: str) -> str:
+    return name.strip().lower()
+
+
+class Catalogue:
+    """Every configured model, looked up by any of its names."""
+
+    def __init__(self, cfg: Config) -> None:
+        self.models = list(cfg.models)
+        self._by_name: dict[str, ModelConfig] = {}
+        for m in self.models:
+            for name in (m.id, *m.aliases):
+                self._by_name[normalise(name)] = m
+        self.prices = {m.id: prices_of(m.price) for m in self.models}
+
+    def resolve(self, name: str) -> ModelConfig | None:
+        key = normalise(name)
+        if not key or len(key) > 128:
+            return None
+        return self._by_name.get(key)
+
+    def openai_list(self) -> bytes:
+        data = [
+            {"id": m.id, "object": "model", "created": m.created, "owned_by": m.owned_by}
+            for m in self.models
+        ]
+        return msgspec.json.encode({"object": "list", "data": data})
+
+    def anthropic_list(self) -> bytes:
+        data = [
+            {
+                "type": "model",
+                "id": m.id,
+                "display_name": m.id.rsplit("/", 1)[-1],
+                "created_at": _rfc3339(m.created),
+            }
+            for m in self.models
+        ]
+        first = data[0]["id"] if data else None
+        last = data[-1]["id"] if data else None
+        return msgspec.json.encode(
+            {"data": data, "has_more": False, "first_id": first, "last_id": last}
+        )
+
+    def public(self) -> bytes:
+        return msgspec.json.encode({"data": [self._public_entry(m) for m in self.models]})
+
+    def _public_entry(self, m: ModelConfig) -> dict[str, Any]:
+        p = self.prices[m.id]
+        return {
+            "id": m.id,
+            "aliases": list(m.aliases),
+            "context_window": m.context_window,
+            "max_output_tokens": m.max_output_tokens,
+            # Public prices in USD per million tokens, derived from the integer micro-dollar table.
+            "pricing": {
+                "input": p.input / 1e6,
+                "output": p.output / 1e6,
+                "cache_write_5m": p.cache_write_5m / 1e6,
+                "cache_write_1h": p.cache_write_1h / 1e6,
+                "cache_read": p.cache_read / 1e6,
+                "unit": "USD per million tokens",
+            },
+            "capabilities": {
+                "sampling": m.sampling,
+                "promptCaching": m.prompt_caching,
+                "thinking": m.thinking != "none",
+                "effortLevels": list(m.effort_levels),
+                "vision": m.vision,
+                "pdf": m.pdf,
+                "structuredOutput": m.structured_output,
+            },
+        }
+
+
+def _rfc3339(epoch: int) -> str:
+    import datetime
+
+    return datetime.datetime.fromtimestamp(epoch, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

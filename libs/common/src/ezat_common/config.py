@@ -1,0 +1,213 @@
+"""Operator configuration: one TOML file (SPEC §8), decoded once into typed structs.
+
+A bad file fails at start with a ``ConfigError`` naming the file and the key, e.g.
+``config/ezat.toml: models[0].context_window: Expected `int`, got `str```.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+from msgspec import Struct, field
+
+ENV_CONFIG = "EZAT_CONFIG"
+DEFAULT_MAX_BODY = 32 * 1024 * 1024
+
+
+class ConfigError(Exception):
+    """The configuration cannot be used; the message names the file and the key."""
+
+
+class EdgeConfig(Struct, forbid_unknown_fields=True, kw_only=True):
+    listen: str = "127.0.0.1:8080"
+    max_body_bytes: int = DEFAULT_MAX_BODY
+    # Seconds a request may wait for its first reply from the translator/router before a 504.
+    first_reply_timeout: float = 120.0
+    # Seconds between ": ping" / "event: ping" keep-alives on a quiet stream.
+    ping_interval: float = 10.0
+    # Seconds an auth result stays cached (revocation is also broadcast, so this is a fallback).
+    auth_cache_ttl: float = 5.0
+
+
+class Price(Struct, forbid_unknown_fields=True, kw_only=True):
+    """USD per million tokens, as operators write them; cache prices default from input."""
+
+    input: float
+    output: float
+    cache_write_5m: float | None = None
+    cache_write_1h: float | None = None
+    cache_read: float | None = None
+
+
+class ModelConfig(Struct, forbid_unknown_fields=True, kw_only=True):
+    id: str
+    aliases: list[str] = field(default_factory=list)
+    context_window: int
+    max_output_tokens: int
+    sampling: bool = False
+    prompt_caching: bool = True
+    thinking: Literal["adaptive", "budget", "none"] = "none"
+    effort_levels: list[Literal["low", "medium", "high", "xhigh", "max"]] = field(
+        default_factory=list
+    )
+    min_cache_tokens: int = 1024
+    vision: bool = True
+    pdf: bool = True
+    structured_output: bool = True
+    owned_by: str = "anthropic"
+    created: int = 0
+    price: Price
+
+
+class DeploymentConfig(Struct, forbid_unknown_fields=True, kw_only=True):
+    name: str
+    model: str
+    base_url: str
+    upstream_model: str | None = None
+    api_key_env: str | None = None
+    api_key: str | None = None
+    region: str = "local"
+    weight: int = 1
+
+    def key(self) -> str | None:
+        if self.api_key is not None:
+            return self.api_key
+        if self.api_key_env is not None:
+            return os.environ.get(self.api_key_env)
+        return None
+
+
+class RouterConfig(Struct, forbid_unknown_fields=True, kw_only=True):
+    region: str = "local"
+    connect_timeout: float = 5.0
+    first_byte_timeout: float = 120.0
+    between_events_timeout: float = 120.0
+    max_attempts: int = 3
+    metrics_listen: str | None = None
+
+
+class TranslatorConfig(Struct, forbid_unknown_fields=True, kw_only=True):
+    metrics_listen: str | None = None
+
+
+class BillingConfig(Struct, forbid_unknown_fields=True, kw_only=True):
+    metrics_listen: str | None = None
+
+
+class FetcherConfig(Struct, forbid_unknown_fields=True, kw_only=True):
+    allow_networks: list[str] = field(default_factory=list)
+    metrics_listen: str | None = None
+
+
+class SimulatorConfig(Struct, forbid_unknown_fields=True, kw_only=True):
+    """A bundled simulator deployment that ``ezat up`` starts (an extension of SPEC §8)."""
+
+    name: str
+    listen: str
+    # Delay before the first event and between streamed tokens, in milliseconds.
+    first_token_ms: float = 0.0
+    token_ms: float = 0.0
+
+
+class Config(Struct, forbid_unknown_fields=True, kw_only=True):
+    edge: EdgeConfig = field(default_factory=EdgeConfig)
+    models: list[ModelConfig] = field(default_factory=list)
+    deployments: list[DeploymentConfig] = field(default_factory=list)
+    router: RouterConfig = field(default_factory=RouterConfig)
+    translator: TranslatorConfig = field(default_factory=TranslatorConfig)
+    billing: BillingConfig = field(default_factory=BillingConfig)
+    fetcher: FetcherConfig = field(default_factory=FetcherConfig)
+    simulators: list[SimulatorConfig] = field(default_factory=list)
+
+    def model(self, model_id: str) -> ModelConfig:
+        for m in self.models:
+            if m.id == model_id:
+                return m
+        raise KeyError(model_id)
+
+
+_PATH_RE = re.compile(r" - at `\$\.?(?P<path>[^`]*)`$")
+
+
+def _located(file: str, err: msgspec.ValidationError | msgspec.DecodeError) -> ConfigError:
+    text = str(err)
+    match = _PATH_RE.search(text)
+    if match:
+        return ConfigError(f"{file}: {match['path'] or '(top level)'}: {text[: match.start()]}")
+    return ConfigError(f"{file}: {text}")
+
+
+def _check(cfg: Config, file: str) -> None:
+    names: dict[str, str] = {}
+    for i, m in enumerate(cfg.models):
+        for j, name in enumerate([m.id, *m.aliases]):
+            key = name.strip().lower()
+            where = f"models[{i}].id" if j == 0 else f"models[{i}].aliases[{j - 1}]"
+            if not key or len(key) > 128:
+                raise ConfigError(f"{file}: {where}: a model name needs 1 to 128 characters")
+            if key in names:
+                raise ConfigError(f"{file}: {where}: `{name}` is already used by {names[key]}")
+            names[key] = where
+        if m.max_output_tokens < 1 or m.context_window < 1:
+            raise ConfigError(f"{file}: models[{i}]: token limits must be positive")
+        for pname in ("input", "output", "cache_write_5m", "cache_write_1h", "cache_read"):
+            value = getattr(m.price, pname)
+            if value is not None and value < 0:
+                raise ConfigError(f"{file}: models[{i}].price.{pname}: must not be negative")
+    model_ids = {m.id for m in cfg.models}
+    seen: set[str] = set()
+    for i, d in enumerate(cfg.deployments):
+        if d.model not in model_ids:
+            raise ConfigError(
+                f"{file}: deployments[{i}].model: `{d.model}` is not the id of any [[models]] entry"
+            )
+        if d.name in seen:
+            raise ConfigError(f"{file}: deployments[{i}].name: `{d.name}` is used twice")
+        seen.add(d.name)
+        if d.weight < 1:
+            raise ConfigError(f"{file}: deployments[{i}].weight: must be at least 1")
+        if not d.base_url.startswith(("http://", "https://")):
+            raise ConfigError(f"{file}: deployments[{i}].base_url: must start with http(s)://")
+    for key, listen in [("edge.listen", cfg.edge.listen)] + [
+        (f"simulators[{i}].listen", s.listen) for i, s in enumerate(cfg.simulators)
+    ]:
+        try:
+            split_listen(listen)
+        except ValueError as exc:
+            raise ConfigError(f"{file}: {key}: {exc}") from None
+
+
+def split_listen(listen: str) -> tuple[str, int]:
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"`{listen}` is not HOST:PORT")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def parse_config(text: str | bytes, file: str = "<config>") -> Config:
+    try:
+        cfg = msgspec.toml.decode(text, type=Config)
+    except (msgspec.ValidationError, msgspec.DecodeError) as err:
+        raise _located(file, err) from None
+    _check(cfg, file)
+    return cfg
+
+
+def config_path(explicit: str | None = None) -> Path:
+    path = explicit or os.environ.get(ENV_CONFIG)
+    if not path:
+        raise ConfigError(f"no configuration: pass --config FILE or set {ENV_CONFIG}")
+    return Path(path)
+
+
+def load_config(explicit: str | None = None) -> Config:
+    path = config_path(explicit)
+    try:
+        text = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the configuration: {exc.strerror}") from None
+    return parse_config(text, str(path))

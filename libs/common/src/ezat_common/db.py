@@ -1,0 +1,136 @@
+"""PostgreSQL: connection settings, schema migrations and the API-key store.
+
+Migrations are the numbered ``migrations/*.sql`` files, applied once each, in order, under an
+advisory lock so that concurrent ``ezat migrate`` runs (several pods starting) do not race.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+from importlib import resources
+from typing import Any
+
+import asyncpg
+from msgspec import Struct
+
+KEY_PREFIX = "ezat_sk_"
+_MIGRATION_LOCK = 7_424_011
+
+
+def database_url() -> str:
+    return os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+async def connect() -> asyncpg.Connection:
+    return await asyncpg.connect(database_url())
+
+
+async def pool(min_size: int = 1, max_size: int = 10) -> asyncpg.Pool:
+    return await asyncpg.create_pool(database_url(), min_size=min_size, max_size=max_size)
+
+
+def _migrations() -> list[tuple[str, str]]:
+    folder = resources.files("ezat_common") / "migrations"
+    files = sorted(p for p in folder.iterdir() if p.name.endswith(".sql"))
+    return [(p.name, p.read_text()) for p in files]
+
+
+async def migrate(conn: asyncpg.Connection) -> list[str]:
+    """Apply pending migrations; returns the names applied now."""
+    applied_now: list[str] = []
+    await conn.execute("SELECT pg_advisory_lock($1)", _MIGRATION_LOCK)
+    try:
+        await conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations ("
+            " name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        done = {r["name"] for r in await conn.fetch("SELECT name FROM schema_migrations")}
+        for name, sql in _migrations():
+            if name in done:
+                continue
+            async with conn.transaction():
+                await conn.execute(sql)
+                await conn.execute("INSERT INTO schema_migrations (name) VALUES ($1)", name)
+            applied_now.append(name)
+    finally:
+        await conn.execute("SELECT pg_advisory_unlock($1)", _MIGRATION_LOCK)
+    return applied_now
+
+
+# ---- API keys -------------------------------------------------------------------------------
+
+
+class ApiKey(Struct, kw_only=True):
+    id: str
+    name: str
+    prefix: str
+    rpm: int | None = None
+    tpm: int | None = None
+    monthly_budget_micros: int | None = None
+    created_at: str = ""
+    revoked: bool = False
+
+
+def hash_key(secret: str) -> bytes:
+    # Keys carry 256 random bits, so a fast hash is enough: there is nothing to brute-force.
+    return hashlib.sha256(secret.encode()).digest()
+
+
+def looks_like_key(secret: str) -> bool:
+    return secret.startswith(KEY_PREFIX) and 16 <= len(secret) <= 128
+
+
+def _row_to_key(row: Any) -> ApiKey:
+    return ApiKey(
+        id=row["id"],
+        name=row["name"],
+        prefix=row["prefix"],
+        rpm=row["rpm"],
+        tpm=row["tpm"],
+        monthly_budget_micros=row["monthly_budget_micros"],
+        created_at=row["created_at"].isoformat(),
+        revoked=row["revoked_at"] is not None,
+    )
+
+
+async def create_key(
+    conn: asyncpg.Connection,
+    name: str,
+    rpm: int | None = None,
+    tpm: int | None = None,
+    monthly_budget_micros: int | None = None,
+) -> tuple[ApiKey, str]:
+    """Returns the stored key and its secret; the secret is not kept anywhere."""
+    secret = KEY_PREFIX + secrets.token_urlsafe(32)
+    key_id = "key_" + secrets.token_hex(8)
+    row = await conn.fetchrow(
+        "INSERT INTO api_keys (id, name, key_hash, prefix, rpm, tpm, monthly_budget_micros)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING *",
+        key_id,
+        name,
+        hash_key(secret),
+        secret[:12],
+        rpm,
+        tpm,
+        monthly_budget_micros,
+    )
+    return _row_to_key(row), secret
+
+
+async def find_key(conn: asyncpg.Connection | asyncpg.Pool, secret: str) -> ApiKey | None:
+    row = await conn.fetchrow("SELECT * FROM api_keys WHERE key_hash = $1", hash_key(secret))
+    return _row_to_key(row) if row else None
+
+
+async def list_keys(conn: asyncpg.Connection) -> list[ApiKey]:
+    rows = await conn.fetch("SELECT * FROM api_keys ORDER BY created_at")
+    return [_row_to_key(r) for r in rows]
+
+
+async def revoke_key(conn: asyncpg.Connection, key_id: str) -> bool:
+    result: str = await conn.execute(
+        "UPDATE api_keys SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL", key_id
+    )
+    return result.endswith(" 1")

@@ -1,0 +1,173 @@
+"""Internal messages that cross NATS, encoded with msgpack (bytes travel without base64).
+
+One request's path (see docs/architecture.md):
+
+    edge --ClientRequest--> translator --RouteRequest--> router --HTTP--> deployment
+    router --Reply*--> edge                      (Anthropic API: the format does not change)
+    router --Reply*--> translator --Reply*--> edge  (OpenAI API: the translator converts events)
+    router --UsageRecord--> billing --UsageAck--> router   (before the final Reply is released)
+
+Every message carries the request id. Replies are a tagged union; a reply stream is
+``ReplyHead`` (stream only), ``ReplyChunk``*, then exactly one final ``ReplyEnd``, ``ReplyBody``
+or ``ReplyError``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+from msgspec import Struct
+
+Api = Literal["messages", "count_tokens", "chat"]
+
+
+class ClientRequest(Struct, kw_only=True, tag="client_request"):
+    """edge -> translator: an authenticated client request, body untouched."""
+
+    request_id: str
+    api: Api
+    key_id: str
+    reply_to: str
+    received_at: float
+    body: bytes = b""
+    # Claim check: the body lives in the JetStream object store under this name (> max_payload).
+    body_ref: str | None = None
+    session: str | None = None
+    cache: str | None = None
+    beta: str | None = None
+
+
+class RouteRequest(Struct, kw_only=True, tag="route_request"):
+    """translator -> router: an Anthropic Messages body to run on one deployment of ``model``.
+
+    ``body`` is the request JSON *without* its ``model`` field: the router splices in the
+    deployment's upstream model name without parsing the body again.
+    """
+
+    request_id: str
+    api: Api
+    key_id: str
+    model: str
+    response_model: str
+    stream: bool
+    reply_to: str
+    received_at: float
+    body: bytes = b""
+    body_ref: str | None = None
+    session_key: str | None = None
+    beta: str | None = None
+    # Where cancellation of the client must be heard; the edge's inbox of this request.
+    client_reply_to: str = ""
+
+
+class ReplyHead(Struct, kw_only=True, tag="head"):
+    """The response has started streaming; the edge writes headers now."""
+
+    headers: dict[str, str] = {}
+
+
+class ReplyChunk(Struct, kw_only=True, tag="chunk"):
+    """Ready-to-write SSE bytes (one or more whole events)."""
+
+    data: bytes
+
+
+class ReplyEnd(Struct, kw_only=True, tag="end"):
+    """Final SSE bytes of a stream, released only after billing acknowledged the usage."""
+
+    data: bytes = b""
+
+
+class ReplyBody(Struct, kw_only=True, tag="body"):
+    """A complete JSON response (non-streaming); final."""
+
+    status: int = 200
+    headers: dict[str, str] = {}
+    data: bytes = b""
+    data_ref: str | None = None
+
+
+class ReplyError(Struct, kw_only=True, tag="error"):
+    """The request failed; final. Before a ReplyHead it becomes an HTTP error response,
+    after one an in-stream error event."""
+
+    status: int
+    type: str
+    message: str
+    param: str | None = None
+    code: str | None = None
+    retry_after: float | None = None
+    headers: dict[str, str] = {}
+
+
+Reply = ReplyHead | ReplyChunk | ReplyEnd | ReplyBody | ReplyError
+
+
+class CancelRequest(Struct, kw_only=True, tag="cancel"):
+    """edge -> routers and translators: the client disconnected."""
+
+    request_id: str
+
+
+UsageStatus = Literal["complete", "client_closed", "failed"]
+
+
+class UsageRecord(Struct, kw_only=True, tag="usage"):
+    """router -> billing: what one request consumed. Billing prices it and stores it once."""
+
+    request_id: str
+    key_id: str
+    model: str
+    api: Api
+    stream: bool
+    status: UsageStatus
+    deployment: str = ""
+    region: str = ""
+    input_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_5m_tokens: int = 0
+    cache_write_1h_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+    estimated: bool = False
+    received_at: float = 0.0
+    upstream_started_at: float = 0.0
+    first_token_at: float = 0.0
+    finished_at: float = 0.0
+    error_type: str | None = None
+
+
+class UsageAck(Struct, kw_only=True, tag="usage_ack"):
+    request_id: str
+    ok: bool
+    cost_micros: int = 0
+    error: str | None = None
+
+
+class UsageQuery(Struct, kw_only=True, tag="usage_query"):
+    key_id: str | None = None
+    since: float | None = None
+    until: float | None = None
+    model: str | None = None
+    limit: int = 100
+    cursor: str | None = None
+
+
+class HealthReply(Struct, kw_only=True, tag="health"):
+    service: str
+    ok: bool
+    detail: str = ""
+
+
+_encoder = msgspec.msgpack.Encoder()
+encode = _encoder.encode
+
+decode_reply = msgspec.msgpack.Decoder(Reply).decode
+decode_client_request = msgspec.msgpack.Decoder(ClientRequest).decode
+decode_route_request = msgspec.msgpack.Decoder(RouteRequest).decode
+decode_cancel = msgspec.msgpack.Decoder(CancelRequest).decode
+decode_usage_record = msgspec.msgpack.Decoder(UsageRecord).decode
+decode_usage_ack = msgspec.msgpack.Decoder(UsageAck).decode
+decode_usage_query = msgspec.msgpack.Decoder(UsageQuery).decode
+decode_health = msgspec.msgpack.Decoder(HealthReply).decode

@@ -1,0 +1,23 @@
+"""Prometheus helpers shared by the services: the metrics HTTP endpoint and common buckets.
+
+Each service declares its own instruments once, in its own ``metrics.py``.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest, start_http_server
+
+from .config import split_listen
+
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+
+def exposition() -> tuple[bytes, str]:
+    return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
+
+
+def serve(listen: str | None) -> None:
+    """Expose /metrics on its own port (what a pod's scrape annotation points at)."""
+    if listen:
+        host, port = split_listen(listen)
+        start_http_server(port, addr=host)

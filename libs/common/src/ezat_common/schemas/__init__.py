@@ -1,0 +1,1 @@
+"""Wire schemas of the public APIs (Anthropic Messages, OpenAI Chat Completions)."""

@@ -1,0 +1,181 @@
+"""Anthropic Messages: the response, its usage and every stream event, as msgspec structs.
+
+Events are a tagged union on ``type`` with explicit tags, decoded by one decoder built once.
+Fields the gateway does not read are not declared; msgspec skips them, and the raw bytes are what
+gets relayed, so nothing is lost.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from msgspec import Struct
+
+
+class CacheCreation(Struct, kw_only=True):
+    ephemeral_5m_input_tokens: int = 0
+    ephemeral_1h_input_tokens: int = 0
+
+
+class Usage(Struct, kw_only=True):
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_creation_input_tokens: int | None = None
+    cache_read_input_tokens: int | None = None
+    cache_creation: CacheCreation | None = None
+    # Not part of Anthropic's API; the bundled simulator reports it, real deployments do not.
+    reasoning_tokens: int | None = None
+
+
+# ---- content blocks -------------------------------------------------------------------------
+
+
+class Block(Struct, tag_field="type", kw_only=True):
+    pass
+
+
+class TextBlock(Block, tag="text"):
+    text: str = ""
+
+
+class ThinkingBlock(Block, tag="thinking"):
+    thinking: str = ""
+    signature: str = ""
+
+
+class RedactedThinkingBlock(Block, tag="redacted_thinking"):
+    data: str = ""
+
+
+class ToolUseBlock(Block, tag="tool_use"):
+    id: str
+    name: str
+    input: Any = None
+
+
+class ServerToolUseBlock(Block, tag="server_tool_use"):
+    id: str = ""
+    name: str = ""
+    input: Any = None
+
+
+ContentBlock = TextBlock | ThinkingBlock | RedactedThinkingBlock | ToolUseBlock | ServerToolUseBlock
+
+
+class MessageResponse(Struct, kw_only=True):
+    id: str = ""
+    type: str = "message"
+    role: str = "assistant"
+    model: str = ""
+    content: list[ContentBlock] = []
+    stop_reason: str | None = None
+    stop_sequence: str | None = None
+    usage: Usage = Usage()
+
+
+# ---- stream events --------------------------------------------------------------------------
+
+
+class TextDelta(Struct, tag_field="type", tag="text_delta", kw_only=True):
+    text: str
+
+
+class InputJsonDelta(Struct, tag_field="type", tag="input_json_delta", kw_only=True):
+    partial_json: str
+
+
+class ThinkingDelta(Struct, tag_field="type", tag="thinking_delta", kw_only=True):
+    thinking: str
+
+
+class SignatureDelta(Struct, tag_field="type", tag="signature_delta", kw_only=True):
+    signature: str
+
+
+class CitationsDelta(Struct, tag_field="type", tag="citations_delta", kw_only=True):
+    citation: Any = None
+
+
+Delta = TextDelta | InputJsonDelta | ThinkingDelta | SignatureDelta | CitationsDelta
+
+
+class MessageMeta(Struct, kw_only=True):
+    id: str = ""
+    model: str = ""
+    usage: Usage = Usage()
+
+
+class StopInfo(Struct, kw_only=True):
+    stop_reason: str | None = None
+    stop_sequence: str | None = None
+
+
+class ErrorInfo(Struct, kw_only=True):
+    type: str = "api_error"
+    message: str = ""
+
+
+class StreamEvent(Struct, tag_field="type", kw_only=True):
+    pass
+
+
+class MessageStart(StreamEvent, tag="message_start"):
+    message: MessageMeta
+
+
+class ContentBlockStart(StreamEvent, tag="content_block_start"):
+    index: int
+    content_block: ContentBlock
+
+
+class ContentBlockDelta(StreamEvent, tag="content_block_delta"):
+    index: int
+    delta: Delta
+
+
+class ContentBlockStop(StreamEvent, tag="content_block_stop"):
+    index: int
+
+
+class MessageDelta(StreamEvent, tag="message_delta"):
+    delta: StopInfo = StopInfo()
+    usage: Usage = Usage()
+
+
+class MessageStop(StreamEvent, tag="message_stop"):
+    pass
+
+
+class Ping(StreamEvent, tag="ping"):
+    pass
+
+
+class Error(StreamEvent, tag="error"):
+    error: ErrorInfo = ErrorInfo()
+
+
+AnyEvent = (
+    MessageStart
+    | ContentBlockStart
+    | ContentBlockDelta
+    | ContentBlockStop
+    | MessageDelta
+    | MessageStop
+    | Ping
+    | Error
+)
+
+decode_event = msgspec.json.Decoder(AnyEvent).decode
+decode_response = msgspec.json.Decoder(MessageResponse).decode
+
+
+class ErrorBody(Struct, kw_only=True):
+    """An Anthropic error response body (also what deployments send)."""
+
+    type: str = "error"
+    error: ErrorInfo = ErrorInfo()
+    request_id: str | None = None
+
+
+decode_error_body = msgspec.json.Decoder(ErrorBody).decode

@@ -1,0 +1,74 @@
+"""The only place a NATS subject is spelled.
+
+Shape: ``PREFIX.<service>.<noun>.<verb>``; the prefix comes from ``EZAT_SUBJECT_PREFIX`` so that
+several stacks (tests, tenants) can share one NATS server without hearing each other.
+Requests are imperative (``route``), broadcasts are past tense (``revoked``).
+"""
+
+from __future__ import annotations
+
+import os
+
+from msgspec import Struct
+
+# Queue groups: every replica of a service joins its group, so each request goes to one replica.
+QUEUE_TRANSLATOR = "translator"
+QUEUE_ROUTER = "router"
+QUEUE_BILLING = "billing"
+QUEUE_FETCHER = "fetcher"
+
+
+class Subjects(Struct, frozen=True):
+    prefix: str
+
+    @property
+    def translate(self) -> str:
+        """edge -> translator: a client request to validate and translate (queue group)."""
+        return f"{self.prefix}.translator.request.translate"
+
+    @property
+    def route(self) -> str:
+        """translator -> router: an Anthropic request to run on a deployment (queue group)."""
+        return f"{self.prefix}.router.request.route"
+
+    @property
+    def cancel(self) -> str:
+        """edge -> every router and translator: the client went away (broadcast)."""
+        return f"{self.prefix}.router.request.cancelled"
+
+    @property
+    def usage_record(self) -> str:
+        """router -> billing: make this usage record durable, then reply (request/reply)."""
+        return f"{self.prefix}.billing.usage.record"
+
+    @property
+    def usage_query(self) -> str:
+        """edge -> billing: a key's own usage records (request/reply)."""
+        return f"{self.prefix}.billing.usage.query"
+
+    @property
+    def fetch(self) -> str:
+        """translator -> fetcher: download an untrusted URL (request/reply)."""
+        return f"{self.prefix}.fetcher.image.fetch"
+
+    @property
+    def keys_revoked(self) -> str:
+        """CLI -> every edge: drop this key from the auth cache now (broadcast)."""
+        return f"{self.prefix}.keys.key.revoked"
+
+    def health(self, service: str) -> str:
+        """Readiness probe of one service (request/reply)."""
+        return f"{self.prefix}.{service}.health.check"
+
+    def inbox(self, instance: str) -> str:
+        """Prefix of one process's private reply subjects; a request appends its sequence number."""
+        return f"_INBOX.{self.prefix}.{instance}"
+
+    @property
+    def object_bucket(self) -> str:
+        """JetStream Object Store bucket holding payloads above NATS ``max_payload`` (claim checks)."""
+        return f"{self.prefix.replace('.', '_')}_payloads"
+
+
+def from_env() -> Subjects:
+    return Subjects(prefix=os.environ.get("EZAT_SUBJECT_PREFIX", "ezat"))
