@@ -1,1 +1,1 @@
-"""placeholder"""
+"""The `ezat` command: run the stack, manage keys, read usage, migrate the database."""

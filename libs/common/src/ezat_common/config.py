@@ -138,6 +138,8 @@ def _located(file: str, err: msgspec.ValidationError | msgspec.DecodeError) -> C
     match = _PATH_RE.search(text)
     if match:
         return ConfigError(f"{file}: {match['path'] or '(top level)'}: {text[: match.start()]}")
+    if isinstance(err, msgspec.ValidationError):
+        return ConfigError(f"{file}: (top level): {text}")
     return ConfigError(f"{file}: {text}")
 
 

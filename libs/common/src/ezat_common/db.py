@@ -33,8 +33,8 @@ async def pool(min_size: int = 1, max_size: int = 10) -> asyncpg.Pool:
 
 def _migrations() -> list[tuple[str, str]]:
     folder = resources.files("ezat_common") / "migrations"
-    files = sorted(p for p in folder.iterdir() if p.name.endswith(".sql"))
-    return [(p.name, p.read_text()) for p in files]
+    files = sorted((p.name, p) for p in folder.iterdir() if p.name.endswith(".sql"))
+    return [(name, p.read_text()) for name, p in files]
 
 
 async def migrate(conn: asyncpg.Connection) -> list[str]:

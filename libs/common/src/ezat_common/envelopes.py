@@ -22,7 +22,7 @@ from msgspec import Struct
 Api = Literal["messages", "count_tokens", "chat"]
 
 
-class ClientRequest(Struct, kw_only=True, tag="client_request"):
+class ClientRequest(Struct, kw_only=True, tag_field="t", tag="client_request"):
     """edge -> translator: an authenticated client request, body untouched."""
 
     request_id: str
@@ -38,7 +38,7 @@ class ClientRequest(Struct, kw_only=True, tag="client_request"):
     beta: str | None = None
 
 
-class RouteRequest(Struct, kw_only=True, tag="route_request"):
+class RouteRequest(Struct, kw_only=True, tag_field="t", tag="route_request"):
     """translator -> router: an Anthropic Messages body to run on one deployment of ``model``.
 
     ``body`` is the request JSON *without* its ``model`` field: the router splices in the
@@ -61,25 +61,25 @@ class RouteRequest(Struct, kw_only=True, tag="route_request"):
     client_reply_to: str = ""
 
 
-class ReplyHead(Struct, kw_only=True, tag="head"):
+class ReplyHead(Struct, kw_only=True, tag_field="t", tag="head"):
     """The response has started streaming; the edge writes headers now."""
 
     headers: dict[str, str] = {}
 
 
-class ReplyChunk(Struct, kw_only=True, tag="chunk"):
+class ReplyChunk(Struct, kw_only=True, tag_field="t", tag="chunk"):
     """Ready-to-write SSE bytes (one or more whole events)."""
 
     data: bytes
 
 
-class ReplyEnd(Struct, kw_only=True, tag="end"):
+class ReplyEnd(Struct, kw_only=True, tag_field="t", tag="end"):
     """Final SSE bytes of a stream, released only after billing acknowledged the usage."""
 
     data: bytes = b""
 
 
-class ReplyBody(Struct, kw_only=True, tag="body"):
+class ReplyBody(Struct, kw_only=True, tag_field="t", tag="body"):
     """A complete JSON response (non-streaming); final."""
 
     status: int = 200
@@ -88,7 +88,7 @@ class ReplyBody(Struct, kw_only=True, tag="body"):
     data_ref: str | None = None
 
 
-class ReplyError(Struct, kw_only=True, tag="error"):
+class ReplyError(Struct, kw_only=True, tag_field="t", tag="error"):
     """The request failed; final. Before a ReplyHead it becomes an HTTP error response,
     after one an in-stream error event."""
 
@@ -104,7 +104,7 @@ class ReplyError(Struct, kw_only=True, tag="error"):
 Reply = ReplyHead | ReplyChunk | ReplyEnd | ReplyBody | ReplyError
 
 
-class CancelRequest(Struct, kw_only=True, tag="cancel"):
+class CancelRequest(Struct, kw_only=True, tag_field="t", tag="cancel"):
     """edge -> routers and translators: the client disconnected."""
 
     request_id: str
@@ -113,7 +113,7 @@ class CancelRequest(Struct, kw_only=True, tag="cancel"):
 UsageStatus = Literal["complete", "client_closed", "failed"]
 
 
-class UsageRecord(Struct, kw_only=True, tag="usage"):
+class UsageRecord(Struct, kw_only=True, tag_field="t", tag="usage"):
     """router -> billing: what one request consumed. Billing prices it and stores it once."""
 
     request_id: str
@@ -138,14 +138,14 @@ class UsageRecord(Struct, kw_only=True, tag="usage"):
     error_type: str | None = None
 
 
-class UsageAck(Struct, kw_only=True, tag="usage_ack"):
+class UsageAck(Struct, kw_only=True, tag_field="t", tag="usage_ack"):
     request_id: str
     ok: bool
     cost_micros: int = 0
     error: str | None = None
 
 
-class UsageQuery(Struct, kw_only=True, tag="usage_query"):
+class UsageQuery(Struct, kw_only=True, tag_field="t", tag="usage_query"):
     key_id: str | None = None
     since: float | None = None
     until: float | None = None
@@ -154,10 +154,41 @@ class UsageQuery(Struct, kw_only=True, tag="usage_query"):
     cursor: str | None = None
 
 
-class HealthReply(Struct, kw_only=True, tag="health"):
+class HealthReply(Struct, kw_only=True, tag_field="t", tag="health"):
     service: str
     ok: bool
     detail: str = ""
+
+
+class FetchRequest(Struct, kw_only=True, tag_field="t", tag="fetch_request"):
+    """translator -> fetcher: download one untrusted http(s) URL of a content part.
+
+    ``part`` is the JSON path of the part (``messages[0].content[2].image_url.url``), for logs;
+    the caller prefixes it to the error it shows the client.
+    """
+
+    request_id: str
+    url: str
+    part: str
+    max_bytes: int = 10 * 1024 * 1024
+    # "image" (JPEG, PNG, GIF, WebP); "pdf" is understood too, for later use.
+    kind: str = "image"
+
+
+class FetchResult(Struct, kw_only=True, tag_field="t", tag="fetch_result"):
+    """fetcher -> translator: the downloaded bytes and their type (decided from the bytes).
+
+    ``data`` inline when it fits a message, else ``data_ref`` names a claim check. When ``ok`` is
+    false, ``error`` is client-facing and reads after the part path, e.g.
+    ``could not download the image (HTTP 404)``.
+    """
+
+    request_id: str
+    ok: bool
+    media_type: str | None = None
+    data: bytes = b""
+    data_ref: str | None = None
+    error: str | None = None
 
 
 _encoder = msgspec.msgpack.Encoder()
@@ -171,3 +202,5 @@ decode_usage_record = msgspec.msgpack.Decoder(UsageRecord).decode
 decode_usage_ack = msgspec.msgpack.Decoder(UsageAck).decode
 decode_usage_query = msgspec.msgpack.Decoder(UsageQuery).decode
 decode_health = msgspec.msgpack.Decoder(HealthReply).decode
+decode_fetch_request = msgspec.msgpack.Decoder(FetchRequest).decode
+decode_fetch_result = msgspec.msgpack.Decoder(FetchResult).decode

@@ -45,8 +45,10 @@ class GatewayError(Exception):
         param: str | None = None,
         code: str | None = None,
         retry_after: float | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
+        self.headers = headers or {}
         self.status = status
         self.type = type or type_for_status(status)
         self.message = message
@@ -123,9 +125,13 @@ def openai_error(
     }
 
 
-def openai_body(status: int, message: str, param: str | None = None, code: str | None = None) -> bytes:
+def openai_body(
+    status: int, message: str, param: str | None = None, code: str | None = None
+) -> bytes:
     return msgspec.json.encode({"error": openai_error(status, message, param, code)})
 
 
-def openai_sse(status: int, message: str, param: str | None = None, code: str | None = None) -> bytes:
+def openai_sse(
+    status: int, message: str, param: str | None = None, code: str | None = None
+) -> bytes:
     return b"data: " + openai_body(status, message, param, code) + b"\n\ndata: [DONE]\n\n"

@@ -66,7 +66,7 @@ class Subjects(Struct, frozen=True):
 
     @property
     def object_bucket(self) -> str:
-        """JetStream Object Store bucket holding payloads above NATS ``max_payload`` (claim checks)."""
+        """JetStream Object Store bucket for payloads above ``max_payload`` (claim checks)."""
         return f"{self.prefix.replace('.', '_')}_payloads"
 
 

@@ -1,1 +1,1 @@
-"""placeholder"""
+"""EZAT billing service: prices usage records, stores each once, acknowledges durability."""

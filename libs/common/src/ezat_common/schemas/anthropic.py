@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from msgspec import Struct
+from msgspec import Struct, field
 
 
 class CacheCreation(Struct, kw_only=True):
@@ -71,7 +71,7 @@ class MessageResponse(Struct, kw_only=True):
     content: list[ContentBlock] = []
     stop_reason: str | None = None
     stop_sequence: str | None = None
-    usage: Usage = Usage()
+    usage: Usage = field(default_factory=Usage)
 
 
 # ---- stream events --------------------------------------------------------------------------
@@ -103,7 +103,7 @@ Delta = TextDelta | InputJsonDelta | ThinkingDelta | SignatureDelta | CitationsD
 class MessageMeta(Struct, kw_only=True):
     id: str = ""
     model: str = ""
-    usage: Usage = Usage()
+    usage: Usage = field(default_factory=Usage)
 
 
 class StopInfo(Struct, kw_only=True):
@@ -139,8 +139,8 @@ class ContentBlockStop(StreamEvent, tag="content_block_stop"):
 
 
 class MessageDelta(StreamEvent, tag="message_delta"):
-    delta: StopInfo = StopInfo()
-    usage: Usage = Usage()
+    delta: StopInfo = field(default_factory=StopInfo)
+    usage: Usage = field(default_factory=Usage)
 
 
 class MessageStop(StreamEvent, tag="message_stop"):
@@ -152,7 +152,7 @@ class Ping(StreamEvent, tag="ping"):
 
 
 class Error(StreamEvent, tag="error"):
-    error: ErrorInfo = ErrorInfo()
+    error: ErrorInfo = field(default_factory=ErrorInfo)
 
 
 AnyEvent = (
@@ -174,7 +174,7 @@ class ErrorBody(Struct, kw_only=True):
     """An Anthropic error response body (also what deployments send)."""
 
     type: str = "error"
-    error: ErrorInfo = ErrorInfo()
+    error: ErrorInfo = field(default_factory=ErrorInfo)
     request_id: str | None = None
 
 

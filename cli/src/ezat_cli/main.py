@@ -1,0 +1,241 @@
+"""`ezat` command line (SPEC §8): up, serve, keys, usage, migrate."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from ezat_common import db
+from ezat_common.config import ConfigError, load_config
+from ezat_common.subjects import from_env
+
+from . import infra as infra_mod
+from .stack import MODULES, SERVICES, Stack, saved_infra
+
+DEFAULT_CONFIG = "config/ezat.toml"
+
+
+def data_dir() -> Path:
+    return Path(os.environ.get("EZAT_DATA_DIR", ".ezat"))
+
+
+def use_saved_infra() -> None:
+    """Commands run beside `ezat up` find its embedded servers without any variable set."""
+    for name, url in saved_infra(data_dir()).items():
+        if name.endswith("_URL"):
+            os.environ.setdefault(name, url)
+
+
+async def ensure_database() -> None:
+    if "DATABASE_URL" not in os.environ:
+        url, _server = infra_mod.start_postgres(data_dir().resolve())
+        os.environ["DATABASE_URL"] = url
+
+
+# ---- commands -------------------------------------------------------------------------------
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    config = Path(args.config or os.environ.get("EZAT_CONFIG") or DEFAULT_CONFIG)
+    try:
+        load_config(str(config))
+    except ConfigError as exc:
+        print(f"ezat: configuration error: {exc}", file=sys.stderr)
+        return 2
+    stack = Stack(config_path=config, data_dir=data_dir().resolve())
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        print("ezat: starting infrastructure and services...", flush=True)
+        stack.start(timeout=args.timeout)
+        secret = asyncio.run(_create_key("ezat-up " + time.strftime("%Y-%m-%d %H:%M:%S")))
+        print(f"EZAT Router is up at {stack.edge_url}", flush=True)
+        print(f"  URL: {stack.edge_url}")
+        print(f"  Key: {secret}")
+        print(f"  logs: {stack.data_dir / 'logs'}   (Ctrl-C stops everything)", flush=True)
+        while True:
+            stack.supervise_once()
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        print("\nezat: stopping (draining open streams)...", flush=True)
+        return 0
+    except (RuntimeError, TimeoutError) as exc:
+        print(f"ezat: the stack did not start: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        stack.stop()
+        print("ezat: stopped", flush=True)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    # SIGTERM (a container stop) drains exactly like Ctrl-C.
+    raise KeyboardInterrupt
+
+
+async def _create_key(name: str) -> str:
+    conn = await db.connect()
+    try:
+        _, secret = await db.create_key(conn, name)
+    finally:
+        await conn.close()
+    return secret
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    if args.config:
+        os.environ["EZAT_CONFIG"] = args.config
+    module = MODULES[args.service]
+    os.execv(sys.executable, [sys.executable, "-m", module, *args.rest])
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    async def run() -> list[str]:
+        await ensure_database()
+        conn = await db.connect()
+        try:
+            return await db.migrate(conn)
+        finally:
+            await conn.close()
+
+    applied = asyncio.run(run())
+    print("applied: " + ", ".join(applied) if applied else "the schema is up to date")
+    return 0
+
+
+def cmd_keys(args: argparse.Namespace) -> int:
+    return asyncio.run(_keys(args))
+
+
+async def _keys(args: argparse.Namespace) -> int:
+    await ensure_database()
+    conn = await db.connect()
+    try:
+        await db.migrate(conn)
+        if args.keys_cmd == "create":
+            budget = round(args.budget * 1_000_000) if args.budget is not None else None
+            key, secret = await db.create_key(conn, args.name, args.rpm, args.tpm, budget)
+            print(f"created {key.id} ({key.name}); the key is shown once, store it now:")
+            print(secret)
+        elif args.keys_cmd == "list":
+            for k in await db.list_keys(conn):
+                state = "revoked" if k.revoked else "active"
+                limits = f"rpm={k.rpm or '-'} tpm={k.tpm or '-'}"
+                print(f"{k.id}\t{k.name}\t{k.prefix}…\t{state}\t{limits}\t{k.created_at}")
+        elif args.keys_cmd == "revoke":
+            if not await db.revoke_key(conn, args.id):
+                print(f"ezat: no active key with id {args.id}", file=sys.stderr)
+                return 1
+            await _broadcast_revocation(args.id)
+            print(f"revoked {args.id}")
+    finally:
+        await conn.close()
+    return 0
+
+
+async def _broadcast_revocation(key_id: str) -> None:
+    """Tell running edges to drop the key now; without NATS their cache expires within seconds."""
+    if "NATS_URL" not in os.environ:
+        return
+    import nats
+
+    try:
+        nc = await nats.connect(os.environ["NATS_URL"], connect_timeout=2, max_reconnect_attempts=0)
+        await nc.publish(from_env().keys_revoked, key_id.encode())
+        await nc.flush()
+        await nc.close()
+    except Exception as exc:
+        print(
+            f"ezat: note: edges not notified ({type(exc).__name__}); "
+            "they drop the key when their cache expires",
+            file=sys.stderr,
+        )
+
+
+def cmd_usage(args: argparse.Namespace) -> int:
+    async def run() -> None:
+        await ensure_database()
+        conn = await db.connect()
+        try:
+            rows = await conn.fetch(
+                "SELECT * FROM usage_records WHERE ($1::text IS NULL OR key_id = $1)"
+                " AND ($2::timestamptz IS NULL OR received_at >= $2) ORDER BY received_at",
+                args.key,
+                _since(args.since),
+            )
+        finally:
+            await conn.close()
+        for r in rows:
+            print(
+                f"{r['received_at'].isoformat()}\t{r['request_id']}\t{r['key_id']}\t{r['model']}"
+                f"\t{r['status']}\tin={r['input_tokens']} cache_read={r['cache_read_tokens']}"
+                f" cache_write={r['cache_write_5m_tokens'] + r['cache_write_1h_tokens']}"
+                f" out={r['output_tokens']}\tcost_micros={r['cost_micros']}"
+            )
+
+    asyncio.run(run())
+    return 0
+
+
+def _since(text: str | None) -> datetime.datetime | None:
+    if not text:
+        return None
+    parsed = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC)
+
+
+# ---- parser ---------------------------------------------------------------------------------
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ezat", description="EZAT Router operator command line")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    up = sub.add_parser("up", help="run the whole stack in the foreground")
+    up.add_argument("--config", help=f"TOML config (default $EZAT_CONFIG or {DEFAULT_CONFIG})")
+    up.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for readiness")
+    up.set_defaults(func=cmd_up)
+
+    serve = sub.add_parser("serve", help="run one service (what a pod runs)")
+    serve.add_argument("service", choices=[*SERVICES, "simulator"])
+    serve.add_argument("--config")
+    serve.add_argument("rest", nargs=argparse.REMAINDER)
+    serve.set_defaults(func=cmd_serve)
+
+    mig = sub.add_parser("migrate", help="apply database migrations")
+    mig.set_defaults(func=cmd_migrate)
+
+    keys = sub.add_parser("keys", help="manage API keys")
+    ksub = keys.add_subparsers(dest="keys_cmd", required=True)
+    create = ksub.add_parser("create")
+    create.add_argument("--name", required=True)
+    create.add_argument("--rpm", type=int, help="requests per minute")
+    create.add_argument("--tpm", type=int, help="input tokens per minute")
+    create.add_argument("--budget", type=float, help="monthly spend limit in USD")
+    ksub.add_parser("list")
+    revoke = ksub.add_parser("revoke")
+    revoke.add_argument("id")
+    keys.set_defaults(func=cmd_keys)
+
+    usage = sub.add_parser("usage", help="usage records, one line each")
+    usage.add_argument("--key", help="only this key id")
+    usage.add_argument("--since", help="RFC 3339 time")
+    usage.set_defaults(func=cmd_usage)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if args.cmd != "up":
+        use_saved_infra()
+    result: int = args.func(args)
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

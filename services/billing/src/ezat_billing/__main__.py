@@ -1,0 +1,5 @@
+"""``python -m ezat_billing``: run the billing service until SIGTERM/SIGINT."""
+
+from .app import main
+
+main()

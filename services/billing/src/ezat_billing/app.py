@@ -1,0 +1,139 @@
+"""Wiring of the billing service: config, PostgreSQL, the batcher, NATS subscriptions, health,
+metrics, and an orderly stop (no new messages, answer the pending ones, then close)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import asyncpg
+from ezat_common import bus, db, logs
+from ezat_common import metrics as common_metrics
+from ezat_common import subjects as subjects_mod
+from ezat_common.runtime import run_service
+from nats.aio.msg import Msg
+
+from . import config, store
+from .batcher import Batcher
+from .handlers import Handlers
+
+log = logging.getLogger("ezat.billing")
+
+STOP_TIMEOUT = 10.0
+
+
+class TaskSet:
+    """One task per message: nats-py runs a subscription's callbacks one after another, and a
+    record waiting for its group commit must not hold back the records behind it."""
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def spawner(
+        self, handler: Callable[[Msg], Awaitable[None]]
+    ) -> Callable[[Msg], Awaitable[None]]:
+        async def on_msg(msg: Msg) -> None:
+            task = asyncio.create_task(self._guarded(handler, msg))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+        return on_msg
+
+    @staticmethod
+    async def _guarded(handler: Callable[[Msg], Awaitable[None]], msg: Msg) -> None:
+        try:
+            await handler(msg)
+        except Exception:
+            log.exception("handler failed on %s", msg.subject)
+
+    async def wait(self, timeout: float) -> None:
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=timeout)
+
+
+def database_check(pool: asyncpg.Pool, batcher: Batcher) -> Callable[[], Awaitable[str | None]]:
+    async def check() -> str | None:
+        if not batcher.running:
+            return "billing writer is not running"
+        try:
+            async with pool.acquire(timeout=1.0) as conn:
+                await conn.fetchval("SELECT 1", timeout=1.0)
+        except Exception:
+            return "postgresql: unreachable"
+        return None
+
+    return check
+
+
+async def watch_database(check: Callable[[], Awaitable[str | None]]) -> None:
+    """Log when PostgreSQL becomes reachable, retrying in the background meanwhile: billing starts
+    (and reports not-ready) without it rather than crash-looping."""
+    delay = 0.5
+    while (problem := await check()) is not None:
+        log.warning("waiting for PostgreSQL: %s", problem)
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 10.0)
+    log.info("PostgreSQL reachable")
+
+
+async def serve(stop: asyncio.Event, settings: config.Settings | None = None) -> None:
+    """Run billing until ``stop`` is set."""
+    settings = settings or config.load()
+    subjects = subjects_mod.from_env()
+    common_metrics.serve(settings.cfg.billing.metrics_listen)
+    # min_size=0: creating the pool never needs the server, every acquire (re)connects on demand.
+    pool = await db.pool(min_size=0, max_size=10)
+    batcher = Batcher(
+        functools.partial(store.insert_batch, pool, timeout=settings.write_timeout),
+        functools.partial(store.probe_stored, pool, timeout=settings.write_timeout),
+        deadline=settings.ack_deadline,
+        max_batch=settings.max_batch,
+    )
+    batcher.start()
+    check = database_check(pool, batcher)
+    watcher = asyncio.create_task(watch_database(check))
+    nc = await bus.connect("billing")
+    handlers = Handlers(settings, batcher, pool)
+    tasks = TaskSet()
+    subs: list[Any] = [
+        await nc.subscribe(
+            subjects.usage_record,
+            queue=subjects_mod.QUEUE_BILLING,
+            cb=tasks.spawner(handlers.on_usage_record),
+        ),
+        await nc.subscribe(
+            subjects.usage_query,
+            queue=subjects_mod.QUEUE_BILLING,
+            cb=tasks.spawner(handlers.on_usage_query),
+        ),
+    ]
+    await bus.serve_health(nc, subjects, "billing", check)
+    log.info("billing serving on %s", subjects.usage_record)
+    await stop.wait()
+    log.info("billing stopping")
+    for sub in subs:  # no new messages; the ones already delivered are still answered
+        with contextlib.suppress(Exception):
+            await sub.drain()
+    await tasks.wait(STOP_TIMEOUT)
+    await batcher.stop(timeout=STOP_TIMEOUT)
+    watcher.cancel()
+    try:
+        await asyncio.wait_for(pool.close(), 5.0)
+    except (TimeoutError, Exception):
+        pool.terminate()
+    with contextlib.suppress(Exception):
+        await nc.drain()
+    log.info("billing stopped")
+
+
+async def _main(stop: asyncio.Event) -> None:
+    logs.setup("billing")
+    await serve(stop)
+
+
+def main() -> None:
+    run_service(_main)

@@ -1,0 +1,59 @@
+"""Billing settings: the operator's TOML (prices come from its ``[[models]]``) and a few knobs.
+
+The acknowledgement deadline is an environment knob (``EZAT_BILLING_ACK_DEADLINE``, seconds)
+because the shared ``[billing]`` table does not carry it; it must stay below the router's wait
+for the acknowledgement, so that the router hears "not stored" rather than silence.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+from ezat_common.catalogue import Catalogue, Prices
+from ezat_common.config import Config, ConfigError, load_config
+
+from .batcher import DEFAULT_DEADLINE, DEFAULT_MAX_BATCH
+
+ENV_ACK_DEADLINE = "EZAT_BILLING_ACK_DEADLINE"
+# One write attempt (a transaction) may take this long before it is abandoned and retried.
+WRITE_TIMEOUT = 1.0
+
+
+@dataclass(frozen=True)
+class Settings:
+    cfg: Config
+    catalogue: Catalogue
+    prices: dict[str, Prices]  # canonical model id -> micro-dollars per million tokens
+    ack_deadline: float = DEFAULT_DEADLINE
+    write_timeout: float = WRITE_TIMEOUT
+    max_batch: int = DEFAULT_MAX_BATCH
+
+
+def load(path: str | None = None) -> Settings:
+    """Settings from the TOML at ``path`` or ``$EZAT_CONFIG``; ``ConfigError`` names the problem."""
+    return from_config(load_config(path), ack_deadline=_env_seconds(ENV_ACK_DEADLINE))
+
+
+def from_config(cfg: Config, ack_deadline: float | None = None) -> Settings:
+    catalogue = Catalogue(cfg)
+    return Settings(
+        cfg=cfg,
+        catalogue=catalogue,
+        prices=dict(catalogue.prices),
+        ack_deadline=ack_deadline if ack_deadline is not None else DEFAULT_DEADLINE,
+    )
+
+
+def _env_seconds(name: str) -> float | None:
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name}: `{raw}` is not a number of seconds") from None
+    if not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"{name}: must be a positive number of seconds")
+    return value

@@ -1,0 +1,166 @@
+"""The public usage page (``GET /api/usage``) built from stored rows; the JSON shape lives here.
+
+Shape: ``{"object":"list","data":[record…],"totals":{…},"by_day":[…],"has_more",
+"next_cursor"}``; money as integer ``cost_micros`` plus ``cost_usd`` for people.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import msgspec
+from msgspec import Struct
+
+from .cursor import Position, encode_cursor
+
+TOKEN_COLUMNS = (
+    "input_tokens",
+    "cache_read_tokens",
+    "cache_write_5m_tokens",
+    "cache_write_1h_tokens",
+    "output_tokens",
+    "reasoning_tokens",
+)
+
+
+class UsageItem(Struct, kw_only=True):
+    request_id: str
+    model: str
+    api: str
+    stream: bool
+    status: str
+    deployment: str
+    region: str
+    input_tokens: int
+    cache_read_tokens: int
+    cache_write_5m_tokens: int
+    cache_write_1h_tokens: int
+    output_tokens: int
+    reasoning_tokens: int
+    estimated: bool
+    cost_micros: int
+    cost_usd: float
+    received_at: str
+    ttft_ms: float | None
+    total_ms: float | None
+
+
+class UsageTotals(Struct, kw_only=True):
+    requests: int = 0
+    input_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_5m_tokens: int = 0
+    cache_write_1h_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost_micros: int = 0
+    cost_usd: float = 0.0
+
+
+class DayTotal(Struct, kw_only=True):
+    day: str
+    model: str
+    requests: int
+    input_tokens: int
+    output_tokens: int
+    cost_micros: int
+
+
+class UsagePage(Struct, kw_only=True):
+    object: str = "list"
+    data: list[UsageItem]
+    totals: UsageTotals
+    by_day: list[DayTotal]
+    has_more: bool
+    next_cursor: str | None
+
+
+class UsageError(Struct, kw_only=True):
+    """What a usage query answers instead of a page; ``cursor: …`` errors are the client's."""
+
+    error: str
+
+
+_json = msgspec.json.Encoder()
+
+
+def encode_page(page: UsagePage | UsageError) -> bytes:
+    return _json.encode(page)
+
+
+def to_page(
+    rows: Sequence[Mapping[str, Any]],
+    limit: int,
+    totals: Mapping[str, Any] | None,
+    days: Sequence[Mapping[str, Any]],
+) -> UsagePage:
+    """The page for ``rows`` (fetched with ``limit + 1`` to learn whether more follow)."""
+    shown = rows[:limit]
+    has_more = len(rows) > limit
+    next_cursor = None
+    if has_more and shown:
+        last = shown[-1]
+        next_cursor = encode_cursor(Position(last["received_at"], last["request_id"]))
+    return UsagePage(
+        data=[to_item(r) for r in shown],
+        totals=to_totals(totals),
+        by_day=[to_day(d) for d in days],
+        has_more=has_more,
+        next_cursor=next_cursor,
+    )
+
+
+def to_item(row: Mapping[str, Any]) -> UsageItem:
+    cost = int(row["cost_micros"])
+    return UsageItem(
+        request_id=row["request_id"],
+        model=row["model"],
+        api=row["api"],
+        stream=row["stream"],
+        status=row["status"],
+        deployment=row["deployment"],
+        region=row["region"],
+        **{c: int(row[c]) for c in TOKEN_COLUMNS},
+        estimated=row["estimated"],
+        cost_micros=cost,
+        cost_usd=usd(cost),
+        received_at=rfc3339(row["received_at"]),
+        ttft_ms=row["ttft_ms"],
+        total_ms=row["total_ms"],
+    )
+
+
+def to_totals(row: Mapping[str, Any] | None) -> UsageTotals:
+    if row is None:
+        return UsageTotals()
+    # SUM over no rows is NULL in SQL; an empty filter has zero totals.
+    cost = int(row["cost_micros"] or 0)
+    return UsageTotals(
+        requests=int(row["requests"] or 0),
+        **{c: int(row[c] or 0) for c in TOKEN_COLUMNS},
+        cost_micros=cost,
+        cost_usd=usd(cost),
+    )
+
+
+def to_day(row: Mapping[str, Any]) -> DayTotal:
+    return DayTotal(
+        day=row["day"].isoformat(),
+        model=row["model"],
+        requests=int(row["requests"]),
+        input_tokens=int(row["input_tokens"]),
+        output_tokens=int(row["output_tokens"]),
+        cost_micros=int(row["cost_micros"]),
+    )
+
+
+def usd(micros: int) -> float:
+    return micros / 1_000_000
+
+
+def rfc3339(at: datetime.datetime) -> str:
+    """``2025-01-31T12:00:00.123Z``: UTC, millisecond precision."""
+    utc = at.astimezone(datetime.UTC)
+    return utc.isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -1,0 +1,41 @@
+"""Every Prometheus instrument of the billing service, declared once."""
+
+from __future__ import annotations
+
+from ezat_common.metrics import LATENCY_BUCKETS
+from prometheus_client import Counter, Histogram
+
+RECORDS_WRITTEN = Counter(
+    "ezat_billing_records_written_total",
+    "Usage records newly stored in PostgreSQL",
+    ["status"],
+)
+DUPLICATES = Counter(
+    "ezat_billing_duplicate_records_total",
+    "Usage records whose request id was already stored (retries; answered with the stored cost)",
+)
+BATCH_SIZE = Histogram(
+    "ezat_billing_batch_size",
+    "Rows per committed group-commit batch",
+    buckets=(1, 2, 5, 10, 20, 50, 100, 200, 500),
+)
+WRITE_SECONDS = Histogram(
+    "ezat_billing_write_seconds",
+    "Duration of one batch write attempt (one transaction), successful or not",
+    buckets=LATENCY_BUCKETS,
+)
+WRITE_FAILURES = Counter(
+    "ezat_billing_write_failures_total",
+    "Batch write attempts that failed and will be retried",
+    ["outcome"],  # "rolled_back" or "unknown" (the COMMIT was interrupted)
+)
+ACK_FAILURES = Counter(
+    "ezat_billing_ack_failures_total",
+    "Usage records answered with ok=false (the request is reported failed and not charged)",
+    ["reason"],  # "deadline", "invalid", "stopping"
+)
+QUERIES = Counter(
+    "ezat_billing_usage_queries_total",
+    "Usage listing queries answered",
+    ["outcome"],  # "ok", "invalid", "unavailable"
+)

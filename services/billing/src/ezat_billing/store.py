@@ -1,0 +1,239 @@
+"""PostgreSQL adapter of the usage records: idempotent batch inserts and the usage listing.
+
+Idempotency comes from the table's primary key on ``request_id``: a batch is one
+``INSERT … SELECT FROM unnest(…) ON CONFLICT (request_id) DO NOTHING`` in one transaction, and a
+duplicate reports the cost already stored, so every retry of a record answers the same amount.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import asyncpg
+import msgspec
+from msgspec import Struct
+
+from .core.page import TOKEN_COLUMNS, UsagePage, to_page
+from .core.query import Filters, to_filters
+from .core.rows import UsageRow
+
+# (column, PostgreSQL array type of its unnest parameter)
+_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("request_id", "text"),
+    ("key_id", "text"),
+    ("model", "text"),
+    ("api", "text"),
+    ("stream", "bool"),
+    ("deployment", "text"),
+    ("region", "text"),
+    ("status", "text"),
+    ("input_tokens", "int8"),
+    ("cache_read_tokens", "int8"),
+    ("cache_write_5m_tokens", "int8"),
+    ("cache_write_1h_tokens", "int8"),
+    ("output_tokens", "int8"),
+    ("reasoning_tokens", "int8"),
+    ("estimated", "bool"),
+    ("cost_micros", "int8"),
+    ("prices", "text"),  # jsonb travels as text and is cast once in SQL
+    ("received_at", "timestamptz"),
+    ("queued_ms", "float8"),
+    ("ttft_ms", "float8"),
+    ("total_ms", "float8"),
+    ("error_type", "text"),
+)
+_NAMES = ", ".join(name for name, _ in _COLUMNS)
+_INSERT = (
+    f"INSERT INTO usage_records ({_NAMES}) "
+    f"SELECT {', '.join('r.prices::jsonb' if n == 'prices' else 'r.' + n for n, _ in _COLUMNS)} "
+    f"FROM unnest({', '.join(f'${i}::{t}[]' for i, (_, t) in enumerate(_COLUMNS, 1))}) "
+    f"AS r({_NAMES}) "
+    "ON CONFLICT (request_id) DO NOTHING RETURNING request_id, cost_micros"
+)
+# A separate statement on purpose: under READ COMMITTED it takes a fresh snapshot, so it also sees
+# a duplicate that a concurrent transaction committed while our INSERT waited on its lock.
+_EXISTING = "SELECT request_id, cost_micros FROM usage_records WHERE request_id = ANY($1::text[])"
+_json = msgspec.json.Encoder()
+
+
+class Stored(Struct, frozen=True):
+    """The cost stored for a request id; ``inserted`` is False when the row was already there."""
+
+    cost_micros: int
+    inserted: bool
+
+
+class OutcomeUnknown(Exception):
+    """The connection failed while COMMIT was in flight: the batch may or may not be stored."""
+
+
+async def insert_batch(
+    pool: asyncpg.Pool, rows: Sequence[UsageRow], timeout: float | None = None
+) -> dict[str, Stored]:
+    """Store ``rows`` in one transaction; for each request id, the cost actually stored.
+
+    Raises ``OutcomeUnknown`` only when COMMIT itself was interrupted; any other exception means
+    the transaction did not commit and nothing of this batch was written.
+    """
+    return await _run(pool, rows, timeout, commit=True)
+
+
+async def probe_stored(
+    pool: asyncpg.Pool, rows: Sequence[UsageRow], timeout: float | None = None
+) -> dict[str, int]:
+    """Which of ``rows`` are durably stored, and at what cost, without storing the others.
+
+    Runs the same INSERT and rolls it back: an INSERT waits for any transaction still holding one
+    of these ids, so the answer cannot be overtaken by a COMMIT that was in flight.
+    """
+    found = await _run(pool, rows, timeout, commit=False)
+    return {rid: s.cost_micros for rid, s in found.items() if not s.inserted}
+
+
+async def _run(
+    pool: asyncpg.Pool, rows: Sequence[UsageRow], timeout: float | None, commit: bool
+) -> dict[str, Stored]:
+    unique = list({row.request_id: row for row in reversed(rows)}.values())  # first one wins
+    if not unique:
+        return {}
+    left = _budget(timeout)
+    async with pool.acquire(timeout=left()) as conn:
+        # Plain BEGIN/COMMIT statements so that every round trip, COMMIT included, has a timeout.
+        await conn.execute("BEGIN", timeout=left())
+        try:
+            stored = await _write(conn, unique, left)
+        except BaseException:
+            await _rollback(conn)
+            raise
+        if not commit:
+            await _rollback(conn)
+            return stored
+        try:
+            await conn.execute("COMMIT", timeout=left())
+        except Exception as exc:
+            if _rolled_back(exc):
+                raise
+            raise OutcomeUnknown(str(exc) or type(exc).__name__) from exc
+    return stored
+
+
+def _rolled_back(exc: Exception) -> bool:
+    """Whether a failed COMMIT certainly did not commit: the server answered it with an error.
+
+    A lost connection, a timeout, or the server going down mid-COMMIT leave the outcome unknown.
+    """
+    uncertain = (asyncpg.PostgresConnectionError, asyncpg.exceptions.OperatorInterventionError)
+    return isinstance(exc, asyncpg.PostgresError) and not isinstance(exc, uncertain)
+
+
+def _budget(timeout: float | None) -> Callable[[], float | None]:
+    """Seconds left of one attempt's ``timeout``, shared by all of its round trips."""
+    if timeout is None:
+        return lambda: None
+    end = time.monotonic() + timeout
+    return lambda: max(end - time.monotonic(), 0.001)
+
+
+async def _write(
+    conn: asyncpg.Connection, rows: Sequence[UsageRow], left: Callable[[], float | None]
+) -> dict[str, Stored]:
+    columns = _columns(rows)
+    new = await conn.fetch(_INSERT, *columns, timeout=left())
+    stored = {r["request_id"]: Stored(r["cost_micros"], True) for r in new}
+    missing = [row.request_id for row in rows if row.request_id not in stored]
+    if missing:
+        for r in await conn.fetch(_EXISTING, missing, timeout=left()):
+            stored[r["request_id"]] = Stored(r["cost_micros"], False)
+    return stored
+
+
+def _columns(rows: Sequence[UsageRow]) -> list[list[Any]]:
+    columns: list[list[Any]] = []
+    for name, _ in _COLUMNS:
+        if name == "prices":
+            columns.append([_json.encode(row.prices).decode() for row in rows])
+        else:
+            columns.append([getattr(row, name) for row in rows])
+    return columns
+
+
+async def _rollback(conn: asyncpg.Connection) -> None:
+    # On a broken connection ROLLBACK fails too; the server aborts the transaction when the
+    # connection goes, and the pool replaces a broken connection on release.
+    try:
+        await conn.execute("ROLLBACK", timeout=1.0)
+    except Exception:
+        pass
+
+
+# ---- the usage listing ------------------------------------------------------------------------
+
+_RECORD_COLUMNS = (
+    "request_id, model, api, stream, status, deployment, region, "
+    f"{', '.join(TOKEN_COLUMNS)}, estimated, cost_micros, received_at, ttft_ms, total_ms"
+)
+_SUMS = ", ".join(f"sum({c})::int8 AS {c}" for c in TOKEN_COLUMNS)
+
+
+async def query_usage(
+    pool: asyncpg.Pool,
+    key_id: str | None,
+    since: float | None,
+    until: float | None,
+    model: str | None,
+    limit: int,
+    cursor: str | None,
+    timeout: float | None = 10.0,
+) -> UsagePage:
+    """One page of records (newest first) and totals over the whole filter, not just the page.
+
+    ``key_id`` None lists every key (operators' ``ezat usage``); ``since`` is inclusive and
+    ``until`` exclusive (epoch seconds). Raises ``QueryError`` before touching the database.
+    """
+    f = to_filters(key_id, since, until, model, limit, cursor)
+    where, args = _filters(f)
+    page_where, page_args = where, list(args)
+    if f.after is not None:
+        n = len(page_args)
+        page_where += f" AND (received_at, request_id) < (${n + 1}, ${n + 2})"
+        page_args += [f.after.received_at, f.after.request_id]
+    records_sql = (
+        f"SELECT {_RECORD_COLUMNS} FROM usage_records WHERE {page_where} "
+        f"ORDER BY received_at DESC, request_id DESC LIMIT {f.limit + 1}"
+    )
+    totals_sql = (
+        f"SELECT count(*) AS requests, {_SUMS}, sum(cost_micros)::int8 AS cost_micros "
+        f"FROM usage_records WHERE {where}"
+    )
+    days_sql = (
+        "SELECT (received_at AT TIME ZONE 'UTC')::date AS day, model, count(*) AS requests, "
+        "sum(input_tokens)::int8 AS input_tokens, sum(output_tokens)::int8 AS output_tokens, "
+        f"sum(cost_micros)::int8 AS cost_micros FROM usage_records WHERE {where} "
+        "GROUP BY 1, 2 ORDER BY 1 DESC, 2"
+    )
+    # One snapshot for the three reads, so that the totals agree with the page.
+    async with (
+        pool.acquire(timeout=timeout) as conn,
+        conn.transaction(isolation="repeatable_read", readonly=True),
+    ):
+        records = await conn.fetch(records_sql, *page_args, timeout=timeout)
+        totals = await conn.fetchrow(totals_sql, *args, timeout=timeout)
+        days = await conn.fetch(days_sql, *args, timeout=timeout)
+    return to_page(records, f.limit, totals, days)
+
+
+def _filters(f: Filters) -> tuple[str, list[Any]]:
+    clauses: list[str] = ["TRUE"]
+    args: list[Any] = []
+    for template, value in (
+        ("key_id = {}", f.key_id),
+        ("received_at >= {}", f.since),
+        ("received_at < {}", f.until),
+        ("model = {}", f.model),
+    ):
+        if value is not None:
+            args.append(value)
+            clauses.append(template.format(f"${len(args)}"))
+    return " AND ".join(clauses), args

@@ -1,0 +1,269 @@
+"""Edge wiring: HTTP routes, request ids, auth, limits, and start-up/shut-down of connections."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+
+import asyncpg
+import msgspec
+from aiohttp import web
+from ezat_common import bus, db, envelopes, logs, metrics
+from ezat_common.catalogue import Catalogue
+from ezat_common.config import Config, load_config, split_listen
+from ezat_common.errors import GatewayError
+from ezat_common.subjects import from_env
+from nats.aio.msg import Msg
+
+from . import metrics as m
+from .auth import Authenticator
+from .bodies import read_limited
+from .ids import request_id
+from .limits import RateLimiter
+from .relay import Call, Relay
+from .responses import JSON, Format, from_gateway_error
+from .usage import usage_query
+
+log = logging.getLogger("ezat.edge")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+PROBED_SERVICES = ("translator", "router", "billing", "fetcher")
+RID = web.AppKey("rid", str)
+
+
+def api_format(path: str) -> Format:
+    return "openai" if path.startswith("/openai/") else "anthropic"
+
+
+class Edge:
+    def __init__(self, cfg: Config) -> None:
+        self.cfg = cfg
+        self.catalogue = Catalogue(cfg)
+        self.subjects = from_env()
+        self.auth = Authenticator(cfg.edge.auth_cache_ttl)
+        self.limiter = RateLimiter(os.environ.get("REDIS_URL"))
+        self.instance = f"edge-{uuid.uuid4().hex[:12]}"
+        self.models_anthropic = self.catalogue.anthropic_list()
+        self.models_openai = self.catalogue.openai_list()
+        self.models_public = self.catalogue.public()
+        self.nc: bus.Client | None = None
+        self.relay: Relay | None = None
+        self._pool_task: asyncio.Task[None] | None = None
+
+    # ---- lifecycle ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.nc = await bus.connect(self.instance)
+        inbox = bus.Inbox(self.nc, self.subjects, self.instance)
+        await inbox.start()
+        self.relay = Relay(
+            self.nc,
+            self.subjects,
+            inbox,
+            bus.Claims(self.nc, self.subjects),
+            first_reply_timeout=self.cfg.edge.first_reply_timeout,
+            ping_interval=self.cfg.edge.ping_interval,
+            idle_timeout=self.cfg.router.between_events_timeout + 30,
+        )
+        await self.nc.subscribe(self.subjects.keys_revoked, cb=self._on_revoked)
+        self._pool_task = asyncio.create_task(self._connect_db())
+
+    async def _connect_db(self) -> None:
+        # PostgreSQL may come up after us; keep trying instead of failing the pod.
+        while True:
+            try:
+                self.auth.pool = await db.pool(min_size=1, max_size=8)
+                return
+            except (OSError, asyncpg.PostgresError) as exc:
+                log.warning("database not reachable yet: %s", type(exc).__name__)
+                await asyncio.sleep(1)
+
+    async def stop(self) -> None:
+        if self._pool_task is not None:
+            self._pool_task.cancel()
+        if self.nc is not None:
+            await self.nc.drain()
+        if self.auth.pool is not None:
+            await self.auth.pool.close()
+        await self.limiter.close()
+
+    async def _on_revoked(self, msg: Msg) -> None:
+        self.auth.evict(msg.data.decode())
+
+    # ---- middleware -----------------------------------------------------------------------
+
+    @web.middleware
+    async def errors_mw(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        rid = request_id(request.headers.get("x-request-id"))
+        request[RID] = rid
+        token = logs.request_id.set(rid)
+        fmt = api_format(request.path)
+        try:
+            return await handler(request)
+        except GatewayError as err:
+            return from_gateway_error(fmt, rid, err)
+        except web.HTTPException as exc:
+            if exc.status >= 400:
+                err = GatewayError(exc.status, _http_message(exc, request))
+                return from_gateway_error(fmt, rid, err)
+            raise
+        except asyncio.IncompleteReadError:
+            return from_gateway_error(fmt, rid, GatewayError(400, "request body: is incomplete"))
+        finally:
+            logs.request_id.reset(token)
+
+    @staticmethod
+    async def on_prepare(request: web.Request, response: web.StreamResponse) -> None:
+        rid = request.get(RID)
+        if rid:
+            response.headers["request-id"] = rid
+            response.headers["x-request-id"] = rid
+
+    # ---- model endpoints ------------------------------------------------------------------
+
+    async def create_message(self, request: web.Request) -> web.StreamResponse:
+        return await self._model_call(request, "messages", "anthropic")
+
+    async def count_tokens(self, request: web.Request) -> web.StreamResponse:
+        return await self._model_call(request, "count_tokens", "anthropic")
+
+    async def chat_completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._model_call(request, "chat", "openai")
+
+    async def _model_call(
+        self, request: web.Request, api: envelopes.Api, fmt: Format
+    ) -> web.StreamResponse:
+        started = time.monotonic()
+        received_at = time.time()
+        rid = request[RID]
+        key = await self.auth.authenticate(request)
+        limit_headers = await self.limiter.check(key)
+        body = await read_limited(request, self.cfg.edge.max_body_bytes)
+        headers = request.headers
+        env = envelopes.ClientRequest(
+            request_id=rid,
+            api=api,
+            key_id=key.id,
+            reply_to="",
+            received_at=received_at,
+            session=headers.get("x-ezat-session"),
+            cache=headers.get("x-ezat-cache"),
+            beta=headers.get("anthropic-beta"),
+        )
+        call = Call(request, rid, fmt, env, limit_headers, started)
+        assert self.relay is not None
+        resp = await self.relay.run(call, body)
+        m.REQUESTS.labels(api, str(resp.status)).inc()
+        m.LATENCY.labels(api).observe(time.monotonic() - started)
+        return resp
+
+    async def list_models(self, request: web.Request) -> web.Response:
+        await self.auth.authenticate(request)
+        fmt = api_format(request.path)
+        body = self.models_openai if fmt == "openai" else self.models_anthropic
+        return web.Response(body=body, content_type=JSON)
+
+    async def public_models(self, request: web.Request) -> web.Response:
+        return web.Response(body=self.models_public, content_type=JSON)
+
+    async def usage(self, request: web.Request) -> web.Response:
+        key = await self.auth.authenticate(request)
+        assert self.nc is not None
+        return await usage_query(self.nc, self.subjects, key, request)
+
+    # ---- operations -----------------------------------------------------------------------
+
+    async def healthz(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def readyz(self, request: web.Request) -> web.Response:
+        checks = await self.readiness()
+        ready = all(v == "ok" for v in checks.values())
+        body = msgspec.json.encode({"status": "ready" if ready else "not ready", "checks": checks})
+        return web.Response(status=200 if ready else 503, body=body, content_type=JSON)
+
+    async def readiness(self) -> dict[str, str]:
+        checks: dict[str, str] = {}
+        nc = self.nc
+        checks["nats"] = "ok" if nc is not None and nc.is_connected else "not connected"
+        checks["database"] = await self._db_check()
+        if nc is None or not nc.is_connected:
+            return checks
+        results = await asyncio.gather(*(self._probe(nc, svc) for svc in PROBED_SERVICES))
+        checks.update(zip(PROBED_SERVICES, results, strict=True))
+        return checks
+
+    async def _db_check(self) -> str:
+        if self.auth.pool is None:
+            return "not connected"
+        try:
+            await asyncio.wait_for(self.auth.pool.fetchval("SELECT 1"), 1.0)
+            return "ok"
+        except Exception as exc:
+            return f"unavailable ({type(exc).__name__})"
+
+    async def _probe(self, nc: bus.Client, service: str) -> str:
+        try:
+            msg = await nc.request(self.subjects.health(service), b"", timeout=1.0)
+            reply = envelopes.decode_health(msg.data)
+            return "ok" if reply.ok else reply.detail
+        except Exception:
+            return "no replica answered"
+
+    async def metrics_endpoint(self, request: web.Request) -> web.Response:
+        data, content_type = metrics.exposition()
+        return web.Response(body=data, headers={"content-type": content_type})
+
+    async def not_found(self, request: web.Request) -> web.Response:
+        raise GatewayError(404, f"{request.method} {request.path}: no such endpoint")
+
+    # ---- assembly -------------------------------------------------------------------------
+
+    def build(self) -> web.Application:
+        app = web.Application(middlewares=[self.errors_mw], client_max_size=1024**3)
+        app.on_response_prepare.append(self.on_prepare)
+        app.add_routes(
+            [
+                web.post("/v1/messages", self.create_message),
+                web.post("/v1/messages/count_tokens", self.count_tokens),
+                web.get("/v1/models", self.list_models),
+                web.post("/openai/v1/chat/completions", self.chat_completions),
+                web.get("/openai/v1/models", self.list_models),
+                web.get("/api/models", self.public_models),
+                web.get("/api/usage", self.usage),
+                web.get("/healthz", self.healthz),
+                web.get("/readyz", self.readyz),
+                web.get("/metrics", self.metrics_endpoint),
+            ]
+        )
+        return app
+
+
+def _http_message(exc: web.HTTPException, request: web.Request) -> str:
+    if exc.status == 404:
+        return f"{request.method} {request.path}: no such endpoint"
+    if exc.status == 405:
+        return f"{request.method} {request.path}: method not allowed"
+    return exc.reason or "request refused"
+
+
+async def main(stop: asyncio.Event) -> None:
+    logs.setup("edge")
+    cfg = load_config()
+    edge = Edge(cfg)
+    await edge.start()
+    runner = web.AppRunner(edge.build(), handler_cancellation=True, access_log=None)
+    await runner.setup()
+    host, port = split_listen(cfg.edge.listen)
+    site = web.TCPSite(runner, host, port, reuse_address=True, backlog=1024)
+    await site.start()
+    log.info("edge listening on http://%s:%d", host, port)
+    await stop.wait()
+    # Drain: stop accepting, let open streams finish (bounded), then close connections.
+    await runner.shutdown()
+    await runner.cleanup()
+    await edge.stop()

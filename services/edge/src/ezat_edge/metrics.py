@@ -1,0 +1,18 @@
+"""Edge instruments, declared once."""
+
+from ezat_common.metrics import LATENCY_BUCKETS
+from prometheus_client import Counter, Gauge, Histogram
+
+REQUESTS = Counter("ezat_edge_requests_total", "HTTP requests answered", ["api", "status"])
+LATENCY = Histogram(
+    "ezat_edge_request_seconds", "Time to the final byte", ["api"], buckets=LATENCY_BUCKETS
+)
+FIRST_BYTE = Histogram(
+    "ezat_edge_first_byte_seconds",
+    "Time to the first response byte",
+    ["api"],
+    buckets=LATENCY_BUCKETS,
+)
+ACTIVE_STREAMS = Gauge("ezat_edge_active_streams", "Streams open to clients")
+DISCONNECTS = Counter("ezat_edge_client_disconnects_total", "Clients that went away mid-request")
+RATE_LIMITED = Counter("ezat_edge_rate_limited_total", "Requests refused by a key's limits")

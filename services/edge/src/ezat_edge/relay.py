@@ -1,0 +1,195 @@
+"""One client request over NATS: publish it to the translator, then turn the replies into HTTP.
+
+Replies arrive on this process's inbox (one wildcard subscription, a queue per request). The
+sequence is ``ReplyHead`` -> ``ReplyChunk``* -> a final ``ReplyEnd``/``ReplyError`` for streams, or
+a single ``ReplyBody``/``ReplyError``. Chunks are written as they arrive: nothing is buffered.
+A client that goes away cancels the handler; we broadcast a ``CancelRequest`` so the router stops
+the upstream call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+
+from aiohttp import web
+from ezat_common import bus, envelopes
+from ezat_common.envelopes import ReplyBody, ReplyChunk, ReplyEnd, ReplyError, ReplyHead
+from ezat_common.subjects import Subjects
+from nats.aio.msg import Msg
+
+from . import metrics as m
+from .responses import JSON, Format, error_response, stream_error_frame
+
+log = logging.getLogger("ezat.edge.relay")
+
+ANTHROPIC_PING = b'event: ping\ndata: {"type": "ping"}\n\n'
+OPENAI_PING = b": ping\n\n"
+_IDLE = object()
+SSE_HEADERS = {"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache"}
+
+
+@dataclass(slots=True)
+class Call:
+    """What the relay needs to know about one request."""
+
+    request: web.Request
+    rid: str
+    fmt: Format
+    envelope: envelopes.ClientRequest
+    extra_headers: dict[str, str]
+    started: float
+
+
+class Relay:
+    def __init__(
+        self,
+        nc: bus.Client,
+        subjects: Subjects,
+        inbox: bus.Inbox,
+        claims: bus.Claims,
+        first_reply_timeout: float,
+        ping_interval: float,
+        idle_timeout: float,
+    ) -> None:
+        self.nc = nc
+        self.subjects = subjects
+        self.inbox = inbox
+        self.claims = claims
+        self.first_reply_timeout = first_reply_timeout
+        self.ping_interval = ping_interval
+        self.idle_timeout = idle_timeout
+
+    async def run(self, call: Call, body: bytes) -> web.StreamResponse:
+        token, subject, queue = self.inbox.open()
+        env = call.envelope
+        env.reply_to = subject
+        try:
+            env.body, env.body_ref = await self.claims.pack(body)
+            await self.nc.publish(self.subjects.translate, envelopes.encode(env), reply=subject)
+            try:
+                msg = await asyncio.wait_for(queue.get(), self.first_reply_timeout)
+            except TimeoutError:
+                return self._error(call, 504, "timeout_error", "the model took too long to answer")
+            first = self._decode(msg)
+            match first:
+                case ReplyHead():
+                    return await self._stream(call, first, queue)
+                case ReplyBody():
+                    data = await self.claims.unpack(first.data, first.data_ref)
+                    headers = {**call.extra_headers, **first.headers}
+                    return web.Response(
+                        status=first.status, body=data, content_type=JSON, headers=headers
+                    )
+                case ReplyError():
+                    return self._reply_error(call, first)
+                case _:
+                    log.error("unexpected first reply %s", type(first).__name__)
+                    return self._error(call, 500, "api_error", "internal error; retry")
+        except asyncio.CancelledError:
+            m.DISCONNECTS.inc()
+            await self._cancel(call.rid)
+            raise
+        finally:
+            self.inbox.close(token)
+
+    def _decode(self, msg: Msg) -> envelopes.Reply:
+        if bus.is_no_responders(msg):
+            return ReplyError(
+                status=529,
+                type="overloaded_error",
+                message="the gateway has no translator available; retry shortly",
+                retry_after=2,
+            )
+        return envelopes.decode_reply(msg.data)
+
+    async def _stream(
+        self, call: Call, head: ReplyHead, queue: asyncio.Queue[Msg]
+    ) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={**SSE_HEADERS, **call.extra_headers, **head.headers})
+        await resp.prepare(call.request)
+        m.FIRST_BYTE.labels(call.envelope.api).observe(time.monotonic() - call.started)
+        m.ACTIVE_STREAMS.inc()
+        state = _StreamState(time.monotonic())
+        pinger = asyncio.create_task(self._keepalive(call, resp, queue, state))
+        try:
+            while True:
+                msg = await queue.get()
+                if msg is _IDLE:
+                    frame = stream_error_frame(
+                        call.fmt, call.rid, 504, "timeout_error", "the model stopped responding"
+                    )
+                    await resp.write(frame)
+                    break
+                state.last = time.monotonic()
+                reply = self._decode(msg)
+                match reply:
+                    case ReplyChunk():
+                        await resp.write(reply.data)
+                    case ReplyEnd():
+                        if reply.data:
+                            await resp.write(reply.data)
+                        break
+                    case ReplyError():
+                        frame = stream_error_frame(
+                            call.fmt, call.rid, reply.status, reply.type, reply.message
+                        )
+                        await resp.write(frame)
+                        break
+                    case _:
+                        log.warning("ignored %s inside a stream", type(reply).__name__)
+            await resp.write_eof()
+        except (ConnectionResetError, ConnectionError):
+            m.DISCONNECTS.inc()
+            await self._cancel(call.rid)
+        finally:
+            pinger.cancel()
+            m.ACTIVE_STREAMS.dec()
+        return resp
+
+    async def _keepalive(
+        self, call: Call, resp: web.StreamResponse, queue: asyncio.Queue[Msg], state: _StreamState
+    ) -> None:
+        """Pings during pauses, and an end to streams whose upstream went silent."""
+        ping = OPENAI_PING if call.fmt == "openai" else ANTHROPIC_PING
+        try:
+            while True:
+                await asyncio.sleep(self.ping_interval)
+                idle = time.monotonic() - state.last
+                if idle >= self.idle_timeout:
+                    queue.put_nowait(_IDLE)  # type: ignore[arg-type]
+                    return
+                if idle >= self.ping_interval:
+                    await resp.write(ping)
+        except (ConnectionResetError, ConnectionError):
+            return
+
+    async def _cancel(self, rid: str) -> None:
+        try:
+            cancel = envelopes.encode(envelopes.CancelRequest(request_id=rid))
+            await self.nc.publish(self.subjects.cancel, cancel)
+        except Exception:
+            log.warning("could not broadcast the cancellation")
+
+    def _reply_error(self, call: Call, err: ReplyError) -> web.Response:
+        return error_response(
+            call.fmt,
+            call.rid,
+            err.status,
+            err.type,
+            err.message,
+            param=err.param,
+            code=err.code,
+            retry_after=err.retry_after,
+            headers={**call.extra_headers, **err.headers},
+        )
+
+    def _error(self, call: Call, status: int, type: str, message: str) -> web.Response:
+        return error_response(call.fmt, call.rid, status, type, message, headers=call.extra_headers)
+
+
+@dataclass(slots=True)
+class _StreamState:
+    last: float

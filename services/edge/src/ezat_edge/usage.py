@@ -1,0 +1,63 @@
+"""``GET /api/usage``: the calling key's own usage, answered by the billing service."""
+
+from __future__ import annotations
+
+import datetime
+
+import msgspec
+from aiohttp import web
+from ezat_common import bus, envelopes
+from ezat_common.db import ApiKey
+from ezat_common.errors import GatewayError, invalid
+from ezat_common.subjects import Subjects
+
+from .responses import JSON
+
+
+def parse_time(name: str, value: str | None) -> float | None:
+    if value is None or value == "":
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise invalid(name, "must be an RFC 3339 time or a Unix timestamp") from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=datetime.UTC)
+    return parsed.timestamp()
+
+
+def parse_query(key: ApiKey, request: web.Request) -> envelopes.UsageQuery:
+    q = request.query
+    limit_text = q.get("limit", "100")
+    if not limit_text.isdigit() or not 1 <= int(limit_text) <= 1000:
+        raise invalid("limit", "must be an integer from 1 to 1000")
+    return envelopes.UsageQuery(
+        key_id=key.id,
+        since=parse_time("from", q.get("from")),
+        until=parse_time("to", q.get("to")),
+        model=q.get("model") or None,
+        limit=int(limit_text),
+        cursor=q.get("cursor") or None,
+    )
+
+
+async def usage_query(
+    nc: bus.Client, subjects: Subjects, key: ApiKey, request: web.Request
+) -> web.Response:
+    query = parse_query(key, request)
+    try:
+        msg = await nc.request(subjects.usage_query, envelopes.encode(query), timeout=5)
+    except Exception:
+        raise GatewayError(
+            503, "usage is unavailable right now; retry shortly", retry_after=2
+        ) from None
+    data = msg.data
+    if data.startswith(b'{"error"'):
+        problem = msgspec.json.decode(data).get("error", "bad query")
+        param = problem.split(":", 1)[0]
+        raise GatewayError(400, problem, param=param)
+    return web.Response(body=data, content_type=JSON)

@@ -1,0 +1,95 @@
+"""Wiring of the router service: connections, subscriptions, health, metrics, shutdown.
+
+Shutdown: stop taking new requests (unsubscribe), let in-flight responses finish for up to
+``DRAIN_SECONDS``, tell the rest to retry, flush pending usage records, then close the HTTP
+session and NATS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from ezat_common import bus, logs
+from ezat_common import metrics as common_metrics
+from ezat_common.bus import Claims
+from ezat_common.config import Config, load_config
+from ezat_common.subjects import QUEUE_ROUTER, Subjects, from_env
+from nats.aio.client import Client
+
+from .billing import Billing
+from .core.health import Cooldowns
+from .handlers import Handlers
+from .routing import Router
+from .upstream import Upstream
+
+DRAIN_SECONDS = 10.0
+# After the drain, cancelled requests get this long to publish their error and usage.
+CANCEL_GRACE_SECONDS = 2.0
+
+
+class RouterService:
+    """The router on an open NATS connection; ``start`` subscribes, ``stop`` drains."""
+
+    def __init__(self, cfg: Config, nc: Client, subjects: Subjects) -> None:
+        self._nc = nc
+        self._subjects = subjects
+        self.upstream = Upstream(cfg.router)
+        self.billing = Billing(nc, subjects)
+        self.health = Cooldowns()
+        self.router = Router(
+            cfg, nc, Claims(nc, subjects), self.upstream, self.billing, self.health
+        )
+        self.handlers = Handlers(self.router)
+        self._subs: list[Any] = []
+
+    async def start(self) -> None:
+        await self.upstream.start()
+        self._subs.append(
+            await self._nc.subscribe(
+                self._subjects.route, queue=QUEUE_ROUTER, cb=self.handlers.on_route
+            )
+        )
+        # Broadcast: every replica hears every cancel and acts on the requests it runs.
+        self._subs.append(
+            await self._nc.subscribe(self._subjects.cancel, cb=self.handlers.on_cancel)
+        )
+        await bus.serve_health(self._nc, self._subjects, "router", self.ready)
+
+    async def ready(self) -> str | None:
+        return None if self._nc.is_connected else "NATS is not connected"
+
+    async def stop(self) -> None:
+        route, cancel = self._subs
+        with contextlib.suppress(Exception):
+            await route.unsubscribe()
+        tasks = set(self.handlers.tasks.values())
+        if tasks:
+            _, tasks = await asyncio.wait(tasks, timeout=DRAIN_SECONDS)
+        if tasks:
+            self.router.stopping = True
+            for task in tasks:
+                task.cancel()
+            await asyncio.wait(tasks, timeout=CANCEL_GRACE_SECONDS)
+        with contextlib.suppress(Exception):
+            await cancel.unsubscribe()
+        await self.billing.drain(CANCEL_GRACE_SECONDS)
+        await self.upstream.close()
+
+
+async def main(stop: asyncio.Event) -> None:
+    log = logs.setup("router")
+    cfg = load_config()
+    nc = await bus.connect("router")
+    service = RouterService(cfg, nc, from_env())
+    await service.start()
+    common_metrics.serve(cfg.router.metrics_listen)
+    log.info("router ready", extra={"fields": {"deployments": len(cfg.deployments)}})
+    try:
+        await stop.wait()
+    finally:
+        log.info("router stopping")
+        await service.stop()
+        with contextlib.suppress(Exception):
+            await nc.drain()

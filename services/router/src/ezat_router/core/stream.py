@@ -1,0 +1,107 @@
+"""The pure step of the streaming relay: the frames of one upstream read in, what to do out.
+
+The relay loop (``relay.py``) reads, parses with ``SseParser``, calls ``StreamStep.step`` and
+publishes ``data`` as one chunk. This step decodes each event once, feeds usage, rewrites the
+model in message_start, holds back message_stop (released only after billing's ack) and stops
+at an upstream error. Unknown or undecodable events are counted and forwarded unchanged.
+Keep-alive comment frames are dropped: the edge sends its own pings to the client.
+"""
+
+from __future__ import annotations
+
+import msgspec
+from ezat_common.schemas.anthropic import (
+    ContentBlockDelta,
+    Error,
+    ErrorInfo,
+    MessageStart,
+    MessageStop,
+    Ping,
+    decode_event,
+)
+
+from .payload import PayloadError, message_start_frame
+from .sse import Frame
+from .usage import UsageAccumulator
+
+_UNDECODABLE = (msgspec.DecodeError, msgspec.ValidationError)
+
+
+class StepResult:
+    """What one read produced. ``data`` is forwarded now; the rest are signals."""
+
+    __slots__ = ("data", "error", "events", "first_delta", "invalid", "stop", "unknown")
+
+    def __init__(self) -> None:
+        self.data = b""
+        self.stop: bytes | None = None  # the held message_stop frame
+        self.error: ErrorInfo | None = None  # an upstream ``event: error``
+        self.invalid = False  # the stream did not open with message_start
+        self.first_delta = False  # a content_block_delta was in this read
+        self.events = 0
+        self.unknown = 0
+
+    @property
+    def finished(self) -> bool:
+        return self.stop is not None or self.error is not None or self.invalid
+
+
+class StreamStep:
+    """Per-request state of the relay between reads; ``step`` never awaits."""
+
+    __slots__ = ("_model", "started", "usage")
+
+    def __init__(self, response_model: str, usage: UsageAccumulator) -> None:
+        self._model = response_model
+        self.usage = usage
+        self.started = False  # message_start seen (and forwarded)
+
+    def step(self, frames: list[Frame]) -> StepResult:
+        result = StepResult()
+        out: list[bytes] = []
+        for frame in frames:
+            if not frame.data:
+                continue
+            try:
+                event = decode_event(frame.data)
+            except _UNDECODABLE:
+                # Unknown to this gateway (a new event or block type): relay, never crash. Before
+                # message_start nothing may be sent, so it is dropped there.
+                result.unknown += 1
+                if self.started:
+                    out.append(frame.raw)
+                continue
+            result.events += 1
+            if isinstance(event, ContentBlockDelta):
+                result.first_delta = True
+                self.usage.feed(event)
+                out.append(frame.raw)
+            elif isinstance(event, Ping):
+                if self.started:
+                    out.append(frame.raw)
+            elif isinstance(event, MessageStop):
+                if not self.started:
+                    result.invalid = True
+                else:
+                    result.stop = frame.raw
+                break
+            elif isinstance(event, Error):
+                result.error = event.error
+                break
+            elif isinstance(event, MessageStart) and not self.started:
+                try:
+                    out.append(message_start_frame(frame.data, self._model))
+                except (PayloadError, *_UNDECODABLE):
+                    result.invalid = True
+                    break
+                self.started = True
+                self.usage.feed(event)
+            elif not self.started:
+                result.invalid = True
+                break
+            else:
+                self.usage.feed(event)
+                out.append(frame.raw)
+        if out:
+            result.data = out[0] if len(out) == 1 else b"".join(out)
+        return result

@@ -1,0 +1,172 @@
+"""What an upstream failure means for the client and for the deployment.
+
+Every failure becomes a ``Failure``: the ``ReplyError`` the client gets if it is the last word,
+whether another deployment may be tried (only ever before the first byte reached the client),
+and how long this deployment should cool down. Client messages name the model, never a host,
+URL or stack trace.
+
+Failover rules: connect errors, timeouts before the response headers, 429, 5xx and 529 try the
+next deployment. 401/403 also do (they mean the *deployment's* credentials are wrong, which the
+client can do nothing about). Every other 4xx is the request's fault and is relayed at once.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import msgspec
+from ezat_common.envelopes import ReplyError
+from ezat_common.errors import STATUS_OF_TYPE, type_for_status
+from ezat_common.schemas.anthropic import ErrorInfo, decode_error_body
+
+from .health import FAULT_COOLDOWN, RATE_LIMIT_COOLDOWN
+
+TransportKind = Literal["connect", "timeout", "dropped", "protocol"]
+
+DROPPED_MESSAGE = "the deployment stopped mid-response; the request was not charged"
+UNRECORDED = ReplyError(
+    status=500,
+    type="api_error",
+    message=(
+        "the request's usage could not be recorded, so it was not completed and you were not "
+        "charged; retry"
+    ),
+)
+
+
+class Failure(msgspec.Struct, frozen=True, kw_only=True):
+    error: ReplyError
+    retryable: bool
+    # Seconds this deployment should rest; None when the failure says nothing about its health.
+    cooldown: float | None = None
+    # Metric label: "429", "5xx", "529", "4xx", "connect", "timeout", "dropped", ...
+    reason: str
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Seconds from a ``retry-after`` header; None when absent or an HTTP date (not worth it)."""
+    if not value:
+        return None
+    try:
+        seconds = float(value.strip())
+    except ValueError:
+        return None
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
+
+
+def from_status(status: int, body: bytes, retry_after: str | None, model: str) -> Failure:
+    """An upstream response that is not 2xx."""
+    wait = parse_retry_after(retry_after)
+    if status == 429:
+        pause = wait if wait is not None else RATE_LIMIT_COOLDOWN
+        message = f"the deployments of `{model}` are rate limited; retry after {pause:g} seconds"
+        return Failure(
+            error=ReplyError(
+                status=429, type="rate_limit_error", message=message, retry_after=pause
+            ),
+            retryable=True,
+            cooldown=pause,
+            reason="429",
+        )
+    if status in (503, 529):
+        pause = wait if wait is not None else FAULT_COOLDOWN
+        message = f"the deployments of `{model}` are overloaded; retry after {pause:g} seconds"
+        return Failure(
+            error=ReplyError(
+                status=529, type="overloaded_error", message=message, retry_after=pause
+            ),
+            retryable=True,
+            cooldown=max(pause, FAULT_COOLDOWN),
+            reason="529",
+        )
+    if status >= 500:
+        message = f"the deployment of `{model}` failed (HTTP {status}); retry"
+        return Failure(
+            error=ReplyError(status=status, type=type_for_status(status), message=message),
+            retryable=True,
+            cooldown=FAULT_COOLDOWN,
+            reason="5xx",
+        )
+    if status in (401, 403):
+        message = (
+            f"a deployment of `{model}` refused the gateway's credentials; "
+            "an operator must fix its key"
+        )
+        return Failure(
+            error=ReplyError(status=500, type="api_error", message=message),
+            retryable=True,
+            cooldown=FAULT_COOLDOWN,
+            reason="auth",
+        )
+    return Failure(error=client_error(status, body), retryable=False, reason="4xx")
+
+
+def client_error(status: int, body: bytes) -> ReplyError:
+    """The upstream's own 4xx, relayed with its Anthropic error type and message."""
+    info = _error_info(body)
+    kind = info.type if info is not None and info.type in STATUS_OF_TYPE else None
+    message = info.message if info is not None and info.message else ""
+    return ReplyError(
+        status=status,
+        type=kind or type_for_status(status),
+        message=message or f"the model rejected the request (HTTP {status})",
+    )
+
+
+def _error_info(body: bytes) -> ErrorInfo | None:
+    try:
+        return decode_error_body(body).error
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+
+
+def from_transport(kind: TransportKind, model: str, first_byte_timeout: float) -> Failure:
+    """No usable response: unreachable, too slow to answer, cut off, or not speaking SSE/JSON."""
+    if kind == "connect":
+        error = ReplyError(
+            status=529,
+            type="overloaded_error",
+            message=f"no deployment of `{model}` could be reached; retry shortly",
+            retry_after=FAULT_COOLDOWN,
+        )
+    elif kind == "timeout":
+        error = ReplyError(
+            status=504,
+            type="timeout_error",
+            message=(
+                f"no deployment of `{model}` started answering within "
+                f"{first_byte_timeout:g} seconds; retry shortly"
+            ),
+            retry_after=FAULT_COOLDOWN,
+        )
+    elif kind == "dropped":
+        error = ReplyError(status=500, type="api_error", message=DROPPED_MESSAGE)
+    else:
+        error = ReplyError(
+            status=500,
+            type="api_error",
+            message=f"a deployment of `{model}` sent a malformed response; retry",
+        )
+    return Failure(error=error, retryable=True, cooldown=FAULT_COOLDOWN, reason=kind)
+
+
+def from_stream_error(info: ErrorInfo) -> Failure:
+    """An ``event: error`` from the upstream stream, relayed with the status of its type.
+
+    Retryable (when nothing was sent yet) for the types a healthy deployment would not send:
+    rate limits, overload and server errors.
+    """
+    status = STATUS_OF_TYPE.get(info.type, 500)
+    kind = info.type if info.type in STATUS_OF_TYPE else "api_error"
+    error = ReplyError(
+        status=status,
+        type=kind,
+        message=info.message or "the model failed while answering; retry",
+    )
+    if status == 429:
+        return Failure(error=error, retryable=True, cooldown=RATE_LIMIT_COOLDOWN, reason="429")
+    if status >= 500:
+        reason = "529" if status == 529 else "5xx"
+        return Failure(error=error, retryable=True, cooldown=FAULT_COOLDOWN, reason=reason)
+    return Failure(error=error, retryable=False, reason="4xx")

@@ -1,0 +1,171 @@
+"""What a request consumed: token counts from the upstream's usage, estimates from its text.
+
+Exact counts come from ``message_start.message.usage`` and ``message_delta.usage`` (a later
+non-null value wins, so a cumulative ``message_delta`` corrects ``message_start``). When the
+final output count never arrived (the client closed the stream early), output is estimated
+from the characters generated so far: ``ceil(chars / 4)``, the usual ~4 characters per token
+of English text, counting text, thinking and tool-input JSON.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ezat_common.envelopes import UsageRecord, UsageStatus
+from ezat_common.schemas.anthropic import (
+    AnyEvent,
+    ContentBlockDelta,
+    ContentBlockStart,
+    InputJsonDelta,
+    MessageDelta,
+    MessageStart,
+    TextBlock,
+    TextDelta,
+    ThinkingBlock,
+    ThinkingDelta,
+    Usage,
+)
+from msgspec import structs
+
+CHARS_PER_TOKEN = 4
+
+
+def estimate_tokens(chars: int) -> int:
+    return math.ceil(chars / CHARS_PER_TOKEN)
+
+
+class UsageAccumulator:
+    """Feed it every decoded event (or a whole response's usage); it builds the UsageRecord."""
+
+    __slots__ = (
+        "cache_read",
+        "cache_write_1h",
+        "cache_write_5m",
+        "cache_write_total",
+        "input_tokens",
+        "output_final",
+        "output_start",
+        "reasoning",
+        "text_chars",
+        "thinking_chars",
+        "tool_chars",
+    )
+
+    def __init__(self) -> None:
+        self.input_tokens: int | None = None
+        self.cache_read: int | None = None
+        self.cache_write_total: int | None = None
+        self.cache_write_5m: int | None = None
+        self.cache_write_1h: int | None = None
+        # message_start's output count is a placeholder (usually 1); only message_delta's is final.
+        self.output_start: int | None = None
+        self.output_final: int | None = None
+        self.reasoning: int | None = None
+        self.text_chars = 0
+        self.thinking_chars = 0
+        self.tool_chars = 0
+
+    def feed(self, event: AnyEvent) -> None:
+        if isinstance(event, ContentBlockDelta):
+            delta = event.delta
+            if isinstance(delta, TextDelta):
+                self.text_chars += len(delta.text)
+            elif isinstance(delta, ThinkingDelta):
+                self.thinking_chars += len(delta.thinking)
+            elif isinstance(delta, InputJsonDelta):
+                self.tool_chars += len(delta.partial_json)
+        elif isinstance(event, MessageStart):
+            self.feed_usage(event.message.usage, final=False)
+        elif isinstance(event, MessageDelta):
+            self.feed_usage(event.usage, final=True)
+        elif isinstance(event, ContentBlockStart):
+            block = event.content_block
+            if isinstance(block, TextBlock):
+                self.text_chars += len(block.text)
+            elif isinstance(block, ThinkingBlock):
+                self.thinking_chars += len(block.thinking)
+
+    def feed_usage(self, usage: Usage, *, final: bool) -> None:
+        """Merge one usage object; ``final`` marks an authoritative output count."""
+        if usage.input_tokens is not None:
+            self.input_tokens = usage.input_tokens
+        if usage.cache_read_input_tokens is not None:
+            self.cache_read = usage.cache_read_input_tokens
+        if usage.cache_creation_input_tokens is not None:
+            self.cache_write_total = usage.cache_creation_input_tokens
+        if usage.cache_creation is not None:
+            self.cache_write_5m = usage.cache_creation.ephemeral_5m_input_tokens
+            self.cache_write_1h = usage.cache_creation.ephemeral_1h_input_tokens
+        if usage.reasoning_tokens is not None:
+            self.reasoning = usage.reasoning_tokens
+        if usage.output_tokens is not None:
+            if final:
+                self.output_final = usage.output_tokens
+            else:
+                self.output_start = usage.output_tokens
+
+    def feed_content(self, content: list[Any]) -> None:
+        """Count the characters of a non-streamed response's content blocks (decoded JSON)."""
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            kind = block.get("type")
+            if kind == "text":
+                self.text_chars += _len(block.get("text"))
+            elif kind == "thinking":
+                self.thinking_chars += _len(block.get("thinking"))
+
+    @property
+    def started(self) -> bool:
+        """The upstream reported its input usage (message_start or a response arrived)."""
+        return self.input_tokens is not None
+
+    def estimated_output(self) -> int:
+        return estimate_tokens(self.text_chars + self.thinking_chars + self.tool_chars)
+
+    def cache_writes(self) -> tuple[int, int]:
+        """(5-minute, 1-hour) cache writes; without a breakdown everything is 5-minute."""
+        one_hour = self.cache_write_1h or 0
+        if self.cache_write_total is not None:
+            return max(self.cache_write_total - one_hour, 0), one_hour
+        return self.cache_write_5m or 0, one_hour
+
+    def record(
+        self, base: UsageRecord, status: UsageStatus, body_len: int, error_type: str | None = None
+    ) -> UsageRecord:
+        """``base`` (ids, deployment, timings) completed with the token counts.
+
+        Input never reported (the request was cut before the response) is estimated from the
+        request body size; output never finalised is the larger of the estimate and what
+        message_start said. Either estimate sets ``estimated``.
+        """
+        estimated = False
+        input_tokens = self.input_tokens
+        if input_tokens is None:
+            input_tokens = estimate_tokens(body_len)
+            estimated = True
+        output = self.output_final
+        if output is None:
+            output = max(self.estimated_output(), self.output_start or 0)
+            estimated = True
+        reasoning = self.reasoning
+        if reasoning is None:
+            reasoning = min(estimate_tokens(self.thinking_chars), output)
+        write_5m, write_1h = self.cache_writes()
+        return structs.replace(
+            base,
+            status=status,
+            input_tokens=input_tokens,
+            cache_read_tokens=self.cache_read or 0,
+            cache_write_5m_tokens=write_5m,
+            cache_write_1h_tokens=write_1h,
+            output_tokens=output,
+            reasoning_tokens=reasoning,
+            estimated=estimated,
+            error_type=error_type,
+        )
+
+
+def _len(value: object) -> int:
+    return len(value) if isinstance(value, str) else 0

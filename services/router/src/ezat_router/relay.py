@@ -1,0 +1,202 @@
+"""Relaying one upstream response to the client's reply subject.
+
+The streaming loop is thin: read whatever has arrived, parse it (``core.sse``), run the pure
+step (``core.stream``), publish the result as ONE ``ReplyChunk`` per read. Coalescing is only of
+what already arrived; the loop never waits for more. ``ReplyHead`` goes out right before the
+first chunk: from then on the response belongs to this deployment (no failover). message_stop
+is held until billing acknowledged the usage record, then released as ``ReplyEnd``.
+
+Every method returns ``None`` once it published the final reply, or a ``Failure`` for the
+router to fail over on (if nothing was sent yet) or to report.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import aiohttp
+from ezat_common import envelopes
+from ezat_common.bus import Claims
+from ezat_common.config import RouterConfig
+from ezat_common.envelopes import ReplyBody, ReplyChunk, ReplyEnd, RouteRequest, UsageRecord
+from nats.aio.client import Client
+
+from . import metrics
+from .billing import Billing
+from .core.payload import PayloadError, response_with_model
+from .core.sse import SseError, SseParser
+from .core.stream import StepResult, StreamStep
+from .core.upstream_errors import (
+    UNRECORDED,
+    Failure,
+    from_stream_error,
+    from_transport,
+)
+from .core.usage import UsageAccumulator
+from .upstream import Target, Upstream, finish
+
+UNRECORDED_FAILURE = Failure(error=UNRECORDED, retryable=False, reason="unrecorded")
+_encode = envelopes.encode
+
+
+class RequestState:
+    """What one request has done so far; the router reads it when the request is cancelled."""
+
+    __slots__ = (
+        "attempts",
+        "body_len",
+        "final_sent",
+        "first_token_at",
+        "head_sent",
+        "target",
+        "upstream_started_at",
+        "usage",
+    )
+
+    def __init__(self) -> None:
+        self.attempts = 0
+        self.body_len = 0
+        self.target: Target | None = None
+        self.usage = UsageAccumulator()
+        self.upstream_started_at = 0.0
+        self.first_token_at = 0.0
+        self.head_sent = False
+        self.final_sent = False
+
+    @property
+    def deployment(self) -> str:
+        return self.target.dep.name if self.target is not None else ""
+
+
+def usage_base(req: RouteRequest, state: RequestState, finished_at: float) -> UsageRecord:
+    """The record's identity and timings; token counts come from the accumulator."""
+    dep = state.target.dep if state.target is not None else None
+    return UsageRecord(
+        request_id=req.request_id,
+        key_id=req.key_id,
+        model=req.model,
+        api=req.api,
+        stream=req.stream,
+        status="complete",
+        deployment=dep.name if dep is not None else "",
+        region=dep.region if dep is not None else "",
+        received_at=req.received_at,
+        upstream_started_at=state.upstream_started_at,
+        first_token_at=state.first_token_at,
+        finished_at=finished_at,
+    )
+
+
+class Relay:
+    def __init__(
+        self,
+        nc: Client,
+        claims: Claims,
+        upstream: Upstream,
+        billing: Billing,
+        cfg: RouterConfig,
+        clock: Callable[[], float],
+    ) -> None:
+        self._nc = nc
+        self._claims = claims
+        self._upstream = upstream
+        self._billing = billing
+        self._cfg = cfg
+        self._clock = clock
+
+    async def stream(
+        self, req: RouteRequest, state: RequestState, target: Target, resp: aiohttp.ClientResponse
+    ) -> Failure | None:
+        result = await self._pump(req, state, target, resp)
+        # Release (or close) the upstream connection before waiting on billing.
+        finish(resp)
+        if result is None or not result.finished:
+            return from_transport("dropped", req.response_model, self._cfg.first_byte_timeout)
+        if result.invalid:
+            return from_transport("protocol", req.response_model, self._cfg.first_byte_timeout)
+        if result.error is not None:
+            return from_stream_error(result.error)
+        assert result.stop is not None
+        return await self._complete(req, state, ReplyEnd(data=result.stop))
+
+    async def _pump(
+        self, req: RouteRequest, state: RequestState, target: Target, resp: aiohttp.ClientResponse
+    ) -> StepResult | None:
+        """Read until the stream finishes, breaks (None) or ends early (unfinished result)."""
+        parser = SseParser(max_frame=self._claims.inline_limit)
+        step = StreamStep(req.response_model, state.usage)
+        publish = self._nc.publish
+        reply_to = req.reply_to
+        read = resp.content.readany
+        loop = asyncio.get_running_loop()
+        between = self._cfg.between_events_timeout
+        result: StepResult | None = None
+        metrics.ACTIVE_STREAMS.inc()
+        try:
+            async with asyncio.timeout(None) as deadline:
+                while True:
+                    deadline.reschedule(loop.time() + between)
+                    chunk = await read()
+                    if not chunk:
+                        return result  # EOF before message_stop
+                    result = step.step(parser.feed(chunk))
+                    if result.events:
+                        metrics.RELAYED_EVENTS.inc(result.events)
+                    if result.unknown:
+                        metrics.UNKNOWN_EVENTS.inc(result.unknown)
+                    if result.first_delta and not state.first_token_at:
+                        state.first_token_at = self._clock()
+                    if result.data:
+                        if not state.head_sent:
+                            await publish(reply_to, target.head)
+                            state.head_sent = True
+                        await publish(reply_to, _encode(ReplyChunk(data=result.data)))
+                    if result.finished:
+                        return result
+        except (aiohttp.ClientError, SseError, TimeoutError):
+            return None  # connection dropped, garbage, or silent for too long
+        finally:
+            metrics.ACTIVE_STREAMS.dec()
+
+    async def body(
+        self, req: RouteRequest, state: RequestState, target: Target, resp: aiohttp.ClientResponse
+    ) -> Failure | None:
+        """A non-streamed response (messages or count_tokens)."""
+        try:
+            data = await self._upstream.read_body(resp)
+        except (aiohttp.ClientError, TimeoutError):
+            return from_transport("dropped", req.response_model, self._cfg.first_byte_timeout)
+        finish(resp)
+        state.first_token_at = self._clock()
+        if req.api == "count_tokens":
+            # Free and not billed: relayed as is, no usage record, no model rewrite.
+            reply = ReplyBody(status=resp.status, headers=target.reply_headers)
+            reply.data, reply.data_ref = await self._claims.pack(data)
+            await self._nc.publish(req.reply_to, _encode(reply))
+            state.final_sent = True
+            return None
+        try:
+            out, usage, content = response_with_model(data, req.response_model)
+        except PayloadError:
+            return from_transport("protocol", req.response_model, self._cfg.first_byte_timeout)
+        state.usage.feed_usage(usage, final=True)
+        state.usage.feed_content(content)
+        return await self._complete(
+            req, state, ReplyBody(status=resp.status, headers=target.reply_headers, data=out)
+        )
+
+    async def _complete(
+        self, req: RouteRequest, state: RequestState, final: ReplyEnd | ReplyBody
+    ) -> Failure | None:
+        """Make the usage durable, then release the final reply (SPEC §6)."""
+        record = state.usage.record(
+            usage_base(req, state, self._clock()), "complete", state.body_len
+        )
+        if not await self._billing.record(record):
+            return UNRECORDED_FAILURE
+        if isinstance(final, ReplyBody):
+            final.data, final.data_ref = await self._claims.pack(final.data)
+        await self._nc.publish(req.reply_to, _encode(final))
+        state.final_sent = True
+        return None

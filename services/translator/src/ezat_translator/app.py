@@ -1,0 +1,131 @@
+"""Translator wiring: takes ``ClientRequest``s from the edge, validates and translates them, and
+forwards ``RouteRequest``s to the router with the edge's inbox as the reply address, so that
+replies of the Anthropic API go straight back to the edge (no hop through here)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+
+from ezat_common import bus, envelopes, logs, metrics
+from ezat_common.catalogue import Catalogue
+from ezat_common.config import load_config
+from ezat_common.errors import GatewayError
+from ezat_common.subjects import QUEUE_TRANSLATOR, from_env
+from nats.aio.msg import Msg
+
+from . import metrics as m
+from .core.messages import Translated, translate_count, translate_create
+
+log = logging.getLogger("ezat.translator")
+
+
+class Translator:
+    def __init__(self, nc: bus.Client, catalogue: Catalogue) -> None:
+        self.nc = nc
+        self.catalogue = catalogue
+        self.subjects = from_env()
+        self.claims = bus.Claims(nc, self.subjects)
+        # Publishing a route with this reply prefix makes NATS tell *us* when no router listens;
+        # the edge's inbox is the rest of the subject, so we can tell the client.
+        self.no_router_prefix = self.subjects.inbox(f"translator-{uuid.uuid4().hex[:12]}") + ".nr."
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        s = self.subjects
+        await self.nc.subscribe(s.translate, queue=QUEUE_TRANSLATOR, cb=self.on_request)
+        await self.nc.subscribe(self.no_router_prefix + ">", cb=self.on_no_router)
+        await bus.serve_health(self.nc, s, "translator", self.check)
+
+    async def check(self) -> str | None:
+        return None if self.nc.is_connected else "NATS is not connected"
+
+    async def on_request(self, msg: Msg) -> None:
+        req = envelopes.decode_client_request(msg.data)
+        if req.body_ref is not None:
+            # Large bodies are read from the object store: don't hold up the subscription.
+            task = asyncio.create_task(self.handle(req))
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
+        else:
+            await self.handle(req)
+
+    async def handle(self, req: envelopes.ClientRequest) -> None:
+        token = logs.request_id.set(req.request_id)
+        m.REQUESTS.labels(req.api).inc()
+        try:
+            body = await self.claims.unpack(req.body, req.body_ref)
+            translated = self.translate(req, body)
+            inline, ref = await self.claims.pack(translated.body)
+            route = envelopes.RouteRequest(
+                request_id=req.request_id,
+                api=req.api,
+                key_id=req.key_id,
+                model=translated.model.id,
+                response_model=translated.response_model,
+                stream=translated.stream,
+                reply_to=req.reply_to,
+                client_reply_to=req.reply_to,
+                received_at=req.received_at,
+                body=inline,
+                body_ref=ref,
+                session_key=req.session,
+                beta=req.beta if req.api == "messages" else None,
+            )
+            await self.nc.publish(
+                self.subjects.route,
+                envelopes.encode(route),
+                reply=self.no_router_prefix + req.reply_to,
+            )
+        except GatewayError as err:
+            m.REJECTED.labels(req.api, str(err.status)).inc()
+            await self.reply_error(req.reply_to, err)
+        except Exception:
+            log.exception("translation failed")
+            await self.reply_error(req.reply_to, GatewayError(500, "internal error; retry"))
+        finally:
+            logs.request_id.reset(token)
+
+    def translate(self, req: envelopes.ClientRequest, body: bytes) -> Translated:
+        match req.api:
+            case "messages":
+                return translate_create(body, self.catalogue)
+            case "count_tokens":
+                return translate_count(body, self.catalogue)
+            case "chat":
+                raise GatewayError(
+                    400, "the OpenAI Chat Completions API is not available yet on this gateway"
+                )
+
+    async def reply_error(self, reply_to: str, err: GatewayError) -> None:
+        reply = envelopes.ReplyError(
+            status=err.status,
+            type=err.type,
+            message=err.message,
+            param=err.param,
+            code=err.code,
+            retry_after=err.retry_after,
+        )
+        await self.nc.publish(reply_to, envelopes.encode(reply))
+
+    async def on_no_router(self, msg: Msg) -> None:
+        if not bus.is_no_responders(msg):
+            return
+        m.NO_ROUTER.inc()
+        edge_inbox = msg.subject[len(self.no_router_prefix) :]
+        err = GatewayError(529, "no router is available to run the request; retry shortly")
+        err.retry_after = 2
+        await self.reply_error(edge_inbox, err)
+
+
+async def main(stop: asyncio.Event) -> None:
+    logs.setup("translator")
+    cfg = load_config()
+    metrics.serve(cfg.translator.metrics_listen)
+    nc = await bus.connect("translator")
+    translator = Translator(nc, Catalogue(cfg))
+    await translator.start()
+    log.info("translator ready")
+    await stop.wait()
+    await nc.drain()

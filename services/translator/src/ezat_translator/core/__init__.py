@@ -1,0 +1,1 @@
+"""Pure translation decisions: no I/O, no clock, no logging; msgspec values in, values out."""

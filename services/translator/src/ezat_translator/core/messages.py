@@ -1,0 +1,127 @@
+"""The Anthropic Messages API as the gateway sees it (SPEC §2).
+
+The gateway checks ``model``, ``max_tokens``, ``messages`` and ``stream``; everything else passes to
+the deployment unchanged. Two rewrites: ``cache_control`` is removed for models without prompt
+caching, and ``model`` is taken out of the body (the router splices in the deployment's name).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from ezat_common.catalogue import Catalogue
+from ezat_common.config import ModelConfig
+from ezat_common.errors import GatewayError, invalid, model_not_found
+from msgspec import Struct
+
+_decode_json = msgspec.json.Decoder().decode
+_encode_json = msgspec.json.Encoder().encode
+
+
+class Translated(Struct, kw_only=True, frozen=True):
+    """What the router needs: the canonical model, the body without ``model``, and the mode."""
+
+    model: ModelConfig
+    response_model: str
+    stream: bool
+    body: bytes
+
+
+def parse_object(body: bytes) -> dict[str, Any]:
+    if not body.strip():
+        raise GatewayError(400, "request body: is empty; send a JSON object")
+    try:
+        data = _decode_json(body)
+    except msgspec.DecodeError as exc:
+        raise GatewayError(400, f"request body: is not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise GatewayError(400, "request body: must be a JSON object")
+    return data
+
+
+def resolve_model(data: dict[str, Any], catalogue: Catalogue) -> tuple[ModelConfig, str]:
+    if "model" not in data:
+        raise invalid("model", "Field required")
+    name = data["model"]
+    if not isinstance(name, str):
+        raise invalid("model", "must be a string such as `anthropic/claude-sonnet-5-5`")
+    if not 1 <= len(name.strip()) <= 128:
+        raise invalid("model", "must be 1 to 128 characters")
+    model = catalogue.resolve(name)
+    if model is None:
+        raise model_not_found(name)
+    return model, name
+
+
+def _check_messages(data: dict[str, Any]) -> None:
+    if "messages" not in data:
+        raise invalid("messages", "Field required")
+    messages = data["messages"]
+    if not isinstance(messages, list):
+        raise invalid("messages", "must be an array of messages")
+    if not messages:
+        raise invalid("messages", "must contain at least one message")
+
+
+def _check_max_tokens(data: dict[str, Any]) -> None:
+    if "max_tokens" not in data:
+        raise invalid("max_tokens", "Field required")
+    value = data["max_tokens"]
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise invalid("max_tokens", "must be an integer")
+    if value < 1:
+        raise invalid("max_tokens", "must be at least 1")
+
+
+def _check_stream(data: dict[str, Any]) -> bool:
+    value = data.get("stream", False)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise invalid("stream", "must be a boolean")
+    return value
+
+
+def strip_cache_control(node: Any) -> Any:
+    """Remove every ``cache_control`` key, at any depth, in place."""
+    if isinstance(node, dict):
+        node.pop("cache_control", None)
+        for value in node.values():
+            if isinstance(value, dict | list):
+                strip_cache_control(value)
+    elif isinstance(node, list):
+        for item in node:
+            if isinstance(item, dict | list):
+                strip_cache_control(item)
+    return node
+
+
+def _rewrite(data: dict[str, Any], model: ModelConfig) -> bytes:
+    del data["model"]
+    if not model.prompt_caching:
+        for key in ("system", "tools", "messages"):
+            if key in data:
+                strip_cache_control(data[key])
+        data.pop("cache_control", None)
+    return _encode_json(data)
+
+
+def translate_create(body: bytes, catalogue: Catalogue) -> Translated:
+    """``POST /v1/messages``: validate the four checked fields and prepare the upstream body."""
+    data = parse_object(body)
+    model, name = resolve_model(data, catalogue)
+    _check_max_tokens(data)
+    _check_messages(data)
+    stream = _check_stream(data)
+    return Translated(model=model, response_model=name, stream=stream, body=_rewrite(data, model))
+
+
+def translate_count(body: bytes, catalogue: Catalogue) -> Translated:
+    """``POST /v1/messages/count_tokens``: ``max_tokens`` and ``stream`` are ignored."""
+    data = parse_object(body)
+    model, name = resolve_model(data, catalogue)
+    _check_messages(data)
+    data.pop("max_tokens", None)
+    data.pop("stream", None)
+    return Translated(model=model, response_model=name, stream=False, body=_rewrite(data, model))

@@ -1,0 +1,9 @@
+"""Translator instruments, declared once."""
+
+from prometheus_client import Counter
+
+REQUESTS = Counter("ezat_translator_requests_total", "Client requests translated", ["api"])
+REJECTED = Counter(
+    "ezat_translator_rejected_total", "Client requests refused before routing", ["api", "status"]
+)
+NO_ROUTER = Counter("ezat_translator_no_router_total", "Requests that found no router listening")

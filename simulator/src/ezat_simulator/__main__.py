@@ -1,0 +1,81 @@
+"""``python -m ezat_simulator``: run one simulator instance until SIGTERM/SIGINT.
+
+    python -m ezat_simulator --listen 127.0.0.1:8101 [--name sim-a] [--first-token-ms F]
+        [--token-ms T] [--min-cache-tokens 1024]
+    python -m ezat_simulator --config config/ezat.toml --name sim-a
+
+With ``--config`` the instance's ``[[simulators]]`` entry gives ``listen``, ``first_token_ms`` and
+``token_ms``; flags given on the command line win. Once bound it prints
+``simulator NAME listening on http://HOST:PORT`` (port 0 picks a free port).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from ezat_common.config import ConfigError, load_config, split_listen
+from ezat_common.runtime import run_service
+
+from .app import Settings, start
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m ezat_simulator", description=__doc__.split("\n")[0])
+    p.add_argument("--listen", help="HOST:PORT to serve on (port 0: any free port)")
+    p.add_argument("--name", help="instance name (with --config: its [[simulators]] entry)")
+    p.add_argument("--config", help="EZAT TOML configuration to read the instance from")
+    p.add_argument("--first-token-ms", type=float, help="delay before the first token")
+    p.add_argument("--token-ms", type=float, help="delay between tokens")
+    p.add_argument("--min-cache-tokens", type=int, default=1024, help="smallest cacheable prefix")
+    p.add_argument("--max-body-mb", type=float, default=32.0, help="request body limit (413 above)")
+    return p
+
+
+def _settings(args: argparse.Namespace) -> tuple[Settings, str]:
+    """Settings and listen address from the flags, over the config entry when one is named."""
+    listen, first_ms, token_ms = args.listen, 0.0, 0.0
+    if args.config:
+        if not args.name:
+            raise ConfigError("--config needs --name to pick a [[simulators]] entry")
+        cfg = load_config(args.config)
+        entry = next((s for s in cfg.simulators if s.name == args.name), None)
+        if entry is None:
+            raise ConfigError(f"{args.config}: no [[simulators]] entry is named `{args.name}`")
+        listen = args.listen or entry.listen
+        first_ms, token_ms = entry.first_token_ms, entry.token_ms
+    if not listen:
+        raise ConfigError("pass --listen HOST:PORT (or --config FILE --name NAME)")
+    settings = Settings(
+        name=args.name or "sim",
+        first_token_ms=first_ms if args.first_token_ms is None else args.first_token_ms,
+        token_ms=token_ms if args.token_ms is None else args.token_ms,
+        min_cache_tokens=args.min_cache_tokens,
+        max_body_bytes=int(args.max_body_mb * 1024 * 1024),
+    )
+    return settings, listen
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parser().parse_args(argv)
+    try:
+        settings, listen = _settings(args)
+        host, port = split_listen(listen)
+    except (ConfigError, ValueError) as exc:
+        print(f"ezat-simulator: {exc}", file=sys.stderr)
+        sys.exit(2)
+
+    async def serve(stop: asyncio.Event) -> None:
+        runner, url = await start(settings, host, port)
+        print(f"simulator {settings.name} listening on {url}", flush=True)
+        try:
+            await stop.wait()
+        finally:
+            await runner.cleanup()
+
+    run_service(serve)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,330 @@
+"""HTTP wiring of one simulator instance: the Messages routes, the ``/_sim`` admin routes, startup.
+
+API (Anthropic-compatible; any non-empty ``x-api-key`` is accepted):
+
+- ``POST /v1/messages``: JSON, or SSE with ``"stream": true``.
+- ``POST /v1/messages/count_tokens``: ``{"input_tokens": N}`` (of the directives, only
+  ``status`` applies).
+
+Admin (no key; for tests):
+
+- ``POST /_sim/faults`` ``{"status", "count", "retry_after", "delay_ms", "fail_after",
+  "drop_after"}`` (all optional, see ``faults.py``) -> ``{"fault": {...}, "remaining": N}``;
+  ``GET`` shows it, ``DELETE`` clears it.
+- ``GET /_sim/requests?limit=N`` -> the last N (default 100) requests, newest last
+  (``requestlog.RequestRecord``).
+- ``POST /_sim/reset`` clears the request log, the fault and the prompt cache.
+- ``GET /_sim/stats`` -> ``{"name", "requests", "active", "cache_entries"}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+from aiohttp import web
+from ezat_common.errors import anthropic_body, type_for_status
+
+from . import engine, sse
+from .cache import NO_CACHE, PromptCache
+from .faults import Fault, Faults, decode_fault, retry_after_header
+from .requestlog import DEFAULT_SIZE, RequestLog, RequestRecord, kept_body
+from .stream import Timing, drop_connection, send_stream
+from .tokens import measure
+from .validate import InvalidRequest, validate_request
+
+JSON = "application/json"
+_decode = msgspec.json.decode
+_encode = msgspec.json.encode
+_ERROR_MESSAGES = {
+    429: "Number of request tokens has exceeded your per-minute rate limit (simulated)",
+    500: "Internal server error (simulated)",
+    529: "Overloaded",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    name: str = "sim"
+    first_token_ms: float = 0.0
+    token_ms: float = 0.0
+    min_cache_tokens: int = 1024
+    max_body_bytes: int = 32 * 1024 * 1024
+    log_size: int = DEFAULT_SIZE
+
+
+class Simulator:
+    """The state of one instance: its prompt cache, armed fault and request log."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.cache = PromptCache()
+        self.faults = Faults()
+        self.log = RequestLog(settings.log_size)
+
+    def timing(self, directives: engine.Directives, fault: Fault | None) -> Timing:
+        d, s = directives, self.settings
+        fail_after, drop_after = d.fail_after, d.drop_after
+        if fault is not None and (fault.fail_after is not None or fault.drop_after is not None):
+            fail_after, drop_after = fault.fail_after, fault.drop_after
+        return Timing(
+            s.first_token_ms if d.first_token_ms is None else d.first_token_ms,
+            s.token_ms if d.token_ms is None else d.token_ms,
+            fail_after,
+            drop_after,
+        )
+
+
+SIM = web.AppKey("simulator", Simulator)
+
+
+# ---- helpers --------------------------------------------------------------------------------
+
+
+def _error(
+    sim: Simulator,
+    record: RequestRecord,
+    status: int,
+    message: str,
+    retry_after: float | None = None,
+) -> web.Response:
+    headers = {"request-id": record.id}
+    header = retry_after_header(status, retry_after)
+    if header is not None:
+        headers["retry-after"] = header
+    sim.log.close(record, "error", status, time.time())
+    body = anthropic_body(type_for_status(status), message, record.id)
+    return web.Response(status=status, body=body, content_type=JSON, headers=headers)
+
+
+def _simulated(status: int) -> str:
+    return _ERROR_MESSAGES.get(status, f"Simulated error (HTTP {status})")
+
+
+async def _read_json(
+    request: web.Request, sim: Simulator, record: RequestRecord
+) -> Any | web.Response:
+    """The decoded body, or the error response to send instead (auth, size, JSON)."""
+    if not request.headers.get("x-api-key"):
+        return _error(sim, record, 401, "x-api-key header is required")
+    try:
+        raw = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        limit = sim.settings.max_body_bytes
+        return _error(sim, record, 413, f"Request exceeds the maximum allowed size ({limit} bytes)")
+    try:
+        body = _decode(raw)
+    except msgspec.DecodeError:
+        return _error(sim, record, 400, "request body: not valid JSON")
+    record.body = kept_body(body, len(raw))
+    return body
+
+
+def _open(request: web.Request) -> tuple[Simulator, RequestRecord]:
+    sim = request.app[SIM]
+    return sim, sim.log.open(request.path, request.headers, time.time())
+
+
+# ---- Messages API ---------------------------------------------------------------------------
+
+
+async def create_message(request: web.Request) -> web.StreamResponse:
+    sim, record = _open(request)
+    try:
+        return await _create(request, sim, record)
+    except asyncio.CancelledError:
+        # aiohttp cancels the handler when the client goes away (handler_cancellation=True).
+        sim.log.close(record, "cancelled", 499, time.time())
+        raise
+
+
+async def _create(
+    request: web.Request, sim: Simulator, record: RequestRecord
+) -> web.StreamResponse:
+    body = await _read_json(request, sim, record)
+    if isinstance(body, web.Response):
+        return body
+    fault = sim.faults.take()
+    if fault is not None and fault.delay_ms > 0:
+        await asyncio.sleep(fault.delay_ms / 1000)
+    if fault is not None and fault.status is not None:
+        return _error(sim, record, fault.status, _simulated(fault.status), fault.retry_after)
+    try:
+        validate_request(body)
+        directives, seed = engine.read_directives(body)
+    except InvalidRequest as exc:
+        return _error(sim, record, 400, exc.message)
+    if directives.status is not None:
+        return _error(sim, record, directives.status, _simulated(directives.status))
+    measured = measure(body, body["model"])
+    cache = NO_CACHE
+    if measured.boundaries:
+        cache = sim.cache.account(
+            measured.boundaries, time.monotonic(), sim.settings.min_cache_tokens
+        )
+    seq = int(record.id.rpartition("_")[2])
+    plan = engine.plan_reply(
+        body, directives, seed, seq=seq, input_tokens=measured.input_tokens, cache=cache
+    )
+    record.message_id = plan.message_id
+    timing = sim.timing(directives, fault)
+    if body.get("stream"):
+        return await _stream(request, sim, record, plan, timing)
+    return await _json_reply(request, sim, record, plan, timing)
+
+
+async def _json_reply(
+    request: web.Request, sim: Simulator, record: RequestRecord, plan: engine.Plan, timing: Timing
+) -> web.StreamResponse:
+    delay = timing.total_ms(plan.deltas)
+    if delay > 0:
+        await asyncio.sleep(delay / 1000)
+    if timing.fail_after is not None:
+        return _error(sim, record, 500, _simulated(500))
+    if timing.drop_after is not None:
+        drop_connection(request)
+        sim.log.close(record, "dropped", 200, time.time())
+        return web.Response(status=200)
+    record.tokens_sent = plan.usage.output_tokens
+    sim.log.close(record, "complete", 200, time.time())
+    body = _encode(engine.to_message(plan))
+    return web.Response(body=body, content_type=JSON, headers={"request-id": record.id})
+
+
+async def _stream(
+    request: web.Request, sim: Simulator, record: RequestRecord, plan: engine.Plan, timing: Timing
+) -> web.StreamResponse:
+    resp = web.StreamResponse(
+        headers={
+            "content-type": sse.CONTENT_TYPE,
+            "cache-control": "no-cache",
+            "request-id": record.id,
+        }
+    )
+    try:
+        await resp.prepare(request)
+        outcome = await send_stream(request, resp, plan, timing, record)
+    except ConnectionResetError:
+        outcome = "cancelled"
+    sim.log.close(record, outcome, 200, time.time())
+    return resp
+
+
+async def count_tokens(request: web.Request) -> web.StreamResponse:
+    sim, record = _open(request)
+    try:
+        body = await _read_json(request, sim, record)
+        if isinstance(body, web.Response):
+            return body
+        try:
+            validate_request(body, count_only=True)
+            directives, _ = engine.read_directives(body)
+        except InvalidRequest as exc:
+            return _error(sim, record, 400, exc.message)
+        if directives.status is not None:
+            return _error(sim, record, directives.status, _simulated(directives.status))
+        tokens = measure(body, body["model"]).input_tokens
+        sim.log.close(record, "complete", 200, time.time())
+        return web.Response(
+            body=_encode({"input_tokens": tokens}),
+            content_type=JSON,
+            headers={"request-id": record.id},
+        )
+    except asyncio.CancelledError:
+        sim.log.close(record, "cancelled", 499, time.time())
+        raise
+
+
+# ---- admin ----------------------------------------------------------------------------------
+
+
+def _admin_error(status: int, message: str) -> web.Response:
+    body = _encode(
+        {"type": "error", "error": {"type": type_for_status(status), "message": message}}
+    )
+    return web.Response(status=status, body=body, content_type=JSON)
+
+
+def _json(value: Any) -> web.Response:
+    return web.Response(body=_encode(value), content_type=JSON)
+
+
+async def arm_fault(request: web.Request) -> web.Response:
+    sim = request.app[SIM]
+    try:
+        fault = decode_fault(await request.read())
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        return _admin_error(400, f"fault: {exc}")
+    problem = fault.problem()
+    if problem is not None:
+        return _admin_error(400, f"fault: {problem}")
+    sim.faults.arm(fault)
+    return _json(sim.faults.describe())
+
+
+async def show_fault(request: web.Request) -> web.Response:
+    return _json(request.app[SIM].faults.describe())
+
+
+async def clear_fault(request: web.Request) -> web.Response:
+    sim = request.app[SIM]
+    sim.faults.clear()
+    return _json(sim.faults.describe())
+
+
+async def list_requests(request: web.Request) -> web.Response:
+    try:
+        limit = int(request.query.get("limit", "100"))
+    except ValueError:
+        return _admin_error(400, "limit: expects a whole number")
+    return _json(request.app[SIM].log.last(limit))
+
+
+async def reset(request: web.Request) -> web.Response:
+    sim = request.app[SIM]
+    sim.log.clear()
+    sim.faults.clear()
+    sim.cache.clear()
+    return _json({"ok": True})
+
+
+async def stats(request: web.Request) -> web.Response:
+    sim = request.app[SIM]
+    return _json(
+        {
+            "name": sim.settings.name,
+            "requests": sim.log.total,
+            "active": sim.log.active,
+            "cache_entries": len(sim.cache),
+        }
+    )
+
+
+def make_app(settings: Settings) -> web.Application:
+    app = web.Application(client_max_size=settings.max_body_bytes)
+    app[SIM] = Simulator(settings)
+    app.router.add_post("/v1/messages", create_message)
+    app.router.add_post("/v1/messages/count_tokens", count_tokens)
+    app.router.add_post("/_sim/faults", arm_fault)
+    app.router.add_get("/_sim/faults", show_fault)
+    app.router.add_delete("/_sim/faults", clear_fault)
+    app.router.add_get("/_sim/requests", list_requests)
+    app.router.add_post("/_sim/reset", reset)
+    app.router.add_get("/_sim/stats", stats)
+    return app
+
+
+async def start(settings: Settings, host: str, port: int) -> tuple[web.AppRunner, str]:
+    """Serve a new instance on ``host:port`` (0 = any free port); return its runner and URL."""
+    # Cancelling the handler when the client goes away is how a cancelled stream is noticed
+    # even while the simulator is sleeping between tokens.
+    runner = web.AppRunner(make_app(settings), access_log=None, handler_cancellation=True)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, reuse_address=True)
+    await site.start()
+    bound_host, bound_port = runner.addresses[0][:2]
+    shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+    return runner, f"http://{shown}:{bound_port}"

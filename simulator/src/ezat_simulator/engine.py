@@ -1,0 +1,361 @@
+"""What the simulated model answers: request in, deterministic plan out (pure; no I/O, no clock).
+
+The reply depends only on the request and the instance's message sequence number:
+
+- text: ``tokens.reply_text`` seeded by the last user message, 12 tokens by default;
+- a thinking block (8 tokens and a signature) when ``thinking`` is enabled/adaptive or the
+  ``think`` directive is given;
+- a tool_use block when ``tool_choice`` forces a tool (``any`` = the first tool) or the ``tool``
+  directive names one (unless ``tool_choice`` is ``none``). Its input is built from the tool's
+  ``input_schema``: every required property gets ``"Oslo"`` (string), ``1`` (number/integer),
+  ``true`` (boolean), ``[]`` (array), an object built the same way, or its first ``enum`` value.
+  A tool call has no text block unless ``tokens=N`` asks for one.
+- ``max_tokens`` caps thinking, then text; a tool call that no longer fits is left out, and the
+  stop reason is then ``max_tokens``.
+
+Directives are written in the last user message as ``[sim:NAME]`` or ``[sim:NAME=VALUE]``; one
+bracket may hold several, separated by spaces or commas (``[sim:think tokens=40]``):
+
+==================  ==========================================================================
+``tokens=N``        reply length in tokens (0 = no text block)
+``think[=N]``       a thinking block of N (default 8) tokens before the text
+``tool=NAME``       call tool NAME; stop_reason ``tool_use``
+``status=CODE``     answer with that HTTP error instead (Anthropic error body)
+``fail_after=K``    stream: ``event: error`` (overloaded_error) after K content tokens;
+                    non-stream: 500 api_error
+``drop_after=K``    close the connection after K content tokens, without message_stop
+``first_token_ms``  delay before the first content delta (overrides the instance's)
+``token_ms``        delay between deltas (overrides the instance's)
+``refuse``          stop_reason ``refusal``
+``stop=WORD``       stop_reason ``stop_sequence``, stop_sequence WORD
+==================  ==========================================================================
+
+"Content tokens" are thinking and text deltas, the ones ``tokens_sent`` counts while streaming.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from .cache import CacheUsage
+from .tokens import CHARS_PER_TOKEN, reply_text, seed_of, tokens_for_chars
+from .validate import InvalidRequest, forced_tool, thinking_enabled
+
+DEFAULT_REPLY_TOKENS = 12
+DEFAULT_THINKING_TOKENS = 8
+_DIRECTIVE = re.compile(r"\[sim:([^\]]*)\]")
+_SPLIT = re.compile(r"[\s,]+")
+
+
+@dataclass(frozen=True, slots=True)
+class Directives:
+    tokens: int | None = None
+    think: int | None = None
+    tool: str | None = None
+    status: int | None = None
+    fail_after: int | None = None
+    drop_after: int | None = None
+    first_token_ms: float | None = None
+    token_ms: float | None = None
+    refuse: bool = False
+    stop: str | None = None
+
+
+NO_DIRECTIVES = Directives()
+
+
+def _count(value: str | None) -> int:
+    if value is None or not value.isdigit():
+        raise ValueError("expects a whole number")
+    return int(value)
+
+
+def _millis(value: str | None) -> float:
+    try:
+        ms = float(value or "")
+    except ValueError:
+        raise ValueError("expects milliseconds") from None
+    if ms < 0:
+        raise ValueError("expects milliseconds")
+    return ms
+
+
+def _word(value: str | None) -> str:
+    if not value:
+        raise ValueError("expects a value")
+    return value
+
+
+def _status(value: str | None) -> int:
+    code = _count(value)
+    if not 400 <= code <= 599:
+        raise ValueError("expects an HTTP error status (400-599)")
+    return code
+
+
+_PARSERS = {
+    "tokens": _count,
+    "tool": _word,
+    "status": _status,
+    "fail_after": _count,
+    "drop_after": _count,
+    "first_token_ms": _millis,
+    "token_ms": _millis,
+    "stop": _word,
+}
+
+
+def parse_directives(text: str, path: str = "messages") -> Directives:
+    """The ``[sim:...]`` directives in ``text``; an unknown or malformed one is a 400."""
+    if "[sim:" not in text:
+        return NO_DIRECTIVES
+    found: dict[str, Any] = {}
+    for group in _DIRECTIVE.findall(text):
+        for item in _SPLIT.split(group.strip()):
+            if not item:
+                continue
+            name, _, value = item.partition("=")
+            try:
+                if name == "think":
+                    found["think"] = _count(value) if value else DEFAULT_THINKING_TOKENS
+                elif name == "refuse":
+                    found["refuse"] = True
+                elif name in _PARSERS:
+                    found[name] = _PARSERS[name](value or None)
+                else:
+                    raise ValueError("is not a simulator directive")
+            except ValueError as exc:
+                raise InvalidRequest(f"{path}: [sim:{item}] {exc}") from None
+    return Directives(**found)
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    texts: list[str] = []
+    for block in content if isinstance(content, list) else ():
+        kind = block.get("type")
+        if kind == "text":
+            texts.append(block.get("text", ""))
+        elif kind == "tool_result":
+            texts.append(_text_of(block.get("content", "")))
+    return "\n".join(texts)
+
+
+def last_user_text(messages: list[Any]) -> tuple[int, str]:
+    """Index and text of the last user message (text blocks and tool results), or (-1, "")."""
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i]["role"] == "user":
+            return i, _text_of(messages[i]["content"])
+    return -1, ""
+
+
+def read_directives(req: Mapping[str, Any]) -> tuple[Directives, int]:
+    """Directives of a validated request, and the seed of its reply."""
+    index, text = last_user_text(req["messages"])
+    return parse_directives(text, f"messages.{index}.content"), seed_of(text)
+
+
+# ---- the plan -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ThinkingPart:
+    text: str
+    signature: str
+
+
+@dataclass(frozen=True, slots=True)
+class TextPart:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolPart:
+    id: str
+    name: str
+    input: Any
+    json: str
+
+    @property
+    def tokens(self) -> int:
+        return tokens_for_chars(len(self.json))
+
+
+Part = ThinkingPart | TextPart | ToolPart
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    input_tokens: int
+    cache: CacheUsage
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+
+    def input_fields(self) -> dict[str, Any]:
+        return {
+            "input_tokens": self.input_tokens,
+            "cache_creation_input_tokens": self.cache.written,
+            "cache_read_input_tokens": self.cache.read,
+            "cache_creation": {
+                "ephemeral_5m_input_tokens": self.cache.write_5m,
+                "ephemeral_1h_input_tokens": self.cache.write_1h,
+            },
+        }
+
+    def final(self) -> dict[str, Any]:
+        # reasoning_tokens is not Anthropic's; the gateway bills it (ezat_common Usage).
+        fields = self.input_fields()
+        fields["output_tokens"] = self.output_tokens
+        fields["reasoning_tokens"] = self.reasoning_tokens
+        return fields
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    message_id: str
+    model: str
+    parts: tuple[Part, ...]
+    stop_reason: str
+    stop_sequence: str | None
+    usage: Usage
+    directives: Directives = field(default=NO_DIRECTIVES)
+
+    @property
+    def deltas(self) -> int:
+        """Paced steps of the reply: one per thinking/text token, one per tool call.
+
+        A non-streamed reply waits as long as a stream of this many deltas would take.
+        """
+        return sum(
+            1 if isinstance(p, ToolPart) else len(p.text) // CHARS_PER_TOKEN for p in self.parts
+        )
+
+
+def example_value(schema: Any, depth: int = 0) -> Any:
+    """A deterministic value satisfying the simple JSON schema ``schema``."""
+    if not isinstance(schema, Mapping):
+        return "Oslo"
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return schema["enum"][0]
+    if "const" in schema:
+        return schema["const"]
+    kind = schema.get("type", "object" if "properties" in schema else "string")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    if kind == "object":
+        if depth >= 8:
+            return {}
+        props = schema.get("properties") or {}
+        return {
+            name: example_value(props.get(name), depth + 1) for name in schema.get("required") or ()
+        }
+    return {"number": 1, "integer": 1, "boolean": True, "array": [], "null": None}.get(kind, "Oslo")
+
+
+def _tool_part(req: Mapping[str, Any], name: str, seq: int) -> ToolPart:
+    schema: Any = None
+    for tool in req.get("tools") or ():
+        if tool.get("name") == name:
+            schema = tool.get("input_schema")
+            break
+    value = example_value(schema) if schema is not None else {}
+    return ToolPart(f"toolu_sim_{seq}", name, value, msgspec.json.encode(value).decode())
+
+
+def _tool_name(req: Mapping[str, Any], directives: Directives) -> str | None:
+    forced = forced_tool(req)
+    if forced is not None:
+        return forced
+    choice = req.get("tool_choice")
+    if isinstance(choice, Mapping) and choice.get("type") == "none":
+        return None
+    return directives.tool
+
+
+def _thinking_part(seed: int, n_tokens: int) -> ThinkingPart:
+    text = reply_text(seed // 3 + 1, n_tokens)
+    signature = "sim_sig_" + hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+    return ThinkingPart(text, signature)
+
+
+def plan_reply(
+    req: Mapping[str, Any],
+    directives: Directives,
+    seed: int,
+    *,
+    seq: int,
+    input_tokens: int,
+    cache: CacheUsage,
+) -> Plan:
+    """The full reply to a validated request whose input measured ``input_tokens`` in total."""
+    budget: int = req["max_tokens"]
+    tool_name = _tool_name(req, directives)
+    want_think = directives.think
+    if want_think is None and thinking_enabled(req):
+        want_think = DEFAULT_THINKING_TOKENS
+    want_think = want_think or 0
+    want_text = directives.tokens
+    if want_text is None:
+        want_text = 0 if tool_name is not None else DEFAULT_REPLY_TOKENS
+    n_think = min(want_think, budget)
+    n_text = min(want_text, budget - n_think)
+    capped = n_think < want_think or n_text < want_text
+    parts: list[Part] = []
+    if n_think:
+        parts.append(_thinking_part(seed, n_think))
+    if n_text:
+        parts.append(TextPart(reply_text(seed, n_text)))
+    output = n_think + n_text
+    if tool_name is not None and not capped:
+        tool = _tool_part(req, tool_name, seq)
+        if tool.tokens <= budget - output:
+            parts.append(tool)
+            output += tool.tokens
+        else:
+            capped = True
+    stop_reason, stop_sequence = _stop(capped, tool_name, directives)
+    usage = Usage(input_tokens - cache.read - cache.written, cache, output, n_think)
+    return Plan(
+        f"msg_sim_{seq}", req["model"], tuple(parts), stop_reason, stop_sequence, usage, directives
+    )
+
+
+def _stop(capped: bool, tool_name: str | None, directives: Directives) -> tuple[str, str | None]:
+    if capped:
+        return "max_tokens", None
+    if tool_name is not None:
+        return "tool_use", None
+    if directives.refuse:
+        return "refusal", None
+    if directives.stop is not None:
+        return "stop_sequence", directives.stop
+    return "end_turn", None
+
+
+def _block(part: Part) -> dict[str, Any]:
+    if isinstance(part, TextPart):
+        return {"type": "text", "text": part.text}
+    if isinstance(part, ThinkingPart):
+        return {"type": "thinking", "thinking": part.text, "signature": part.signature}
+    return {"type": "tool_use", "id": part.id, "name": part.name, "input": part.input}
+
+
+def to_message(plan: Plan) -> dict[str, Any]:
+    """The non-streamed Messages response for ``plan``."""
+    return {
+        "id": plan.message_id,
+        "type": "message",
+        "role": "assistant",
+        "model": plan.model,
+        "content": [_block(p) for p in plan.parts],
+        "stop_reason": plan.stop_reason,
+        "stop_sequence": plan.stop_sequence,
+        "usage": plan.usage.final(),
+    }

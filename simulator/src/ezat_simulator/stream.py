@@ -1,0 +1,86 @@
+"""The timed writer of a streamed reply: a thin async loop around ``sse.stream_steps``.
+
+Each event is written as soon as it is due (one ``write`` per event, no buffering), so a client
+sees the stream's real timing: ``first_token_ms`` before the first content delta, ``token_ms``
+before each later one, and an ``event: ping`` every 5 s of a longer pause. With both delays at
+zero nothing sleeps at all.
+
+Faults strike between events: ``fail_after`` sends Anthropic's ``overloaded_error`` event and ends
+the stream; ``drop_after`` closes the connection with no message_stop and no end of the chunked
+body. Both fire after that many content tokens, or before message_delta when the reply is shorter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from aiohttp import web
+from ezat_common.errors import anthropic_sse
+
+from . import sse
+from .engine import Plan
+from .requestlog import Outcome, RequestRecord
+
+PING_EVERY_MS = 5000.0
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """How one reply is paced and broken: the instance's settings with overrides applied."""
+
+    first_token_ms: float = 0.0
+    token_ms: float = 0.0
+    fail_after: int | None = None
+    drop_after: int | None = None
+
+    def total_ms(self, deltas: int) -> float:
+        """The time a whole reply of ``deltas`` deltas takes (what a non-streamed call waits)."""
+        if deltas <= 0:
+            return 0.0
+        return self.first_token_ms + self.token_ms * (deltas - 1)
+
+
+async def pause(resp: web.StreamResponse, ms: float) -> None:
+    while ms > PING_EVERY_MS:
+        await asyncio.sleep(PING_EVERY_MS / 1000)
+        await resp.write(sse.PING)
+        ms -= PING_EVERY_MS
+    await asyncio.sleep(ms / 1000)
+
+
+def drop_connection(request: web.BaseRequest) -> None:
+    """Close the socket now: what was written is flushed, the HTTP body is left unfinished."""
+    if request.transport is not None:
+        request.transport.close()
+
+
+async def send_stream(
+    request: web.BaseRequest,
+    resp: web.StreamResponse,
+    plan: Plan,
+    timing: Timing,
+    record: RequestRecord,
+) -> Outcome:
+    """Write every event of ``plan`` to the prepared ``resp``; return how the stream ended."""
+    fail_after, drop_after = timing.fail_after, timing.drop_after
+    sent = 0  # content tokens written
+    started = False
+    for kind, data, tokens in sse.stream_steps(plan):
+        if kind == sse.TOKEN or kind == sse.FINAL:
+            final = kind == sse.FINAL
+            if fail_after is not None and (final or sent >= fail_after):
+                await resp.write(anthropic_sse("overloaded_error", "Overloaded", record.id))
+                return "error"
+            if drop_after is not None and (final or sent >= drop_after):
+                drop_connection(request)
+                return "dropped"
+        if kind == sse.TOKEN or kind == sse.PIECE:
+            delay = timing.token_ms if started else timing.first_token_ms
+            started = True
+            if delay > 0:
+                await pause(resp, delay)
+            sent += kind == sse.TOKEN
+        await resp.write(data)
+        record.tokens_sent += tokens
+    return "complete"

@@ -1,0 +1,78 @@
+"""Session-wide infrastructure for the suite: real NATS, PostgreSQL and Redis processes.
+
+URLs from ``NATS_URL``/``DATABASE_URL``/``REDIS_URL`` are used where set; otherwise the embedded
+servers of ``ezat_cli.infra`` start once per session. ``database_url`` is a fresh, migrated
+database so that tests never see rows of another run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import pytest
+from ezat_cli import infra as infra_mod
+from ezat_common import db
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="ezat-test-") as folder:
+        yield Path(folder)
+
+
+@pytest.fixture(scope="session")
+def infra(data_dir: Path) -> Iterator[infra_mod.Infra]:
+    started = infra_mod.ensure(data_dir)
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+@pytest.fixture(scope="session")
+def nats_url(infra: infra_mod.Infra) -> str:
+    return infra.nats_url
+
+
+@pytest.fixture(scope="session")
+def redis_url(infra: infra_mod.Infra) -> str:
+    return infra.redis_url
+
+
+def with_database(url: str, name: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
+
+
+async def _create_database(server_url: str, name: str) -> str:
+    conn = await asyncpg.connect(server_url)
+    try:
+        await conn.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await conn.close()
+    url = with_database(server_url, name)
+    conn = await asyncpg.connect(url)
+    try:
+        await db.migrate(conn)
+    finally:
+        await conn.close()
+    return url
+
+
+@pytest.fixture(scope="session")
+def database_url(infra: infra_mod.Infra) -> str:
+    name = f"ezat_test_{uuid.uuid4().hex[:10]}"
+    return asyncio.run(_create_database(infra.database_url, name))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_ambient_config() -> None:
+    # Services under test get their config explicitly; a developer's EZAT_CONFIG must not leak in.
+    os.environ.pop("EZAT_CONFIG", None)

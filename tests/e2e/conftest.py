@@ -1,0 +1,196 @@
+"""The running stack for end-to-end tests: five service processes, two simulators, real
+NATS/PostgreSQL/Redis, started once per session. Clients are the official SDKs."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import anthropic
+import asyncpg
+import pytest
+from ezat_cli.infra import Infra, free_port
+from ezat_cli.stack import Stack
+from ezat_common import db
+
+TEST_CONFIG = """
+[edge]
+listen = "127.0.0.1:{edge}"
+ping_interval = 1.0
+
+[router]
+region = "local"
+max_attempts = 3
+connect_timeout = 2.0
+first_byte_timeout = 30.0
+between_events_timeout = 10.0
+metrics_listen = "127.0.0.1:{router_metrics}"
+
+[[models]]
+id = "anthropic/claude-sonnet-5-5"
+aliases = ["claude-sonnet-5-5", "claude-sonnet-5.5"]
+context_window = 200000
+max_output_tokens = 64000
+sampling = false
+prompt_caching = true
+thinking = "adaptive"
+effort_levels = ["low", "medium", "high", "xhigh", "max"]
+price = {{ input = 3.0, output = 15.0, cache_write_5m = 3.75, cache_write_1h = 6.0, cache_read = 0.30 }}
+
+[[models]]
+id = "anthropic/claude-instant-sim"
+aliases = ["claude-instant"]
+context_window = 100000
+max_output_tokens = 8192
+sampling = true
+prompt_caching = false
+price = {{ input = 0.8, output = 4.0 }}
+
+[[models]]
+id = "anthropic/claude-failover-sim"
+aliases = ["claude-failover"]
+context_window = 100000
+max_output_tokens = 8192
+price = {{ input = 1.0, output = 2.0 }}
+
+[[simulators]]
+name = "sim-a"
+listen = "127.0.0.1:{sim_a}"
+
+[[simulators]]
+name = "sim-b"
+listen = "127.0.0.1:{sim_b}"
+
+[[deployments]]
+name = "sonnet-a"
+model = "anthropic/claude-sonnet-5-5"
+base_url = "http://127.0.0.1:{sim_a}"
+upstream_model = "claude-sonnet-5-5"
+api_key = "sim-key"
+
+[[deployments]]
+name = "sonnet-b"
+model = "anthropic/claude-sonnet-5-5"
+base_url = "http://127.0.0.1:{sim_b}"
+upstream_model = "claude-sonnet-5-5"
+api_key = "sim-key"
+
+[[deployments]]
+name = "instant-b"
+model = "anthropic/claude-instant-sim"
+base_url = "http://127.0.0.1:{sim_b}"
+api_key = "sim-key"
+
+[[deployments]]
+name = "failover-dead"
+model = "anthropic/claude-failover-sim"
+base_url = "http://127.0.0.1:{dead}"
+api_key = "sim-key"
+
+[[deployments]]
+name = "failover-live"
+model = "anthropic/claude-failover-sim"
+base_url = "http://127.0.0.1:{sim_a}"
+api_key = "sim-key"
+"""
+
+
+class Gateway:
+    """Addresses and a key of the running stack, plus helpers the tests share."""
+
+    def __init__(self, stack: Stack, ports: dict[str, int], key: str, database_url: str) -> None:
+        self.stack = stack
+        self.url = f"http://127.0.0.1:{ports['edge']}"
+        self.sim_a = f"http://127.0.0.1:{ports['sim_a']}"
+        self.sim_b = f"http://127.0.0.1:{ports['sim_b']}"
+        self.router_metrics = f"http://127.0.0.1:{ports['router_metrics']}/metrics"
+        self.key = key
+        self.database_url = database_url
+
+    def anthropic(self, **kw: Any) -> anthropic.AsyncAnthropic:
+        kw.setdefault("max_retries", 0)
+        return anthropic.AsyncAnthropic(base_url=self.url, api_key=self.key, **kw)
+
+    async def usage_row(self, request_id: str) -> asyncpg.Record | None:
+        conn = await asyncpg.connect(self.database_url)
+        try:
+            return await conn.fetchrow(
+                "SELECT * FROM usage_records WHERE request_id = $1", request_id
+            )
+        finally:
+            await conn.close()
+
+    async def sim_requests(self, sim: str, limit: int = 50) -> list[dict[str, Any]]:
+        async with aiohttp.ClientSession() as s, s.get(f"{sim}/_sim/requests?limit={limit}") as r:
+            data: list[dict[str, Any]] = await r.json()
+            return data
+
+    async def sim_faults(self, sim: str, **fault: Any) -> None:
+        async with aiohttp.ClientSession() as s:
+            if fault:
+                async with s.post(f"{sim}/_sim/faults", json=fault) as r:
+                    assert r.status < 300
+            else:
+                async with s.delete(f"{sim}/_sim/faults") as r:
+                    assert r.status < 300
+
+
+def _write_config(folder: Path) -> tuple[Path, dict[str, int]]:
+    ports = {n: free_port() for n in ("edge", "sim_a", "sim_b", "router_metrics", "dead")}
+    path = folder / "ezat-test.toml"
+    path.write_text(TEST_CONFIG.format(**ports))
+    return path, ports
+
+
+async def _new_key(database_url: str, name: str, **kw: Any) -> str:
+    conn = await asyncpg.connect(database_url)
+    try:
+        _, secret = await db.create_key(conn, name, **kw)
+    finally:
+        await conn.close()
+    return secret
+
+
+@pytest.fixture(scope="session")
+def gateway(infra: Infra, database_url: str, data_dir: Path) -> Iterator[Gateway]:
+    folder = data_dir / "stack"
+    folder.mkdir()
+    config, ports = _write_config(folder)
+    stack_infra = Infra(infra.nats_url, database_url, infra.redis_url)
+    stack = Stack(config_path=config, data_dir=folder, infra=stack_infra)
+    try:
+        stack.start(timeout=90)
+    except BaseException:
+        stack.stop()
+        raise
+    stack.supervise_in_background()
+    key = asyncio.run(_new_key(database_url, "e2e"))
+    try:
+        yield Gateway(stack, ports, key, database_url)
+    finally:
+        stack.stop()
+
+
+@pytest.fixture
+async def clean_sims(gateway: Gateway) -> AsyncIterator[None]:
+    """Faults injected by a test never outlive it."""
+    yield
+    await gateway.sim_faults(gateway.sim_a)
+    await gateway.sim_faults(gateway.sim_b)
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession() as session:
+        yield session
+
+
+@pytest.fixture(scope="session")
+def new_key(database_url: str):  # type: ignore[no-untyped-def]
+    async def make(name: str = "extra", **kw: Any) -> str:
+        return await _new_key(database_url, name, **kw)
+
+    return make

@@ -1,0 +1,62 @@
+"""Model resolution and prices in integer micro-dollars."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+from ezat_common.catalogue import Catalogue, prices_of
+from ezat_common.config import Price, parse_config
+
+CFG = parse_config(
+    """
+[[models]]
+id = "anthropic/claude-sonnet-5-5"
+aliases = ["claude-sonnet-5-5", "claude-sonnet-5.5"]
+context_window = 200000
+max_output_tokens = 64000
+price = { input = 3.0, output = 15.0 }
+"""
+)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "anthropic/claude-sonnet-5-5",
+        "claude-sonnet-5-5",
+        "claude-sonnet-5.5",
+        "CLAUDE-SONNET-5.5",
+        "  Claude-Sonnet-5-5\t",
+    ],
+)
+def test_resolves_ids_and_aliases_in_any_case(name: str) -> None:
+    model = Catalogue(CFG).resolve(name)
+    assert model is not None and model.id == "anthropic/claude-sonnet-5-5"
+
+
+@pytest.mark.parametrize("name", ["", "   ", "claude-sonnet", "x" * 129, "claude-sonnet-5-5x"])
+def test_unknown_names_do_not_resolve(name: str) -> None:
+    assert Catalogue(CFG).resolve(name) is None
+
+
+def test_cache_prices_default_from_input() -> None:
+    p = prices_of(Price(input=3.0, output=15.0))
+    assert (p.input, p.output) == (3_000_000, 15_000_000)
+    assert p.cache_write_5m == 3_750_000
+    assert p.cache_write_1h == 6_000_000
+    assert p.cache_read == 300_000
+
+
+def test_explicit_cache_prices_win() -> None:
+    p = prices_of(Price(input=1.0, output=2.0, cache_write_5m=9.0, cache_write_1h=8.0, cache_read=0.5))
+    assert (p.cache_write_5m, p.cache_write_1h, p.cache_read) == (9_000_000, 8_000_000, 500_000)
+
+
+def test_openai_list_shape() -> None:
+    data = msgspec.json.decode(Catalogue(CFG).openai_list())
+    assert data == {
+        "object": "list",
+        "data": [
+            {"id": "anthropic/claude-sonnet-5-5", "object": "model", "created": 0, "owned_by": "anthropic"}
+        ],
+    }

@@ -1,0 +1,86 @@
+"""Config loading: a bad file fails at start naming the file and the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from ezat_common.config import ConfigError, load_config, parse_config
+
+ROOT = Path(__file__).resolve().parents[2]
+
+MODEL = """
+[[models]]
+id = "anthropic/m"
+aliases = ["m-alias"]
+context_window = 1000
+max_output_tokens = 100
+price = { input = 1.0, output = 2.0 }
+"""
+
+
+def test_shipped_default_config_loads() -> None:
+    cfg = load_config(str(ROOT / "config" / "ezat.toml"))
+    assert cfg.edge.listen == "127.0.0.1:8080"
+    assert {d.model for d in cfg.deployments} <= {m.id for m in cfg.models}
+    assert cfg.simulators
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[edge]\nlisten = 8080\n", "f.toml: edge.listen: Expected `str`, got `int`"),
+        ("[edge]\nlisten = \"nohost\"\n", "f.toml: edge.listen: `nohost` is not HOST:PORT"),
+        ("[edge]\nbogus = 1\n", "f.toml: edge: Object contains unknown field `bogus`"),
+        ("[[models]]\nid = \"x\"\n", "f.toml: models[0]: Object missing required field"),
+        (
+            MODEL.replace("context_window = 1000", 'context_window = "big"'),
+            "f.toml: models[0].context_window: Expected `int`, got `str`",
+        ),
+        (
+            MODEL.replace('"m-alias"', '"ANTHROPIC/M"'),
+            "f.toml: models[0].aliases[0]: `ANTHROPIC/M` is already used by models[0].id",
+        ),
+        (
+            MODEL.replace("input = 1.0", "input = -1.0"),
+            "f.toml: models[0].price.input: must not be negative",
+        ),
+        (
+            MODEL + '[[deployments]]\nname = "d"\nmodel = "anthropic/other"\nbase_url = "http://x"\n',
+            "f.toml: deployments[0].model: `anthropic/other` is not the id of any [[models]] entry",
+        ),
+        (
+            MODEL + '[[deployments]]\nname = "d"\nmodel = "anthropic/m"\nbase_url = "ftp://x"\n',
+            "f.toml: deployments[0].base_url: must start with http(s)://",
+        ),
+        (
+            MODEL.replace("[[models]]", 'thinking = "sometimes"\n[[models]]'),
+            "f.toml: (top level): Object contains unknown field `thinking`",
+        ),
+        ("not toml at all = = =", "f.toml: "),
+    ],
+)
+def test_bad_config_names_file_and_key(text: str, message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config(text, "f.toml")
+    assert str(info.value).startswith(message), str(info.value)
+
+
+def test_thinking_mode_is_checked() -> None:
+    text = MODEL.replace("max_output_tokens = 100", 'max_output_tokens = 100\nthinking = "maybe"')
+    with pytest.raises(ConfigError, match=r"^f.toml: models\[0\].thinking: Invalid enum value"):
+        parse_config(text, "f.toml")
+
+
+def test_missing_file_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="nope.toml: cannot read the configuration"):
+        load_config(str(tmp_path / "nope.toml"))
+
+
+def test_defaults_fill_in() -> None:
+    cfg = parse_config(MODEL, "f.toml")
+    model = cfg.models[0]
+    assert model.thinking == "none"
+    assert model.prompt_caching is True
+    assert cfg.edge.max_body_bytes == 32 * 1024 * 1024
+    assert cfg.router.max_attempts == 3

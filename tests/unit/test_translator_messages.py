@@ -1,0 +1,129 @@
+"""The Messages translation core: the four checked fields, model rewrite, cache_control removal."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import pytest
+from ezat_common.catalogue import Catalogue
+from ezat_common.config import parse_config
+from ezat_common.errors import GatewayError
+from ezat_translator.core.messages import translate_count, translate_create
+
+CAT = Catalogue(
+    parse_config(
+        """
+[[models]]
+id = "anthropic/cached"
+aliases = ["cached"]
+context_window = 1000
+max_output_tokens = 100
+price = { input = 1.0, output = 2.0 }
+
+[[models]]
+id = "anthropic/plain"
+context_window = 1000
+max_output_tokens = 100
+prompt_caching = false
+price = { input = 1.0, output = 2.0 }
+"""
+    )
+)
+
+MSGS = [{"role": "user", "content": "hi"}]
+
+
+def enc(obj: Any) -> bytes:
+    return msgspec.json.encode(obj)
+
+
+def test_model_is_removed_and_rest_passes_unchanged() -> None:
+    body = {
+        "model": " Cached ",
+        "max_tokens": 10,
+        "messages": MSGS,
+        "stream": True,
+        "metadata": {"user_id": "u"},
+        "system": [{"type": "text", "text": "s", "cache_control": {"type": "ephemeral"}}],
+        "anything_new": [1, 2, 3],
+    }
+    out = translate_create(enc(body), CAT)
+    assert out.model.id == "anthropic/cached"
+    assert out.response_model == " Cached "
+    assert out.stream is True
+    sent = msgspec.json.decode(out.body)
+    expected = dict(body)
+    del expected["model"]
+    assert sent == expected
+
+
+def test_cache_control_stripped_everywhere_for_models_without_caching() -> None:
+    body = {
+        "model": "anthropic/plain",
+        "max_tokens": 10,
+        "cache_control": {"type": "ephemeral"},
+        "system": [{"type": "text", "text": "s", "cache_control": {"type": "ephemeral"}}],
+        "tools": [{"name": "t", "input_schema": {}, "cache_control": {"type": "ephemeral"}}],
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "a", "cache_control": {"type": "ephemeral", "ttl": "1h"}},
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "x",
+                        "content": [{"type": "text", "text": "r", "cache_control": {"type": "ephemeral"}}],
+                    },
+                ],
+            }
+        ],
+    }
+    sent = msgspec.json.decode(translate_create(enc(body), CAT).body)
+    assert "cache_control" not in repr(sent)
+    assert sent["messages"][0]["content"][1]["content"][0]["text"] == "r"
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "prefix"),
+    [
+        (b"", 400, "request body:"),
+        (b"{", 400, "request body:"),
+        (b"42", 400, "request body:"),
+        (enc({"max_tokens": 1, "messages": MSGS}), 400, "model: Field required"),
+        (enc({"model": None, "max_tokens": 1, "messages": MSGS}), 400, "model:"),
+        (enc({"model": "nope", "max_tokens": 1, "messages": MSGS}), 404, "The model `nope`"),
+        (enc({"model": "cached", "messages": MSGS}), 400, "max_tokens: Field required"),
+        (enc({"model": "cached", "max_tokens": True, "messages": MSGS}), 400, "max_tokens:"),
+        (enc({"model": "cached", "max_tokens": 1.5, "messages": MSGS}), 400, "max_tokens:"),
+        (enc({"model": "cached", "max_tokens": -1, "messages": MSGS}), 400, "max_tokens:"),
+        (enc({"model": "cached", "max_tokens": 1}), 400, "messages: Field required"),
+        (enc({"model": "cached", "max_tokens": 1, "messages": []}), 400, "messages:"),
+        (enc({"model": "cached", "max_tokens": 1, "messages": "hi"}), 400, "messages:"),
+        (enc({"model": "cached", "max_tokens": 1, "messages": MSGS, "stream": 1}), 400, "stream:"),
+    ],
+)
+def test_refusals_name_the_field(body: bytes, status: int, prefix: str) -> None:
+    with pytest.raises(GatewayError) as info:
+        translate_create(body, CAT)
+    assert info.value.status == status
+    assert info.value.message.startswith(prefix), info.value.message
+
+
+def test_unknown_model_error_carries_code() -> None:
+    with pytest.raises(GatewayError) as info:
+        translate_create(enc({"model": "gpt-9", "max_tokens": 1, "messages": MSGS}), CAT)
+    assert info.value.code == "model_not_found"
+    assert info.value.type == "not_found_error"
+
+
+def test_count_tokens_ignores_max_tokens_and_stream() -> None:
+    body = {"model": "cached", "max_tokens": "junk", "stream": "junk", "messages": MSGS}
+    out = translate_count(enc(body), CAT)
+    assert msgspec.json.decode(out.body) == {"messages": MSGS}
+    assert out.stream is False
+
+
+def test_stream_null_means_false() -> None:
+    out = translate_create(enc({"model": "cached", "max_tokens": 1, "messages": MSGS, "stream": None}), CAT)
+    assert out.stream is False
