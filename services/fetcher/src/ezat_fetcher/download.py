@@ -92,7 +92,9 @@ class Fetcher:
         self.max_redirects = max_redirects
         self._resolve = resolve
 
-    async def fetch(self, url: str, *, max_bytes: int = MAX_BYTES, kind: str = "image") -> Downloaded:
+    async def fetch(
+        self, url: str, *, max_bytes: int = MAX_BYTES, kind: str = "image"
+    ) -> Downloaded:
         if kind not in ACCEPTED:
             raise failures.unsupported_kind(kind)
         # The caller may lower the limit (its per-request budget), never raise it.

@@ -1,0 +1,53 @@
+"""Fixtures for the simulator tests: an in-process instance on a free port and an SDK client."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import aiohttp
+import anthropic
+import pytest
+from ezat_simulator.app import SIM, Settings, Simulator, start
+
+StartSim = Callable[..., Awaitable["Running"]]
+
+
+class Running:
+    """A started simulator: its URL, its state, and clients to call it."""
+
+    def __init__(self, url: str, sim: Simulator, http: aiohttp.ClientSession) -> None:
+        self.url = url
+        self.sim = sim
+        self.http = http
+        self.client = anthropic.AsyncAnthropic(base_url=url, api_key="test-key", max_retries=0)
+
+    async def admin(self, method: str, path: str, body: Any = None) -> Any:
+        async with self.http.request(method, self.url + path, json=body) as resp:
+            assert resp.status == 200, await resp.text()
+            return await resp.json()
+
+    async def requests(self, limit: int = 100) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = await self.admin("GET", f"/_sim/requests?limit={limit}")
+        return result
+
+
+@pytest.fixture
+async def start_sim() -> AsyncIterator[StartSim]:
+    runners = []
+    http = aiohttp.ClientSession()
+
+    async def _start(**settings: Any) -> Running:
+        runner, url = await start(Settings(**settings), "127.0.0.1", 0)
+        runners.append(runner)
+        return Running(url, runner.app[SIM], http)
+
+    yield _start
+    await http.close()
+    for runner in runners:
+        await runner.cleanup()
+
+
+@pytest.fixture
+async def sim(start_sim: StartSim) -> Running:
+    return await start_sim()
