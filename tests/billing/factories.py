@@ -6,6 +6,9 @@ import time
 import uuid
 from typing import Any
 
+import asyncpg
+from ezat_billing.core.pricing import cost_micros
+from ezat_billing.core.rows import UsageRow, to_row
 from ezat_common.catalogue import Prices
 from ezat_common.envelopes import UsageRecord
 
@@ -39,3 +42,13 @@ def record(**fields: Any) -> UsageRecord:
     }
     base.update(fields)
     return UsageRecord(**base)
+
+
+def row(**fields: Any) -> UsageRow:
+    """A row priced at Sonnet prices, as the handler would build it."""
+    rec = record(**fields)
+    return to_row(rec, SONNET, cost_micros(rec, SONNET))
+
+
+async def count_rows(pool: asyncpg.Pool, key_id: str) -> int:
+    return int(await pool.fetchval("SELECT count(*) FROM usage_records WHERE key_id=$1", key_id))

@@ -38,7 +38,7 @@ sampling = false
 prompt_caching = true
 thinking = "adaptive"
 effort_levels = ["low", "medium", "high", "xhigh", "max"]
-price = {{ input = 3.0, output = 15.0, cache_write_5m = 3.75, cache_write_1h = 6.0, cache_read = 0.30 }}
+price = {{ input = 3.0, output = 15.0 }}
 
 [[models]]
 id = "anthropic/claude-instant-sim"

@@ -23,7 +23,7 @@ async def post(
 ) -> tuple[int, dict[str, Any], Any]:
     h = {"x-api-key": gateway.key, "content-type": "application/json", **(headers or {})}
     async with http.post(gateway.url + path, data=data, json=json, headers=h) as resp:
-        return resp.status, dict(resp.headers), await resp.json(content_type=None)
+        return resp.status, resp.headers.copy(), await resp.json(content_type=None)
 
 
 def assert_anthropic_error(status: int, headers: dict[str, Any], body: Any, want: int) -> None:
@@ -43,16 +43,22 @@ BAD_BODIES = [
     pytest.param(
         {"model": MODEL, "max_tokens": "5", "messages": OK_MESSAGES}, "max_tokens", id="max-str"
     ),
-    pytest.param({"model": MODEL, "max_tokens": 0, "messages": OK_MESSAGES}, "max_tokens", id="max0"),
+    pytest.param(
+        {"model": MODEL, "max_tokens": 0, "messages": OK_MESSAGES}, "max_tokens", id="max0"
+    ),
     pytest.param({"model": MODEL, "max_tokens": 5}, "messages", id="missing-messages"),
-    pytest.param({"model": MODEL, "max_tokens": 5, "messages": []}, "messages", id="empty-messages"),
+    pytest.param(
+        {"model": MODEL, "max_tokens": 5, "messages": []}, "messages", id="empty-messages"
+    ),
     pytest.param({"model": MODEL, "max_tokens": 5, "messages": {}}, "messages", id="messages-type"),
     pytest.param(
         {"model": MODEL, "max_tokens": 5, "messages": OK_MESSAGES, "stream": "yes"},
         "stream",
         id="stream-type",
     ),
-    pytest.param({"model": "", "max_tokens": 5, "messages": OK_MESSAGES}, "model", id="model-empty"),
+    pytest.param(
+        {"model": "", "max_tokens": 5, "messages": OK_MESSAGES}, "model", id="model-empty"
+    ),
     pytest.param(
         {"model": "x" * 129, "max_tokens": 5, "messages": OK_MESSAGES}, "model", id="model-long"
     ),
@@ -95,7 +101,7 @@ async def test_bad_keys_are_401(
     body = {"model": MODEL, "max_tokens": 5, "messages": OK_MESSAGES}
     async with http.post(gateway.url + "/v1/messages", json=body, headers=headers) as resp:
         out = await resp.json()
-        assert_anthropic_error(resp.status, dict(resp.headers), out, 401)
+        assert_anthropic_error(resp.status, resp.headers.copy(), out, 401)
     assert out["error"]["type"] == "authentication_error"
 
 
@@ -133,7 +139,9 @@ async def test_body_over_32mb_is_413_without_reading_it(
     assert out["error"]["type"] == "request_too_large"
 
 
-async def test_chunked_body_over_limit_is_413(gateway: Gateway, http: aiohttp.ClientSession) -> None:
+async def test_chunked_body_over_limit_is_413(
+    gateway: Gateway, http: aiohttp.ClientSession
+) -> None:
     async def chunks():  # type: ignore[no-untyped-def]
         yield b'{"pad": "'
         for _ in range(34):

@@ -14,7 +14,7 @@ async def test_non_stream_request_has_a_usage_row(gateway: Gateway) -> None:
         max_tokens=32,
         messages=[{"role": "user", "content": "bill me [sim:tokens=6]"}],
     )
-    message = raw.parse()
+    message = await raw.parse()
     # The row must already exist when the body arrives: no polling.
     row = await gateway.usage_row(raw.headers["request-id"])
     assert row is not None

@@ -29,8 +29,14 @@ async def test_key_lifecycle(gateway: Gateway, http: aiohttp.ClientSession) -> N
     assert secret.startswith("ezat_sk_")
     assert len(secret) >= 40
 
-    body = {"model": "claude-sonnet-5-5", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}]}
-    async with http.post(gateway.url + "/v1/messages", json=body, headers={"x-api-key": secret}) as r:
+    body = {
+        "model": "claude-sonnet-5-5",
+        "max_tokens": 5,
+        "messages": [{"role": "user", "content": "x"}],
+    }
+    async with http.post(
+        gateway.url + "/v1/messages", json=body, headers={"x-api-key": secret}
+    ) as r:
         assert r.status == 200
 
     listed = await asyncio.to_thread(ezat, gateway, "keys", "list")
@@ -40,7 +46,9 @@ async def test_key_lifecycle(gateway: Gateway, http: aiohttp.ClientSession) -> N
 
     revoked = await asyncio.to_thread(ezat, gateway, "keys", "revoke", key_id)
     assert revoked.returncode == 0, revoked.stderr
-    async with http.post(gateway.url + "/v1/messages", json=body, headers={"x-api-key": secret}) as r:
+    async with http.post(
+        gateway.url + "/v1/messages", json=body, headers={"x-api-key": secret}
+    ) as r:
         assert r.status == 401
         data = await r.json()
     assert data["error"]["type"] == "authentication_error"
@@ -80,7 +88,7 @@ async def test_migrate_is_idempotent(gateway: Gateway) -> None:
 
 async def test_bad_config_names_the_key_and_file(tmp_path: Path, gateway: Gateway) -> None:
     bad = tmp_path / "bad.toml"
-    bad.write_text('[edge]\nlisten = 8080\n')
+    bad.write_text("[edge]\nlisten = 8080\n")
     out = await asyncio.to_thread(ezat, gateway, "up", "--config", str(bad))
     assert out.returncode == 2
     assert f"{bad}: edge.listen: Expected `str`, got `int`" in out.stderr

@@ -16,12 +16,14 @@ async def test_count_tokens_with_sdk_and_no_usage_row(gateway: Gateway) -> None:
         system="You are a concise assistant.",
         messages=[{"role": "user", "content": "Hello, what can you do?"}],
     )
-    counted = raw.parse()
+    counted = await raw.parse()
     assert counted.input_tokens > 0
     assert await gateway.usage_row(raw.headers["request-id"]) is None
 
 
-async def test_max_tokens_and_stream_are_ignored_and_beta_not_passed(gateway: Gateway, http) -> None:  # type: ignore[no-untyped-def]
+async def test_max_tokens_and_stream_are_ignored_and_beta_not_passed(
+    gateway: Gateway, http
+) -> None:  # type: ignore[no-untyped-def]
     body = {
         "model": MODEL,
         "max_tokens": "not even a number",
@@ -56,7 +58,9 @@ async def test_max_tokens_and_stream_are_ignored_and_beta_not_passed(gateway: Ga
         ({"model": MODEL, "messages": []}, "messages"),
     ],
 )
-async def test_count_tokens_requires_model_and_messages(gateway: Gateway, http, body, field) -> None:  # type: ignore[no-untyped-def]
+async def test_count_tokens_requires_model_and_messages(
+    gateway: Gateway, http, body, field
+) -> None:  # type: ignore[no-untyped-def]
     async with http.post(
         gateway.url + "/v1/messages/count_tokens", json=body, headers={"x-api-key": gateway.key}
     ) as resp:

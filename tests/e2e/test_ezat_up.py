@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 import anthropic
+from ezat_cli.infra import free_port
 
 from .conftest import TEST_CONFIG
-from ezat_cli.infra import free_port
 
 
 def processes_mentioning(marker: str) -> list[int]:
@@ -52,7 +52,9 @@ async def test_ezat_up_serves_streams_and_stops_cleanly(tmp_path: Path) -> None:
     ports = {n: free_port() for n in ("edge", "sim_a", "sim_b", "router_metrics", "dead")}
     config = tmp_path / "up.toml"
     config.write_text(TEST_CONFIG.format(**ports))
-    env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "DATABASE_URL", "REDIS_URL")}
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("NATS_URL", "DATABASE_URL", "REDIS_URL")
+    }
     env["EZAT_DATA_DIR"] = str(tmp_path / "data")
     ezat = str(Path(sys.executable).parent / "ezat")
     proc = subprocess.Popen(
@@ -72,7 +74,9 @@ async def test_ezat_up_serves_streams_and_stops_cleanly(tmp_path: Path) -> None:
         async with client.messages.stream(
             model="claude-sonnet-5-5",
             max_tokens=64,
-            messages=[{"role": "user", "content": "stream please [sim:tokens=6] [sim:token_ms=50]"}],
+            messages=[
+                {"role": "user", "content": "stream please [sim:tokens=6] [sim:token_ms=50]"}
+            ],
         ) as stream:
             async for event in stream:
                 if event.type == "content_block_delta":

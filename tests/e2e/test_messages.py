@@ -17,7 +17,7 @@ async def test_non_stream_text(gateway: Gateway) -> None:
     raw = await client.messages.with_raw_response.create(
         model=MODEL, max_tokens=64, messages=[{"role": "user", "content": "Hello [sim:tokens=7]"}]
     )
-    message = raw.parse()
+    message = await raw.parse()
     assert message.model == MODEL
     assert message.stop_reason == "end_turn"
     assert message.content[0].type == "text"
@@ -86,7 +86,7 @@ async def test_stream_tool_use(gateway: Gateway) -> None:
     ) as stream:
         final = await stream.get_final_message()
     assert final.stop_reason == "tool_use"
-    tool = [b for b in final.content if b.type == "tool_use"][0]
+    tool = next(b for b in final.content if b.type == "tool_use")
     assert tool.name == "get_weather"
     assert tool.input == {"city": "Oslo"}
 
@@ -106,7 +106,12 @@ async def test_non_stream_tool_use(gateway: Gateway) -> None:
 
 @pytest.mark.parametrize(
     "name",
-    ["anthropic/claude-sonnet-5-5", "claude-sonnet-5-5", "CLAUDE-SONNET-5.5", "  claude-Sonnet-5-5 "],
+    [
+        "anthropic/claude-sonnet-5-5",
+        "claude-sonnet-5-5",
+        "CLAUDE-SONNET-5.5",
+        "  claude-Sonnet-5-5 ",
+    ],
 )
 async def test_aliases_and_case_resolve_and_model_is_echoed(gateway: Gateway, name: str) -> None:
     client = gateway.anthropic()
@@ -173,7 +178,11 @@ async def test_cache_control_removed_for_models_without_prompt_caching(gateway: 
             {
                 "role": "user",
                 "content": [
-                    {"type": "text", "text": "x", "cache_control": {"type": "ephemeral", "ttl": "1h"}}
+                    {
+                        "type": "text",
+                        "text": "x",
+                        "cache_control": {"type": "ephemeral", "ttl": "1h"},
+                    }
                 ],
             }
         ],

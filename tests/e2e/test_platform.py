@@ -18,7 +18,7 @@ async def test_ten_megabyte_request_crosses_nats(gateway: Gateway) -> None:
         messages=[{"role": "user", "content": big + "[sim:tokens=3]"}],
         extra_headers={"x-request-id": "big-body-1"},
     )
-    message = raw.parse()
+    message = await raw.parse()
     assert message.usage.input_tokens >= 2 * 1024 * 1024
     assert len(message.content[0].text) == 12
     seen = await gateway.sim_requests(gateway.sim_a, 5) + await gateway.sim_requests(

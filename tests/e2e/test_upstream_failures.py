@@ -15,6 +15,32 @@ MODEL = "anthropic/claude-sonnet-5-5"
 pytestmark = pytest.mark.usefixtures("clean_sims")
 
 
+async def test_failover_before_first_byte_on_529(gateway: Gateway) -> None:
+    """sim-a answers 529 to everything; every request still succeeds via sim-b.
+
+    First in this module: later tests put deployments in cooldown, which would make the router
+    skip sim-a and leave failover unexercised."""
+    await gateway.sim_faults(gateway.sim_a, status=529, count=-1)
+    client = gateway.anthropic()
+    for i in range(12):
+        message = await client.messages.create(
+            model=MODEL,
+            max_tokens=8,
+            messages=[{"role": "user", "content": f"failover {i}"}],
+            extra_headers={"x-ezat-session": f"failover-session-{i}"},
+        )
+        assert message.content[0].type == "text"
+    async with client.messages.stream(
+        model=MODEL,
+        max_tokens=8,
+        messages=[{"role": "user", "content": "stream failover [sim:tokens=3]"}],
+    ) as stream:
+        final = await stream.get_final_message()
+    assert final.stop_reason == "end_turn"
+    hit_a = [r for r in await gateway.sim_requests(gateway.sim_a) if "failover" in str(r["body"])]
+    assert hit_a, "sim-a was never tried, so failover was not exercised"
+
+
 @pytest.mark.parametrize(
     ("code", "error_class", "error_type"),
     [
@@ -42,27 +68,6 @@ async def test_upstream_error_is_mapped_when_every_deployment_fails(
     message = err.body["error"]["message"]  # type: ignore[index]
     assert "127.0.0.1" not in message and "http://" not in message
     assert await gateway.usage_row(err.response.headers["request-id"]) is None
-
-
-async def test_failover_before_first_byte_on_529(gateway: Gateway) -> None:
-    """sim-a answers 529 to everything; every request still succeeds via sim-b."""
-    await gateway.sim_faults(gateway.sim_a, status=529, count=-1)
-    client = gateway.anthropic()
-    for i in range(12):
-        message = await client.messages.create(
-            model=MODEL,
-            max_tokens=8,
-            messages=[{"role": "user", "content": f"failover {i}"}],
-            extra_headers={"x-ezat-session": f"failover-session-{i}"},
-        )
-        assert message.content[0].type == "text"
-    async with client.messages.stream(
-        model=MODEL, max_tokens=8, messages=[{"role": "user", "content": "stream failover"}]
-    ) as stream:
-        final = await stream.get_final_message()
-    assert final.stop_reason == "end_turn"
-    hit_a = [r for r in await gateway.sim_requests(gateway.sim_a) if "failover" in str(r["body"])]
-    assert hit_a, "sim-a was never tried, so failover was not exercised"
 
 
 async def test_failover_on_connection_refused(gateway: Gateway) -> None:
@@ -125,9 +130,7 @@ async def test_client_disconnect_cancels_the_upstream_within_a_second(gateway: G
     assert got == 3
     record = None
     for _ in range(30):
-        seen = await gateway.sim_requests(gateway.sim_a) + await gateway.sim_requests(
-            gateway.sim_b
-        )
+        seen = await gateway.sim_requests(gateway.sim_a) + await gateway.sim_requests(gateway.sim_b)
         record = next((r for r in seen if r["headers"].get("x-request-id") == rid), None)
         if record and record["outcome"] != "active" and record.get("finished_at"):
             break

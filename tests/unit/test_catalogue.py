@@ -48,7 +48,9 @@ def test_cache_prices_default_from_input() -> None:
 
 
 def test_explicit_cache_prices_win() -> None:
-    p = prices_of(Price(input=1.0, output=2.0, cache_write_5m=9.0, cache_write_1h=8.0, cache_read=0.5))
+    p = prices_of(
+        Price(input=1.0, output=2.0, cache_write_5m=9.0, cache_write_1h=8.0, cache_read=0.5)
+    )
     assert (p.cache_write_5m, p.cache_write_1h, p.cache_read) == (9_000_000, 8_000_000, 500_000)
 
 
@@ -57,6 +59,11 @@ def test_openai_list_shape() -> None:
     assert data == {
         "object": "list",
         "data": [
-            {"id": "anthropic/claude-sonnet-5-5", "object": "model", "created": 0, "owned_by": "anthropic"}
+            {
+                "id": "anthropic/claude-sonnet-5-5",
+                "object": "model",
+                "created": 0,
+                "owned_by": "anthropic",
+            }
         ],
     }

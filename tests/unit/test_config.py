@@ -30,9 +30,9 @@ def test_shipped_default_config_loads() -> None:
     ("text", "message"),
     [
         ("[edge]\nlisten = 8080\n", "f.toml: edge.listen: Expected `str`, got `int`"),
-        ("[edge]\nlisten = \"nohost\"\n", "f.toml: edge.listen: `nohost` is not HOST:PORT"),
+        ('[edge]\nlisten = "nohost"\n', "f.toml: edge.listen: `nohost` is not HOST:PORT"),
         ("[edge]\nbogus = 1\n", "f.toml: edge: Object contains unknown field `bogus`"),
-        ("[[models]]\nid = \"x\"\n", "f.toml: models[0]: Object missing required field"),
+        ('[[models]]\nid = "x"\n', "f.toml: models[0]: Object missing required field"),
         (
             MODEL.replace("context_window = 1000", 'context_window = "big"'),
             "f.toml: models[0].context_window: Expected `int`, got `str`",
@@ -46,7 +46,8 @@ def test_shipped_default_config_loads() -> None:
             "f.toml: models[0].price.input: must not be negative",
         ),
         (
-            MODEL + '[[deployments]]\nname = "d"\nmodel = "anthropic/other"\nbase_url = "http://x"\n',
+            MODEL
+            + '[[deployments]]\nname = "d"\nmodel = "anthropic/other"\nbase_url = "http://x"\n',
             "f.toml: deployments[0].model: `anthropic/other` is not the id of any [[models]] entry",
         ),
         (
@@ -73,7 +74,7 @@ def test_thinking_mode_is_checked() -> None:
 
 
 def test_missing_file_is_named(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="nope.toml: cannot read the configuration"):
+    with pytest.raises(ConfigError, match=r"nope\.toml: cannot read the configuration"):
         load_config(str(tmp_path / "nope.toml"))
 
 

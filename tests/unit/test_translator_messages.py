@@ -69,11 +69,17 @@ def test_cache_control_stripped_everywhere_for_models_without_caching() -> None:
             {
                 "role": "user",
                 "content": [
-                    {"type": "text", "text": "a", "cache_control": {"type": "ephemeral", "ttl": "1h"}},
+                    {
+                        "type": "text",
+                        "text": "a",
+                        "cache_control": {"type": "ephemeral", "ttl": "1h"},
+                    },
                     {
                         "type": "tool_result",
                         "tool_use_id": "x",
-                        "content": [{"type": "text", "text": "r", "cache_control": {"type": "ephemeral"}}],
+                        "content": [
+                            {"type": "text", "text": "r", "cache_control": {"type": "ephemeral"}}
+                        ],
                     },
                 ],
             }
@@ -125,5 +131,7 @@ def test_count_tokens_ignores_max_tokens_and_stream() -> None:
 
 
 def test_stream_null_means_false() -> None:
-    out = translate_create(enc({"model": "cached", "max_tokens": 1, "messages": MSGS, "stream": None}), CAT)
+    out = translate_create(
+        enc({"model": "cached", "max_tokens": 1, "messages": MSGS, "stream": None}), CAT
+    )
     assert out.stream is False

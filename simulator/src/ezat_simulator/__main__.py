@@ -5,7 +5,8 @@
     python -m ezat_simulator --config config/ezat.toml --name sim-a
 
 With ``--config`` the instance's ``[[simulators]]`` entry gives ``listen``, ``first_token_ms`` and
-``token_ms``; flags given on the command line win. Once bound it prints
+``token_ms``, and each model's ``min_cache_tokens`` applies to requests naming it (by id, alias or
+a deployment's ``upstream_model``); flags given on the command line win. Once bound it prints
 ``simulator NAME listening on http://HOST:PORT`` (port 0 picks a free port).
 """
 
@@ -15,27 +16,50 @@ import argparse
 import asyncio
 import sys
 
-from ezat_common.config import ConfigError, load_config, split_listen
+from ezat_common.config import Config, ConfigError, load_config, split_listen
 from ezat_common.runtime import run_service
 
 from .app import Settings, start
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m ezat_simulator", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m ezat_simulator",
+        description="Run one EZAT simulator: a deterministic Anthropic-Messages deployment.",
+    )
     p.add_argument("--listen", help="HOST:PORT to serve on (port 0: any free port)")
     p.add_argument("--name", help="instance name (with --config: its [[simulators]] entry)")
     p.add_argument("--config", help="EZAT TOML configuration to read the instance from")
     p.add_argument("--first-token-ms", type=float, help="delay before the first token")
     p.add_argument("--token-ms", type=float, help="delay between tokens")
-    p.add_argument("--min-cache-tokens", type=int, default=1024, help="smallest cacheable prefix")
+    p.add_argument(
+        "--min-cache-tokens",
+        type=int,
+        help="smallest cacheable prefix for every model (default: each model's min_cache_tokens "
+        "from --config, else 1024)",
+    )
     p.add_argument("--max-body-mb", type=float, default=32.0, help="request body limit (413 above)")
     return p
+
+
+def _min_cache_tokens_by_model(cfg: Config) -> dict[str, int]:
+    """Every name a model may arrive under (id, alias, a deployment's upstream_model) -> minimum."""
+    found: dict[str, int] = {}
+    for model in cfg.models:
+        for name in (model.id, *model.aliases):
+            found[name.strip().lower()] = model.min_cache_tokens
+    for deployment in cfg.deployments:
+        if deployment.upstream_model:
+            found[deployment.upstream_model.strip().lower()] = cfg.model(
+                deployment.model
+            ).min_cache_tokens
+    return found
 
 
 def _settings(args: argparse.Namespace) -> tuple[Settings, str]:
     """Settings and listen address from the flags, over the config entry when one is named."""
     listen, first_ms, token_ms = args.listen, 0.0, 0.0
+    by_model: dict[str, int] = {}
     if args.config:
         if not args.name:
             raise ConfigError("--config needs --name to pick a [[simulators]] entry")
@@ -45,13 +69,15 @@ def _settings(args: argparse.Namespace) -> tuple[Settings, str]:
             raise ConfigError(f"{args.config}: no [[simulators]] entry is named `{args.name}`")
         listen = args.listen or entry.listen
         first_ms, token_ms = entry.first_token_ms, entry.token_ms
+        by_model = _min_cache_tokens_by_model(cfg)
     if not listen:
         raise ConfigError("pass --listen HOST:PORT (or --config FILE --name NAME)")
     settings = Settings(
         name=args.name or "sim",
         first_token_ms=first_ms if args.first_token_ms is None else args.first_token_ms,
         token_ms=token_ms if args.token_ms is None else args.token_ms,
-        min_cache_tokens=args.min_cache_tokens,
+        min_cache_tokens=1024 if args.min_cache_tokens is None else args.min_cache_tokens,
+        min_cache_tokens_by_model={} if args.min_cache_tokens is not None else by_model,
         max_body_bytes=int(args.max_body_mb * 1024 * 1024),
     )
     return settings, listen

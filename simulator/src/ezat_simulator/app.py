@@ -1,6 +1,7 @@
 """HTTP wiring of one simulator instance: the Messages routes, the ``/_sim`` admin routes, startup.
 
-API (Anthropic-compatible; any non-empty ``x-api-key`` is accepted):
+API (Anthropic-compatible; any non-empty ``x-api-key`` or ``Authorization: Bearer`` key is
+accepted):
 
 - ``POST /v1/messages``: JSON, or SSE with ``"stream": true``.
 - ``POST /v1/messages/count_tokens``: ``{"input_tokens": N}`` (of the directives, only
@@ -21,7 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -31,9 +33,9 @@ from ezat_common.errors import anthropic_body, type_for_status
 from . import engine, sse
 from .cache import NO_CACHE, PromptCache
 from .faults import Fault, Faults, decode_fault, retry_after_header
-from .requestlog import DEFAULT_SIZE, RequestLog, RequestRecord, kept_body
+from .requestlog import DEFAULT_SIZE, RequestLog, RequestRecord
 from .stream import Timing, drop_connection, send_stream
-from .tokens import measure
+from .tokens import input_tokens, measure
 from .validate import InvalidRequest, validate_request
 
 JSON = "application/json"
@@ -52,6 +54,8 @@ class Settings:
     first_token_ms: float = 0.0
     token_ms: float = 0.0
     min_cache_tokens: int = 1024
+    # Per-model minimums (lowercased model name as sent -> tokens), from the config's [[models]].
+    min_cache_tokens_by_model: Mapping[str, int] = field(default_factory=dict)
     max_body_bytes: int = 32 * 1024 * 1024
     log_size: int = DEFAULT_SIZE
 
@@ -64,6 +68,12 @@ class Simulator:
         self.cache = PromptCache()
         self.faults = Faults()
         self.log = RequestLog(settings.log_size)
+
+    def min_cache_tokens(self, model: str) -> int:
+        by_model = self.settings.min_cache_tokens_by_model
+        if not by_model:
+            return self.settings.min_cache_tokens
+        return by_model.get(model.strip().lower(), self.settings.min_cache_tokens)
 
     def timing(self, directives: engine.Directives, fault: Fault | None) -> Timing:
         d, s = directives, self.settings
@@ -104,11 +114,19 @@ def _simulated(status: int) -> str:
     return _ERROR_MESSAGES.get(status, f"Simulated error (HTTP {status})")
 
 
+def _has_key(request: web.Request) -> bool:
+    # Recent SDKs send the key as "Authorization: Bearer"; older ones and curl as x-api-key.
+    if request.headers.get("x-api-key"):
+        return True
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    return scheme.lower() == "bearer" and bool(token.strip())
+
+
 async def _read_json(
     request: web.Request, sim: Simulator, record: RequestRecord
 ) -> Any | web.Response:
     """The decoded body, or the error response to send instead (auth, size, JSON)."""
-    if not request.headers.get("x-api-key"):
+    if not _has_key(request):
         return _error(sim, record, 401, "x-api-key header is required")
     try:
         raw = await request.read()
@@ -119,22 +137,22 @@ async def _read_json(
         body = _decode(raw)
     except msgspec.DecodeError:
         return _error(sim, record, 400, "request body: not valid JSON")
-    record.body = kept_body(body, len(raw))
+    sim.log.keep_body(record, body, len(raw))
     return body
 
 
-def _open(request: web.Request) -> tuple[Simulator, RequestRecord]:
+def _open(request: web.Request) -> tuple[Simulator, RequestRecord, int]:
     sim = request.app[SIM]
-    return sim, sim.log.open(request.path, request.headers, time.time())
+    return sim, *sim.log.open(request.path, request.headers, time.time())
 
 
 # ---- Messages API ---------------------------------------------------------------------------
 
 
 async def create_message(request: web.Request) -> web.StreamResponse:
-    sim, record = _open(request)
+    sim, record, seq = _open(request)
     try:
-        return await _create(request, sim, record)
+        return await _create(request, sim, record, seq)
     except asyncio.CancelledError:
         # aiohttp cancels the handler when the client goes away (handler_cancellation=True).
         sim.log.close(record, "cancelled", 499, time.time())
@@ -142,7 +160,7 @@ async def create_message(request: web.Request) -> web.StreamResponse:
 
 
 async def _create(
-    request: web.Request, sim: Simulator, record: RequestRecord
+    request: web.Request, sim: Simulator, record: RequestRecord, seq: int
 ) -> web.StreamResponse:
     body = await _read_json(request, sim, record)
     if isinstance(body, web.Response):
@@ -163,9 +181,8 @@ async def _create(
     cache = NO_CACHE
     if measured.boundaries:
         cache = sim.cache.account(
-            measured.boundaries, time.monotonic(), sim.settings.min_cache_tokens
+            measured.boundaries, time.monotonic(), sim.min_cache_tokens(body["model"])
         )
-    seq = int(record.id.rpartition("_")[2])
     plan = engine.plan_reply(
         body, directives, seed, seq=seq, input_tokens=measured.input_tokens, cache=cache
     )
@@ -214,7 +231,7 @@ async def _stream(
 
 
 async def count_tokens(request: web.Request) -> web.StreamResponse:
-    sim, record = _open(request)
+    sim, record, _ = _open(request)
     try:
         body = await _read_json(request, sim, record)
         if isinstance(body, web.Response):
@@ -226,7 +243,7 @@ async def count_tokens(request: web.Request) -> web.StreamResponse:
             return _error(sim, record, 400, exc.message)
         if directives.status is not None:
             return _error(sim, record, directives.status, _simulated(directives.status))
-        tokens = measure(body, body["model"]).input_tokens
+        tokens = input_tokens(body)
         sim.log.close(record, "complete", 200, time.time())
         return web.Response(
             body=_encode({"input_tokens": tokens}),

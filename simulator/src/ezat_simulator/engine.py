@@ -23,14 +23,16 @@ bracket may hold several, separated by spaces or commas (``[sim:think tokens=40]
 ``status=CODE``     answer with that HTTP error instead (Anthropic error body)
 ``fail_after=K``    stream: ``event: error`` (overloaded_error) after K content tokens;
                     non-stream: 500 api_error
-``drop_after=K``    close the connection after K content tokens, without message_stop
+``drop_after=K``    stream: close the connection after K content tokens, without message_stop;
+                    non-stream: close it without an answer
 ``first_token_ms``  delay before the first content delta (overrides the instance's)
 ``token_ms``        delay between deltas (overrides the instance's)
 ``refuse``          stop_reason ``refusal``
 ``stop=WORD``       stop_reason ``stop_sequence``, stop_sequence WORD
 ==================  ==========================================================================
 
-"Content tokens" are thinking and text deltas, the ones ``tokens_sent`` counts while streaming.
+K counts "content tokens": thinking and text deltas. When the reply has fewer, the failure comes
+before message_delta, so these directives always fail the request.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -225,7 +227,6 @@ class Plan:
     stop_reason: str
     stop_sequence: str | None
     usage: Usage
-    directives: Directives = field(default=NO_DIRECTIVES)
 
     @property
     def deltas(self) -> int:
@@ -322,9 +323,7 @@ def plan_reply(
             capped = True
     stop_reason, stop_sequence = _stop(capped, tool_name, directives)
     usage = Usage(input_tokens - cache.read - cache.written, cache, output, n_think)
-    return Plan(
-        f"msg_sim_{seq}", req["model"], tuple(parts), stop_reason, stop_sequence, usage, directives
-    )
+    return Plan(f"msg_sim_{seq}", req["model"], tuple(parts), stop_reason, stop_sequence, usage)
 
 
 def _stop(capped: bool, tool_name: str | None, directives: Directives) -> tuple[str, str | None]:

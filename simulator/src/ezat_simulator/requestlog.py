@@ -1,7 +1,9 @@
 """The log of received API requests that ``GET /_sim/requests`` shows (newest last, bounded).
 
-Large bodies (images, PDFs) are kept with their long strings shortened, so a benchmark full of
-images cannot make the log hold gigabytes.
+Bodies are kept whole, so a test can compare what the gateway sent byte for byte. To bound
+memory when a benchmark sends many big bodies (images, PDFs), the big bodies kept whole add up to
+at most ``BODY_BUDGET`` bytes of JSON: past that, the oldest big ones get their long strings
+replaced by a note such as ``"<10485760 characters>"``. The newest body always stays whole.
 """
 
 from __future__ import annotations
@@ -12,8 +14,9 @@ from typing import Any, Literal
 
 import msgspec
 
-Outcome = Literal["complete", "cancelled", "error", "dropped"]
+Outcome = Literal["active", "complete", "cancelled", "error", "dropped"]
 DEFAULT_SIZE = 256
+BODY_BUDGET = 128 * 1024 * 1024
 _BIG_BODY = 256 * 1024
 _LONG_STRING = 4096
 
@@ -25,8 +28,7 @@ class RequestRecord(msgspec.Struct, kw_only=True):
     body: Any = None
     started_at: float
     finished_at: float | None = None
-    # None while the request is still being answered.
-    outcome: Outcome | None = None
+    outcome: Outcome = "active"
     status: int | None = None
     tokens_sent: int = 0
     cancelled_at: float | None = None
@@ -44,18 +46,18 @@ def shortened(value: Any) -> Any:
     return value
 
 
-def kept_body(body: Any, raw_size: int) -> Any:
-    return shortened(body) if raw_size > _BIG_BODY else body
-
-
 class RequestLog:
-    def __init__(self, size: int = DEFAULT_SIZE) -> None:
+    def __init__(self, size: int = DEFAULT_SIZE, body_budget: int = BODY_BUDGET) -> None:
         self._records: deque[RequestRecord] = deque(maxlen=size)
+        # Records whose big body is still whole, oldest first, with the body's size in bytes.
+        self._big: deque[tuple[RequestRecord, int]] = deque()
+        self._big_bytes = 0
+        self._body_budget = body_budget
         self.total = 0
         self.active = 0
 
-    def open(self, path: str, headers: Mapping[str, str], now: float) -> RequestRecord:
-        """A record for a request arriving now; its number (``id``) also numbers the message."""
+    def open(self, path: str, headers: Mapping[str, str], now: float) -> tuple[RequestRecord, int]:
+        """A record for a request arriving now, and its number (which also numbers its message)."""
         self.total += 1
         self.active += 1
         record = RequestRecord(
@@ -65,11 +67,22 @@ class RequestLog:
             started_at=now,
         )
         self._records.append(record)
-        return record
+        return record, self.total
+
+    def keep_body(self, record: RequestRecord, body: Any, size: int) -> None:
+        record.body = body
+        if size <= _BIG_BODY:
+            return
+        self._big.append((record, size))
+        self._big_bytes += size
+        while self._big_bytes > self._body_budget and len(self._big) > 1:
+            old, old_size = self._big.popleft()
+            old.body = shortened(old.body)
+            self._big_bytes -= old_size
 
     def close(self, record: RequestRecord, outcome: Outcome, status: int, now: float) -> None:
         """Settle a record once; later calls (a cancel after a deliberate drop) change nothing."""
-        if record.outcome is not None:
+        if record.outcome != "active":
             return
         self.active -= 1
         record.outcome = outcome
@@ -86,5 +99,7 @@ class RequestLog:
 
     def clear(self) -> None:
         self._records.clear()
+        self._big.clear()
+        self._big_bytes = 0
         self.total = 0
         # `active` stays: requests in flight still finish and close their records.

@@ -128,6 +128,23 @@ def _token_steps(kind: str, index: int, text: str) -> Iterator[Step]:
         yield TOKEN, delta(kind, index, text[i : i + 4]), 1
 
 
+def _thinking_steps(index: int, part: ThinkingPart) -> Iterator[Step]:
+    yield PLAIN, _start("thinking", index), 0
+    yield from _token_steps("thinking_delta", index, part.text)
+    signature = {"type": "signature_delta", "signature": part.signature}
+    yield PLAIN, event({"type": "content_block_delta", "index": index, "delta": signature}), 0
+
+
+def _tool_steps(index: int, part: ToolPart) -> Iterator[Step]:
+    block = {"type": "tool_use", "id": part.id, "name": part.name, "input": {}}
+    yield PLAIN, event({"type": "content_block_start", "index": index, "content_block": block}), 0
+    pieces = json_pieces(part.json)
+    for piece in pieces[:-1]:
+        yield PIECE, delta("input_json_delta", index, piece), 0
+    # The call's tokens count as sent once its JSON is complete.
+    yield PIECE, delta("input_json_delta", index, pieces[-1]), part.tokens
+
+
 def stream_steps(plan: Plan) -> Iterator[Step]:
     """Every event of the streamed reply to ``plan``, in order."""
     yield PLAIN, message_start(plan), 0
@@ -136,25 +153,9 @@ def stream_steps(plan: Plan) -> Iterator[Step]:
             yield PLAIN, _start("text", index), 0
             yield from _token_steps("text_delta", index, part.text)
         elif isinstance(part, ThinkingPart):
-            yield PLAIN, _start("thinking", index), 0
-            yield from _token_steps("thinking_delta", index, part.text)
-            signature = {"type": "signature_delta", "signature": part.signature}
-            yield (
-                PLAIN,
-                event({"type": "content_block_delta", "index": index, "delta": signature}),
-                0,
-            )
-        elif isinstance(part, ToolPart):
-            block = {"type": "tool_use", "id": part.id, "name": part.name, "input": {}}
-            yield (
-                PLAIN,
-                event({"type": "content_block_start", "index": index, "content_block": block}),
-                0,
-            )
-            pieces = json_pieces(part.json)
-            for i, piece in enumerate(pieces):
-                last = i == len(pieces) - 1
-                yield PIECE, delta("input_json_delta", index, piece), part.tokens if last else 0
+            yield from _thinking_steps(index, part)
+        else:
+            yield from _tool_steps(index, part)
         yield PLAIN, _stop(index), 0
     yield FINAL, message_delta(plan), 0
     yield PLAIN, MESSAGE_STOP, 0

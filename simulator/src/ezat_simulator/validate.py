@@ -46,6 +46,7 @@ KNOWN_FIELDS = frozenset(
         "inference_geo",
     }
 )
+IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
 MAX_BREAKPOINTS = 4
 MIN_THINKING_BUDGET = 1024
 FORCED_TOOL_WITH_THINKING = "Thinking may not be enabled when tool_choice forces tool use."
@@ -101,6 +102,22 @@ def _check_cache_control(block: Mapping[str, Any], path: str, counter: list[int]
     counter[0] += 1
 
 
+def _check_image_source(source: Mapping[str, Any], path: str) -> None:
+    # The deployments behind the gateway take images inline only (SPEC §2): URL images must have
+    # been downloaded and inlined by the gateway before they get here.
+    _require(
+        source.get("type") == "base64",
+        f"{path}.type",
+        "this deployment takes images inline only: expected 'base64'",
+    )
+    _require(
+        source.get("media_type") in IMAGE_TYPES,
+        f"{path}.media_type",
+        "Input should be " + ", ".join(f"'{t}'" for t in IMAGE_TYPES),
+    )
+    _require(isinstance(source.get("data"), str), f"{path}.data", "Field required")
+
+
 def _check_block(block: Any, path: str, counter: list[int]) -> None:
     _require(isinstance(block, Mapping), path, "Input should be a valid dictionary")
     kind = block.get("type")
@@ -114,6 +131,8 @@ def _check_block(block: Any, path: str, counter: list[int]) -> None:
         field, cls, what = required
         _require(field in block, f"{path}.{field}", "Field required")
         _require(isinstance(block[field], cls), f"{path}.{field}", f"Input should be {what}")
+    if kind == "image":
+        _check_image_source(block["source"], f"{path}.source")
     if kind == "tool_use":
         for field in ("id", "name"):
             _require(isinstance(block.get(field), str), f"{path}.{field}", "Field required")

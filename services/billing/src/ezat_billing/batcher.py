@@ -6,9 +6,10 @@ unreachable the writer retries with backoff, and every waiter has its own deadli
 
 The invariant that protects the client: an error answer means the row is not stored and never will
 be. So a waiter gives up only while its row is *queued*; a row whose transaction is in flight waits
-for the outcome. A row whose COMMIT was interrupted is *in doubt*: it is retried while its waiter
-has time (the insert is idempotent, so the retry tells the truth), and after the deadline it is
-only probed: found means acknowledged, absent means failed, and it is never inserted late.
+for the outcome. A row whose write lost its answer (connection dropped, timeout) is *in doubt*:
+it is retried while its waiter has time (the insert is idempotent, so the retry tells the truth),
+and after the deadline it is only probed: found means acknowledged, absent means failed, and it is
+never inserted late.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ ProbeRows = Callable[[Sequence[UsageRow]], Awaitable[dict[str, int]]]
 
 DEFAULT_DEADLINE = 2.0
 DEFAULT_MAX_BATCH = 500
+
+
+_LATE = "usage record not stored within its deadline; not charged"
 
 
 class DeadlineExceeded(Exception):
@@ -79,9 +83,10 @@ class Batcher:
         self._max_backoff = max_backoff
         self._queue: collections.deque[_Waiter] = collections.deque()
         self._wake = asyncio.Event()
-        self._writing = False
+        self._writing: list[_Waiter] = []  # the batch of the attempt in flight
         self._closed = False
         self._task: asyncio.Task[None] | None = None
+        self._failures = 0  # consecutive failed attempts: an outage logs once, not per retry
         self.batches = 0
         self.attempts = 0
 
@@ -109,7 +114,9 @@ class Batcher:
         except TimeoutError:
             if waiter.state is _State.QUEUED and not waiter.in_doubt:
                 waiter.state = _State.ABANDONED  # the writer skips it from now on
-                raise DeadlineExceeded(f"not stored within {self._deadline:g}s") from None
+                raise DeadlineExceeded(
+                    f"usage record not stored within {self._deadline:g}s; not charged"
+                ) from None
             # A transaction holding the row is in flight (or was, and its outcome is unknown):
             # only the database can tell, so wait for the writer's verdict.
             return await waiter.future
@@ -124,14 +131,22 @@ class Batcher:
         end = time.monotonic() + timeout
         while (self.pending or self._writing) and time.monotonic() < end:
             await asyncio.sleep(0.01)
+        # Never cancel a write mid-statement (its rows could commit after being answered "not
+        # stored"): wait for the attempt in flight, bounded by its own timeout.
+        while self._writing and time.monotonic() < end + timeout:
+            await asyncio.sleep(0.01)
+        inflight = list(self._writing)
+        for waiter in inflight:
+            waiter.in_doubt = True  # about to be cancelled mid-write: its statement may have run
         if self._task is not None:
             self._task.cancel()
             try:
                 await self._task
             except asyncio.CancelledError:
                 pass
-        for waiter in self._queue:
-            _fail(waiter, BatcherStopped("billing stopped before the record was stored"))
+        for waiter in [*inflight, *self._queue]:
+            if waiter.state in (_State.QUEUED, _State.WRITING):
+                _fail(waiter, BatcherStopped(_stopped(waiter)))
         self._queue.clear()
 
     async def _run(self) -> None:
@@ -142,11 +157,11 @@ class Batcher:
             if not batch:
                 self._wake.clear()
                 continue
-            self._writing = True
+            self._writing = batch
             try:
                 ok = await self._attempt(batch)
             finally:
-                self._writing = False
+                self._writing = []
             if ok:
                 delay = self._backoff
             else:
@@ -180,18 +195,23 @@ class Batcher:
             stored = await self._write_rows([w.row for w in batch])
         except OutcomeUnknown as exc:
             metrics.WRITE_FAILURES.labels("unknown").inc()
-            log.warning("commit of %d usage records interrupted: %s", len(batch), exc)
+            log.warning("outcome of writing %d usage records unknown: %s", len(batch), exc)
             for waiter in batch:
                 waiter.in_doubt = True
             self._requeue(batch)
             return False
         except Exception as exc:
             metrics.WRITE_FAILURES.labels("rolled_back").inc()
-            log.warning("writing %d usage records failed, retrying: %r", len(batch), exc)
+            self._failures += 1
+            level = logging.WARNING if self._failures == 1 else logging.DEBUG
+            log.log(level, "writing %d usage records failed, retrying: %r", len(batch), exc)
             self._requeue(batch)
             return False
         finally:
             metrics.WRITE_SECONDS.observe(time.perf_counter() - started)
+        if self._failures:
+            log.info("usage records written again after %d failed attempts", self._failures)
+            self._failures = 0
         self.batches += 1
         metrics.BATCH_SIZE.observe(len(batch))
         for waiter in batch:
@@ -210,7 +230,7 @@ class Batcher:
         for waiter in batch:
             cost = found.get(waiter.row.request_id)
             if cost is None:
-                _fail(waiter, DeadlineExceeded("not stored within the deadline"))
+                _fail(waiter, DeadlineExceeded(_LATE))
             else:
                 _resolve(waiter, Stored(cost, False))
         return True
@@ -223,7 +243,7 @@ class Batcher:
             waiter.state = _State.QUEUED
             if waiter.deadline <= now and not waiter.in_doubt:
                 # Its waiter saw it in flight at the deadline and is waiting for this verdict.
-                _fail(waiter, DeadlineExceeded("not stored within the deadline"))
+                _fail(waiter, DeadlineExceeded(_LATE))
             else:
                 keep.append(waiter)
         self._queue.extendleft(reversed(keep))
@@ -241,6 +261,12 @@ def _fail(waiter: _Waiter, exc: Exception) -> None:
         waiter.future.set_exception(exc)
         # Mark it retrieved: a waiter that was cancelled meanwhile must not log a stray traceback.
         waiter.future.exception()
+
+
+def _stopped(waiter: _Waiter) -> str:
+    if waiter.in_doubt:
+        return "billing stopped while the record's write was unconfirmed"
+    return "billing stopped before the record was stored; not charged"
 
 
 def _count(row: UsageRow, result: Stored) -> None:

@@ -60,7 +60,7 @@ class Handlers:
         except DeadlineExceeded as exc:
             metrics.ACK_FAILURES.labels("deadline").inc()
             log.warning("usage record not stored: %s", exc)
-            return UsageAck(request_id=record.request_id, ok=False, error=f"not stored: {exc}")
+            return UsageAck(request_id=record.request_id, ok=False, error=str(exc))
         except BatcherStopped as exc:
             metrics.ACK_FAILURES.labels("stopping").inc()
             return UsageAck(request_id=record.request_id, ok=False, error=str(exc))
@@ -79,7 +79,8 @@ class Handlers:
         return prices
 
     async def on_usage_query(self, msg: Msg) -> None:
-        await msg.respond(await self.page_for(msg.data))
+        if msg.reply:  # a query nobody waits for is not worth a database round trip
+            await msg.respond(await self.page_for(msg.data))
 
     async def page_for(self, data: bytes) -> bytes:
         """The JSON usage page for an encoded ``UsageQuery``, or ``{"error": …}``."""

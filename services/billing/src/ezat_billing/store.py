@@ -52,8 +52,8 @@ _INSERT = (
     f"AS r({_NAMES}) "
     "ON CONFLICT (request_id) DO NOTHING RETURNING request_id, cost_micros"
 )
-# A separate statement on purpose: under READ COMMITTED it takes a fresh snapshot, so it also sees
-# a duplicate that a concurrent transaction committed while our INSERT waited on its lock.
+# A separate statement on purpose: it takes a fresh snapshot, so it also sees a duplicate that a
+# concurrent transaction committed while our INSERT waited on its lock.
 _EXISTING = "SELECT request_id, cost_micros FROM usage_records WHERE request_id = ANY($1::text[])"
 _json = msgspec.json.Encoder()
 
@@ -66,7 +66,8 @@ class Stored(Struct, frozen=True):
 
 
 class OutcomeUnknown(Exception):
-    """The connection failed while COMMIT was in flight: the batch may or may not be stored."""
+    """The write was sent but its answer was lost (connection failure, timeout): the batch may or
+    may not be stored, and only a later look at the table can tell."""
 
 
 async def insert_batch(
@@ -74,10 +75,25 @@ async def insert_batch(
 ) -> dict[str, Stored]:
     """Store ``rows`` in one transaction; for each request id, the cost actually stored.
 
-    Raises ``OutcomeUnknown`` only when COMMIT itself was interrupted; any other exception means
-    the transaction did not commit and nothing of this batch was written.
+    The INSERT is a single statement, hence its own transaction: one round trip per batch.
+    ``OutcomeUnknown`` means the statement was sent but its answer was lost (the rows may be
+    stored); any other exception means nothing of this batch was written.
     """
-    return await _run(pool, rows, timeout, commit=True)
+    unique = _unique(rows)
+    if not unique:
+        return {}
+    left = _budget(timeout)
+    async with pool.acquire(timeout=left()) as conn:
+        try:
+            new = await conn.fetch(_INSERT, *_columns(unique), timeout=left())
+            stored = {r["request_id"]: Stored(r["cost_micros"], True) for r in new}
+            # Committed from here on: a failure below must not read as "nothing written".
+            await _add_existing(conn, unique, stored, left)
+        except Exception as exc:
+            if _not_written(exc):
+                raise
+            raise OutcomeUnknown(str(exc) or type(exc).__name__) from exc
+    return stored
 
 
 async def probe_stored(
@@ -86,44 +102,32 @@ async def probe_stored(
     """Which of ``rows`` are durably stored, and at what cost, without storing the others.
 
     Runs the same INSERT and rolls it back: an INSERT waits for any transaction still holding one
-    of these ids, so the answer cannot be overtaken by a COMMIT that was in flight.
+    of these ids, so the answer cannot be overtaken by a write that was still in flight.
     """
-    found = await _run(pool, rows, timeout, commit=False)
-    return {rid: s.cost_micros for rid, s in found.items() if not s.inserted}
-
-
-async def _run(
-    pool: asyncpg.Pool, rows: Sequence[UsageRow], timeout: float | None, commit: bool
-) -> dict[str, Stored]:
-    unique = list({row.request_id: row for row in reversed(rows)}.values())  # first one wins
+    unique = _unique(rows)
     if not unique:
         return {}
     left = _budget(timeout)
     async with pool.acquire(timeout=left()) as conn:
-        # Plain BEGIN/COMMIT statements so that every round trip, COMMIT included, has a timeout.
         await conn.execute("BEGIN", timeout=left())
         try:
-            stored = await _write(conn, unique, left)
-        except BaseException:
+            new = await conn.fetch(_INSERT, *_columns(unique), timeout=left())
+            stored = {r["request_id"]: Stored(r["cost_micros"], True) for r in new}
+            await _add_existing(conn, unique, stored, left)
+        finally:
             await _rollback(conn)
-            raise
-        if not commit:
-            await _rollback(conn)
-            return stored
-        try:
-            await conn.execute("COMMIT", timeout=left())
-        except Exception as exc:
-            if _rolled_back(exc):
-                raise
-            raise OutcomeUnknown(str(exc) or type(exc).__name__) from exc
-    return stored
+    return {rid: s.cost_micros for rid, s in stored.items() if not s.inserted}
 
 
-def _rolled_back(exc: Exception) -> bool:
-    """Whether a failed COMMIT certainly did not commit: the server answered it with an error.
+def _unique(rows: Sequence[UsageRow]) -> list[UsageRow]:
+    # One row per request id (the first one wins), as the primary key would keep it.
+    return list({row.request_id: row for row in reversed(rows)}.values())
 
-    A lost connection, a timeout, or the server going down mid-COMMIT leave the outcome unknown.
-    """
+
+def _not_written(exc: Exception) -> bool:
+    """Whether a failed write certainly stored nothing: the server refused the statement (or
+    asyncpg could not encode its arguments, also a ``PostgresError``). A lost connection or a
+    timeout leave it unknown."""
     uncertain = (asyncpg.PostgresConnectionError, asyncpg.exceptions.OperatorInterventionError)
     return isinstance(exc, asyncpg.PostgresError) and not isinstance(exc, uncertain)
 
@@ -136,17 +140,17 @@ def _budget(timeout: float | None) -> Callable[[], float | None]:
     return lambda: max(end - time.monotonic(), 0.001)
 
 
-async def _write(
-    conn: asyncpg.Connection, rows: Sequence[UsageRow], left: Callable[[], float | None]
-) -> dict[str, Stored]:
-    columns = _columns(rows)
-    new = await conn.fetch(_INSERT, *columns, timeout=left())
-    stored = {r["request_id"]: Stored(r["cost_micros"], True) for r in new}
+async def _add_existing(
+    conn: asyncpg.Connection,
+    rows: Sequence[UsageRow],
+    stored: dict[str, Stored],
+    left: Callable[[], float | None],
+) -> None:
+    """Fill in the rows the INSERT skipped as duplicates, with the cost stored earlier."""
     missing = [row.request_id for row in rows if row.request_id not in stored]
     if missing:
         for r in await conn.fetch(_EXISTING, missing, timeout=left()):
             stored[r["request_id"]] = Stored(r["cost_micros"], False)
-    return stored
 
 
 def _columns(rows: Sequence[UsageRow]) -> list[list[Any]]:

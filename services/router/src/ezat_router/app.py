@@ -63,7 +63,8 @@ class RouterService:
     async def stop(self) -> None:
         route, cancel = self._subs
         with contextlib.suppress(Exception):
-            await route.unsubscribe()
+            # drain, not unsubscribe: requests already delivered to this replica still run.
+            await route.drain()
         tasks = set(self.handlers.tasks.values())
         if tasks:
             _, tasks = await asyncio.wait(tasks, timeout=DRAIN_SECONDS)

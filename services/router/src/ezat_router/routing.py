@@ -116,6 +116,7 @@ class Router:
                 code=err.code,
             )
             await self._publish(req, reply)
+            state.final_sent = True
             return "no_deployment"
         now = self._clock()
         order = selection.ordered(
@@ -137,6 +138,7 @@ class Router:
                 break
         assert failure is not None
         await self._publish(req, failure.error)
+        state.final_sent = True
         if state.head_sent:
             # The stream started and broke: recorded as failed (not billed) for the usage list.
             record = state.usage.record(

@@ -38,7 +38,7 @@ def model_prefix(dep: DeploymentConfig) -> bytes:
 
 def with_model(prefix: bytes, body: bytes) -> bytes:
     """``body`` (a JSON object without ``model``) with the model spliced in first."""
-    if len(body) <= _EMPTY_OBJECT_MAX and body.strip(_WHITESPACE) == b"{}":
+    if len(body) <= _EMPTY_OBJECT_MAX and b"".join(body.split()) == b"{}":
         return prefix + b"}"
     start = 0
     while start < len(body) and body[start] in _WHITESPACE:

@@ -72,23 +72,7 @@ class StreamStep:
                     out.append(frame.raw)
                 continue
             result.events += 1
-            if isinstance(event, ContentBlockDelta):
-                result.first_delta = True
-                self.usage.feed(event)
-                out.append(frame.raw)
-            elif isinstance(event, Ping):
-                if self.started:
-                    out.append(frame.raw)
-            elif isinstance(event, MessageStop):
-                if not self.started:
-                    result.invalid = True
-                else:
-                    result.stop = frame.raw
-                break
-            elif isinstance(event, Error):
-                result.error = event.error
-                break
-            elif isinstance(event, MessageStart) and not self.started:
+            if isinstance(event, MessageStart) and not self.started:
                 try:
                     out.append(message_start_frame(frame.data, self._model))
                 except (PayloadError, *_UNDECODABLE):
@@ -96,8 +80,21 @@ class StreamStep:
                     break
                 self.started = True
                 self.usage.feed(event)
+            elif isinstance(event, Error):
+                result.error = event.error
+                break
             elif not self.started:
-                result.invalid = True
+                # A deployment may ping before it starts; anything else there is not the
+                # Messages stream protocol.
+                if not isinstance(event, Ping):
+                    result.invalid = True
+                    break
+            elif isinstance(event, ContentBlockDelta):
+                result.first_delta = True
+                self.usage.feed(event)
+                out.append(frame.raw)
+            elif isinstance(event, MessageStop):
+                result.stop = frame.raw
                 break
             else:
                 self.usage.feed(event)

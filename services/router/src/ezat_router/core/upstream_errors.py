@@ -159,14 +159,15 @@ def from_stream_error(info: ErrorInfo) -> Failure:
     """
     status = STATUS_OF_TYPE.get(info.type, 500)
     kind = info.type if info.type in STATUS_OF_TYPE else "api_error"
+    cooldown = RATE_LIMIT_COOLDOWN if status == 429 else FAULT_COOLDOWN if status >= 500 else None
     error = ReplyError(
         status=status,
         type=kind,
         message=info.message or "the model failed while answering; retry",
+        # 429 and 529 always tell the client when to come back (SPEC §1).
+        retry_after=cooldown if status in (429, 529) else None,
     )
-    if status == 429:
-        return Failure(error=error, retryable=True, cooldown=RATE_LIMIT_COOLDOWN, reason="429")
-    if status >= 500:
-        reason = "529" if status == 529 else "5xx"
-        return Failure(error=error, retryable=True, cooldown=FAULT_COOLDOWN, reason=reason)
-    return Failure(error=error, retryable=False, reason="4xx")
+    if cooldown is None:
+        return Failure(error=error, retryable=False, reason="4xx")
+    reason = "429" if status == 429 else "529" if status == 529 else "5xx"
+    return Failure(error=error, retryable=True, cooldown=cooldown, reason=reason)

@@ -1,0 +1,102 @@
+"""A local image server for the fetcher's adapter and handler tests (127.0.0.1, random port).
+
+Loopback is not public, so tests that want a download to succeed pass
+``allow=parse_networks(["127.0.0.0/8"])``, as ``[fetcher] allow_networks`` would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import pytest_asyncio
+from aiohttp import web
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 56
+BIG_PNG = b"\x89PNG\r\n\x1a\n" + b"\x01" * (2 * 1024 * 1024)  # above NATS max_payload
+
+
+async def png(request: web.Request) -> web.Response:
+    # A wrong Content-Type on purpose: the bytes decide the type.
+    return web.Response(body=PNG, content_type="text/plain")
+
+
+async def big_png(request: web.Request) -> web.Response:
+    return web.Response(body=BIG_PNG, content_type="image/png")
+
+
+async def streamed(request: web.Request) -> web.StreamResponse:
+    """Chunked, no Content-Length: the limit must be enforced while streaming."""
+    resp = web.StreamResponse()
+    resp.enable_chunked_encoding()
+    await resp.prepare(request)
+    await resp.write(PNG)
+    for _ in range(int(request.query.get("chunks", "10"))):
+        await resp.write(b"\x02" * 1024)
+    await resp.write_eof()
+    return resp
+
+
+async def status(request: web.Request) -> web.Response:
+    return web.Response(status=int(request.match_info["code"]), text="nope")
+
+
+async def chain(request: web.Request) -> web.Response:
+    """/chain/N redirects N more times, then serves the PNG."""
+    left = int(request.match_info["n"])
+    if left == 0:
+        return web.Response(body=PNG)
+    raise web.HTTPFound(f"/chain/{left - 1}")  # relative Location, resolved by the fetcher
+
+
+async def to(request: web.Request) -> web.Response:
+    raise web.HTTPFound(request.query["url"])
+
+
+async def html(request: web.Request) -> web.Response:
+    return web.Response(text="<html>not an image</html>", content_type="image/png")
+
+
+async def slow(request: web.Request) -> web.Response:
+    await asyncio.sleep(10)
+    return web.Response(body=PNG)
+
+
+async def host_png(request: web.Request) -> web.Response:
+    """The PNG only when the Host header is the name the client asked for."""
+    expected = request.query["host"]
+    if request.host != expected:
+        return web.Response(status=421, text=f"host was {request.host}")
+    return web.Response(body=PNG)
+
+
+@dataclass(frozen=True)
+class ImageServer:
+    port: int
+
+    def url(self, path: str, host: str = "127.0.0.1") -> str:
+        return f"http://{host}:{self.port}{path}"
+
+
+@pytest_asyncio.fixture(scope="package", loop_scope="session")
+async def image_server() -> AsyncIterator[ImageServer]:
+    app = web.Application()
+    app.router.add_get("/png", png)
+    app.router.add_get("/big.png", big_png)
+    app.router.add_get("/streamed", streamed)
+    app.router.add_get("/status/{code}", status)
+    app.router.add_get("/chain/{n}", chain)
+    app.router.add_get("/to", to)
+    app.router.add_get("/html", html)
+    app.router.add_get("/slow", slow)
+    app.router.add_get("/host.png", host_png)
+    runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=0.5)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        yield ImageServer(port=port)
+    finally:
+        await runner.cleanup()

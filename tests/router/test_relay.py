@@ -1,0 +1,437 @@
+"""The router end to end: real NATS, a fake deployment (aiohttp.web) and a fake billing.
+
+A test publishes a RouteRequest as the translator would and reads the replies as the edge would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+
+import msgspec
+import nats
+import pytest
+from ezat_common import envelopes
+from ezat_common.config import Config, DeploymentConfig, ModelConfig, Price, RouterConfig
+from ezat_common.envelopes import (
+    CancelRequest,
+    Reply,
+    ReplyBody,
+    ReplyChunk,
+    ReplyEnd,
+    ReplyError,
+    ReplyHead,
+    RouteRequest,
+    UsageAck,
+    UsageRecord,
+)
+from ezat_common.subjects import Subjects
+from ezat_router.app import RouterService
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+
+from .fake_upstream import (
+    BLOCK_START,
+    MESSAGE_STOP,
+    STREAM_WRITES,
+    FakeUpstream,
+    error_body,
+    error_event,
+    message_start,
+    text_delta,
+)
+
+MODEL = "anthropic/claude-x"
+CLIENT_MODEL = "Claude-X"  # the name the client sent; every response must carry it
+BODY = b'{"max_tokens":10,"messages":[{"role":"user","content":"hi"}],"stream":true}'
+FINAL = (ReplyEnd, ReplyBody, ReplyError)
+
+
+@dataclass
+class Stack:
+    nc: Client
+    subjects: Subjects
+    service: RouterService
+    upstream: FakeUpstream
+    records: list[UsageRecord] = field(default_factory=list)
+    timeline: list[str] = field(default_factory=list)
+
+    def request(self, **overrides: object) -> RouteRequest:
+        fields: dict[str, object] = {
+            "request_id": f"req-{uuid.uuid4().hex[:12]}",
+            "api": "messages",
+            "key_id": "key-1",
+            "model": MODEL,
+            "response_model": CLIENT_MODEL,
+            "stream": True,
+            "reply_to": f"_INBOX.test.{uuid.uuid4().hex}",
+            "received_at": time.time(),
+            "body": BODY,
+            "beta": "some-beta-2025",
+        }
+        fields.update(overrides)
+        return RouteRequest(**fields)
+
+    async def send(
+        self, req: RouteRequest, on_reply: Callable[[Reply], Awaitable[None]] | None = None
+    ) -> list[Reply]:
+        """Route ``req`` and collect its replies up to the final one."""
+        replies: list[Reply] = []
+        done = asyncio.Event()
+
+        async def collect(msg: Msg) -> None:
+            reply = envelopes.decode_reply(msg.data)
+            replies.append(reply)
+            self.timeline.append(type(reply).__name__)
+            if on_reply is not None:
+                await on_reply(reply)
+            if isinstance(reply, FINAL):
+                done.set()
+
+        sub = await self.nc.subscribe(req.reply_to, cb=collect)
+        try:
+            await self.nc.publish(self.subjects.route, envelopes.encode(req))
+            await asyncio.wait_for(done.wait(), 10)
+        finally:
+            await sub.unsubscribe()
+        return replies
+
+    async def record_of(self, request_id: str, timeout: float = 3.0) -> UsageRecord:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for rec in self.records:
+                if rec.request_id == request_id:
+                    return rec
+            await asyncio.sleep(0.02)
+        raise AssertionError(f"no usage record for {request_id}")
+
+
+def deployment(name: str, region: str, base_url: str) -> DeploymentConfig:
+    return DeploymentConfig(
+        name=name,
+        model=MODEL,
+        base_url=base_url,
+        upstream_model="upstream-x",
+        api_key="secret-key",
+        region=region,
+    )
+
+
+@contextlib.asynccontextmanager
+async def running_stack(
+    nats_url: str, layout: list[tuple[str, str]], billing: str = "ack", ack_delay: float = 0.0
+) -> AsyncIterator[Stack]:
+    """Deployments ``(name, region)``; the router's own region is "eu", so "eu" ones go first.
+
+    A deployment named ``dead`` points at a port where nothing listens. ``billing`` is "ack"
+    (acknowledge every record after ``ack_delay``) or "silent" (never answer).
+    """
+    upstream = FakeUpstream()
+    await upstream.start()
+    with socket_closed_port() as dead_port:
+        deps = [
+            deployment(
+                name,
+                region,
+                f"http://127.0.0.1:{dead_port}" if name == "dead" else f"{upstream.url}/{name}",
+            )
+            for name, region in layout
+        ]
+    cfg = Config(
+        models=[
+            ModelConfig(
+                id=MODEL, context_window=1000, max_output_tokens=100, price=Price(input=1, output=1)
+            )
+        ],
+        deployments=deps,
+        router=RouterConfig(
+            region="eu", connect_timeout=1.0, first_byte_timeout=3.0, between_events_timeout=3.0
+        ),
+    )
+    nc = await nats.connect(nats_url)
+    subjects = Subjects(prefix=f"t{uuid.uuid4().hex[:10]}")
+    stack = Stack(nc, subjects, RouterService(cfg, nc, subjects), upstream)
+
+    async def on_usage(msg: Msg) -> None:
+        rec = envelopes.decode_usage_record(msg.data)
+        stack.records.append(rec)
+        if billing == "silent":
+            return
+        await asyncio.sleep(ack_delay)
+        stack.timeline.append("ack")
+        await msg.respond(envelopes.encode(UsageAck(request_id=rec.request_id, ok=True)))
+
+    await nc.subscribe(subjects.usage_record, cb=on_usage)
+    await stack.service.start()
+    try:
+        yield stack
+    finally:
+        await stack.service.stop()
+        await nc.close()
+        await upstream.stop()
+
+
+@contextlib.contextmanager
+def socket_closed_port() -> Iterator[int]:
+    """A port nothing listens on (bound, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    yield port
+
+
+def chunks_of(replies: list[Reply]) -> bytes:
+    return b"".join(r.data for r in replies if isinstance(r, ReplyChunk))
+
+
+def start_model(data: bytes) -> str:
+    first = data.split(b"\n\n", 1)[0]
+    assert first.startswith(b"event: message_start\ndata: ")
+    return str(msgspec.json.decode(first.split(b"data: ", 1)[1])["message"]["model"])
+
+
+# ---- streaming ---------------------------------------------------------------------------------
+
+
+async def test_stream_relays_frames_in_order_and_ends_only_after_the_ack(nats_url: str) -> None:
+    async with running_stack(nats_url, [("a", "eu"), ("b", "us")], ack_delay=0.3) as stack:
+        stack.upstream.scripts["a"] = stack.upstream.sse(STREAM_WRITES)
+        req = stack.request()
+        replies = await stack.send(req)
+
+        assert isinstance(replies[0], ReplyHead)
+        assert replies[0].headers == {"x-ezat-region": "eu", "x-ezat-deployment": "a"}
+        # One chunk per upstream read; message_stop held back from the chunks.
+        assert [type(r) for r in replies] == [ReplyHead, *[ReplyChunk] * 4, ReplyEnd]
+        data = chunks_of(replies)
+        assert start_model(data) == CLIENT_MODEL
+        upstream_bytes = b"".join(STREAM_WRITES)
+        rest = upstream_bytes[upstream_bytes.index(b"event: ping") : -len(MESSAGE_STOP)]
+        assert data.endswith(rest)
+        assert replies[-1] == ReplyEnd(data=MESSAGE_STOP)
+        # Chunks went out while billing was still working; the end only after its ack.
+        assert stack.timeline[-3:] == ["ReplyChunk", "ack", "ReplyEnd"]
+
+        rec = await stack.record_of(req.request_id)
+        assert (rec.status, rec.input_tokens, rec.output_tokens, rec.estimated) == (
+            "complete",
+            25,
+            5,
+            False,
+        )
+        assert (rec.deployment, rec.region, rec.model, rec.key_id) == ("a", "eu", MODEL, "key-1")
+        assert (rec.api, rec.stream) == ("messages", True)
+        assert req.received_at <= rec.upstream_started_at <= rec.first_token_at <= rec.finished_at
+
+        [call] = stack.upstream.calls
+        assert call.path == "/a/v1/messages"
+        assert call.body.startswith(b'{"model":"upstream-x",')
+        assert msgspec.json.decode(call.body)["messages"][0]["content"] == "hi"
+        assert call.headers["x-api-key"] == "secret-key"
+        assert call.headers["anthropic-version"] == "2023-06-01"
+        assert call.headers["anthropic-beta"] == "some-beta-2025"
+        assert call.headers["x-request-id"] == req.request_id
+
+
+async def test_failover_on_529_before_the_first_byte(nats_url: str) -> None:
+    async with running_stack(nats_url, [("a", "eu"), ("b", "us")]) as stack:
+        up = stack.upstream
+        up.scripts["a"] = up.status(529, error_body("overloaded_error", "Overloaded"))
+        up.scripts["b"] = up.sse(STREAM_WRITES)
+        replies = await stack.send(stack.request())
+
+        assert isinstance(replies[0], ReplyHead)
+        assert replies[0].headers["x-ezat-deployment"] == "b"
+        assert isinstance(replies[-1], ReplyEnd)
+        assert (len(up.calls_to("a")), len(up.calls_to("b"))) == (1, 1)
+        assert stack.service.health.is_cooling("a", time.time())
+        # While "a" cools down, the next request goes straight to "b".
+        await stack.send(stack.request())
+        assert (len(up.calls_to("a")), len(up.calls_to("b"))) == (1, 2)
+
+
+async def test_failover_on_connect_error_and_on_an_error_event_before_anything_was_sent(
+    nats_url: str,
+) -> None:
+    async with running_stack(nats_url, [("dead", "eu"), ("a", "us"), ("b", "us2")]) as stack:
+        up = stack.upstream
+        # "a" and "b" are both remote; whichever comes first answers with an immediate error.
+        up.scripts["a"] = up.sse([error_event("overloaded_error", "busy")])
+        up.scripts["b"] = up.sse([error_event("overloaded_error", "busy")])
+        failed = await stack.send(stack.request())
+        assert failed == [
+            ReplyError(status=529, type="overloaded_error", message="busy", retry_after=2.0)
+        ]
+        assert len(up.calls) == 2  # dead (no HTTP call), then a and b: three attempts
+
+        stack.service.health.succeeded("a", time.time())
+        stack.service.health.succeeded("b", time.time())
+        stack.service.health.succeeded("dead", time.time())
+        up.scripts["a"] = up.sse(STREAM_WRITES)
+        up.scripts["b"] = up.sse(STREAM_WRITES)
+        replies = await stack.send(stack.request(stream=True))
+        assert isinstance(replies[0], ReplyHead)
+        assert replies[0].headers["x-ezat-deployment"] in {"a", "b"}
+        assert isinstance(replies[-1], ReplyEnd)
+
+
+async def test_400_is_relayed_without_failover(nats_url: str) -> None:
+    async with running_stack(nats_url, [("a", "eu"), ("b", "us")]) as stack:
+        up = stack.upstream
+        up.scripts["a"] = up.status(400, error_body("invalid_request_error", "tools.0: bad"))
+        up.scripts["b"] = up.sse(STREAM_WRITES)
+        replies = await stack.send(stack.request())
+        assert replies == [
+            ReplyError(status=400, type="invalid_request_error", message="tools.0: bad")
+        ]
+        assert up.calls_to("b") == []
+        assert not stack.service.health.is_cooling("a", time.time())
+
+
+async def test_every_deployment_rate_limited_gives_429_with_retry_after(nats_url: str) -> None:
+    async with running_stack(nats_url, [("a", "eu"), ("b", "us")]) as stack:
+        up = stack.upstream
+        limited = up.status(429, error_body("rate_limit_error", "slow down"), {"retry-after": "3"})
+        up.scripts["a"] = up.scripts["b"] = limited
+        [reply] = await stack.send(stack.request())
+        assert isinstance(reply, ReplyError)
+        assert (reply.status, reply.type, reply.retry_after) == (429, "rate_limit_error", 3.0)
+        assert "claude-x" in reply.message.lower() and "127.0.0.1" not in reply.message
+        assert len(up.calls) == 2
+
+
+async def test_mid_stream_error_event_ends_with_that_error(nats_url: str) -> None:
+    async with running_stack(nats_url, [("a", "eu"), ("b", "us")]) as stack:
+        up = stack.upstream
+        up.scripts["a"] = up.sse(
+            [message_start() + BLOCK_START, text_delta("Hi"), error_event("overloaded_error", "x")]
+        )
+        req = stack.request()
+        replies = await stack.send(req)
+        assert isinstance(replies[0], ReplyHead)
+        assert start_model(chunks_of(replies)) == CLIENT_MODEL
+        assert replies[-1] == ReplyError(
+            status=529, type="overloaded_error", message="x", retry_after=2.0
+        )
+        assert up.calls_to("b") == []  # no failover once bytes reached the client
+        rec = await stack.record_of(req.request_id)
+        assert (rec.status, rec.error_type, rec.input_tokens) == ("failed", "overloaded_error", 25)
+
+
+async def test_upstream_dropping_mid_stream_is_an_uncharged_error(nats_url: str) -> None:
+    async with running_stack(nats_url, [("a", "eu"), ("b", "us")]) as stack:
+        up = stack.upstream
+        up.scripts["a"] = up.sse([message_start() + BLOCK_START, text_delta("Hi")])  # then EOF
+        req = stack.request()
+        replies = await stack.send(req)
+        assert isinstance(replies[-1], ReplyError)
+        assert (replies[-1].status, replies[-1].type) == (500, "api_error")
+        assert "not charged" in replies[-1].message
+        assert (await stack.record_of(req.request_id)).status == "failed"
+        assert stack.service.health.is_cooling("a", time.time())
+
+
+async def test_cancel_closes_the_upstream_and_records_client_closed(nats_url: str) -> None:
+    async with running_stack(nats_url, [("a", "eu")]) as stack:
+        up = stack.upstream
+        text = "Hello, streaming world"  # 22 characters: 6 estimated tokens
+        up.scripts["a"] = up.hanging_sse(
+            "a", [message_start(input_tokens=40) + BLOCK_START, text_delta(text)]
+        )
+        req = stack.request()
+        cancelled_at = 0.0
+
+        async def on_reply(reply: Reply) -> None:
+            nonlocal cancelled_at
+            if isinstance(reply, ReplyChunk) and text.encode() in reply.data and not cancelled_at:
+                cancelled_at = time.monotonic()
+                cancel = CancelRequest(request_id=req.request_id)
+                await stack.nc.publish(stack.subjects.cancel, envelopes.encode(cancel))
+
+        with pytest.raises(TimeoutError):  # no final reply: the client is gone
+            await asyncio.wait_for(stack.send(req, on_reply), 3)
+        assert cancelled_at and "a" in up.disconnected_at
+        assert up.disconnected_at["a"] - cancelled_at < 1.0
+        rec = await stack.record_of(req.request_id)
+        assert (rec.status, rec.input_tokens, rec.output_tokens, rec.estimated) == (
+            "client_closed",
+            40,
+            6,
+            True,
+        )
+        assert rec.deployment == "a"
+        assert req.request_id not in stack.service.handlers.tasks
+
+
+# ---- non-streaming -----------------------------------------------------------------------------
+
+RESPONSE = {
+    "id": "msg_2",
+    "type": "message",
+    "role": "assistant",
+    "model": "upstream-x",
+    "content": [{"type": "text", "text": "Hello"}],
+    "stop_reason": "end_turn",
+    "usage": {"input_tokens": 12, "output_tokens": 3, "cache_read_input_tokens": 100},
+}
+
+
+async def test_non_stream_body_with_model_rewritten_after_the_ack(nats_url: str) -> None:
+    async with running_stack(nats_url, [("a", "eu")], ack_delay=0.1) as stack:
+        stack.upstream.scripts["a"] = stack.upstream.json(RESPONSE)
+        req = stack.request(stream=False)
+        [reply] = await stack.send(req)
+        assert isinstance(reply, ReplyBody)
+        assert (reply.status, reply.headers["x-ezat-deployment"]) == (200, "a")
+        assert msgspec.json.decode(reply.data) == {**RESPONSE, "model": CLIENT_MODEL}
+        assert stack.timeline == ["ack", "ReplyBody"]
+        rec = await stack.record_of(req.request_id)
+        assert (rec.status, rec.stream, rec.input_tokens, rec.cache_read_tokens) == (
+            "complete",
+            False,
+            12,
+            100,
+        )
+        assert (rec.output_tokens, rec.estimated) == (3, False)
+
+
+async def test_count_tokens_is_relayed_and_not_billed(nats_url: str) -> None:
+    async with running_stack(nats_url, [("a", "eu")]) as stack:
+        stack.upstream.scripts["a"] = stack.upstream.json({"input_tokens": 23})
+        [reply] = await stack.send(stack.request(api="count_tokens", stream=False))
+        assert isinstance(reply, ReplyBody)
+        assert msgspec.json.decode(reply.data) == {"input_tokens": 23}
+        [call] = stack.upstream.calls
+        assert call.path == "/a/v1/messages/count_tokens"
+        assert "anthropic-beta" not in call.headers
+        await asyncio.sleep(0.1)
+        assert stack.records == []
+
+
+async def test_unknown_model_is_404(nats_url: str) -> None:
+    async with running_stack(nats_url, [("a", "eu")]) as stack:
+        [reply] = await stack.send(stack.request(model="anthropic/nope", response_model="nope"))
+        assert isinstance(reply, ReplyError)
+        assert (reply.status, reply.type, reply.code) == (404, "not_found_error", "model_not_found")
+        assert reply.message == "The model `nope` does not exist or you do not have access to it."
+
+
+async def test_unacknowledged_usage_fails_the_request(nats_url: str) -> None:
+    async with running_stack(nats_url, [("a", "eu")], billing="silent") as stack:
+        up = stack.upstream
+        up.scripts["a"] = up.by_stream(up.sse(STREAM_WRITES), up.json(RESPONSE))
+        streamed, plain = await asyncio.gather(
+            stack.send(stack.request()),
+            stack.send(stack.request(stream=False, body=BODY.replace(b"true", b"false"))),
+        )
+        for replies in (streamed, plain):
+            assert isinstance(replies[-1], ReplyError)
+            assert (replies[-1].status, replies[-1].type) == (500, "api_error")
+            assert "could not be recorded" in replies[-1].message
+        assert not any(isinstance(r, ReplyEnd) for r in streamed)
+        assert isinstance(streamed[0], ReplyHead)

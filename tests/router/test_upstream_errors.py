@@ -1,0 +1,138 @@
+"""core.upstream_errors: what each upstream failure means for the client and the deployment."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+from ezat_common.schemas.anthropic import ErrorInfo
+from ezat_router.core.health import FAULT_COOLDOWN, RATE_LIMIT_COOLDOWN
+from ezat_router.core.upstream_errors import (
+    from_status,
+    from_stream_error,
+    from_transport,
+    parse_retry_after,
+)
+
+MODEL = "claude-x"
+
+
+def body(kind: str, message: str) -> bytes:
+    return msgspec.json.encode({"type": "error", "error": {"type": kind, "message": message}})
+
+
+@pytest.mark.parametrize(
+    ("status", "retry_after", "client_status", "client_type", "retryable", "cooldown", "wait"),
+    [
+        (429, None, 429, "rate_limit_error", True, RATE_LIMIT_COOLDOWN, RATE_LIMIT_COOLDOWN),
+        (429, "12", 429, "rate_limit_error", True, 12.0, 12.0),
+        (529, None, 529, "overloaded_error", True, FAULT_COOLDOWN, FAULT_COOLDOWN),
+        (503, "7", 529, "overloaded_error", True, 7.0, 7.0),
+        (500, None, 500, "api_error", True, FAULT_COOLDOWN, None),
+        (502, None, 502, "api_error", True, FAULT_COOLDOWN, None),
+        (504, None, 504, "timeout_error", True, FAULT_COOLDOWN, None),
+        (401, None, 500, "api_error", True, FAULT_COOLDOWN, None),  # the deployment's key
+        (403, None, 500, "api_error", True, FAULT_COOLDOWN, None),
+        (400, None, 400, "invalid_request_error", False, None, None),
+        (404, None, 404, "not_found_error", False, None, None),
+        (413, None, 413, "request_too_large", False, None, None),
+    ],
+)
+def test_status_mapping(
+    status: int,
+    retry_after: str | None,
+    client_status: int,
+    client_type: str,
+    retryable: bool,
+    cooldown: float | None,
+    wait: float | None,
+) -> None:
+    kind = {400: "invalid_request_error", 404: "not_found_error", 413: "request_too_large"}
+    failure = from_status(status, body(kind.get(status, "api_error"), "m"), retry_after, MODEL)
+    assert failure.error.status == client_status
+    assert failure.error.type == client_type
+    assert failure.retryable is retryable
+    assert failure.cooldown == cooldown
+    assert failure.error.retry_after == wait
+
+
+def test_client_error_relays_the_upstream_message() -> None:
+    failure = from_status(400, body("invalid_request_error", "max_tokens: too big"), None, MODEL)
+    assert failure.error.message == "max_tokens: too big"
+
+
+@pytest.mark.parametrize("raw", [b"", b"not json", b'{"error": 5}', b"[]"])
+def test_client_error_with_unreadable_body_gets_a_generic_message(raw: bytes) -> None:
+    failure = from_status(422, raw, None, MODEL)
+    assert failure.error.status == 422
+    assert failure.error.type == "invalid_request_error"
+    assert "HTTP 422" in failure.error.message
+
+
+def test_unknown_error_type_falls_back_to_the_status() -> None:
+    failure = from_status(400, body("weird_error", "x"), None, MODEL)
+    assert failure.error.type == "invalid_request_error"
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        (None, None),
+        ("", None),
+        ("3", 3.0),
+        (" 1.5 ", 1.5),
+        ("-1", None),
+        ("nan", None),
+        ("Wed, 21 Oct 2015 07:28:00 GMT", None),
+    ],
+)
+def test_parse_retry_after(value: str | None, seconds: float | None) -> None:
+    assert parse_retry_after(value) == seconds
+
+
+@pytest.mark.parametrize(
+    ("kind", "status", "type_"),
+    [
+        ("connect", 529, "overloaded_error"),
+        ("timeout", 504, "timeout_error"),
+        ("dropped", 500, "api_error"),
+        ("protocol", 500, "api_error"),
+    ],
+)
+def test_transport_failures(kind: str, status: int, type_: str) -> None:
+    failure = from_transport(kind, MODEL, 30.0)
+    assert (failure.error.status, failure.error.type) == (status, type_)
+    assert failure.retryable and failure.cooldown == FAULT_COOLDOWN
+    assert MODEL in failure.error.message or kind == "dropped"
+
+
+def test_messages_name_the_model_and_no_host() -> None:
+    for failure in [
+        from_transport("connect", MODEL, 30.0),
+        from_transport("timeout", MODEL, 30.0),
+        from_status(502, b"<html>bad gateway at 10.0.0.7</html>", None, MODEL),
+        from_status(529, b"", None, MODEL),
+    ]:
+        assert f"`{MODEL}`" in failure.error.message
+        assert "://" not in failure.error.message
+        assert "10.0.0.7" not in failure.error.message
+    assert from_transport("connect", MODEL, 30.0).error.retry_after == FAULT_COOLDOWN
+
+
+@pytest.mark.parametrize(
+    ("kind", "status", "retryable", "wait"),
+    [
+        ("overloaded_error", 529, True, FAULT_COOLDOWN),
+        ("api_error", 500, True, None),
+        ("rate_limit_error", 429, True, RATE_LIMIT_COOLDOWN),
+        ("invalid_request_error", 400, False, None),
+        ("something_new", 500, True, None),
+    ],
+)
+def test_stream_error_event(kind: str, status: int, retryable: bool, wait: float | None) -> None:
+    failure = from_stream_error(ErrorInfo(type=kind, message="boom"))
+    assert failure.error.status == status
+    assert failure.error.type == (kind if kind != "something_new" else "api_error")
+    assert failure.error.message == "boom"
+    assert failure.retryable is retryable
+    assert failure.error.retry_after == wait
+    assert (failure.cooldown is None) is not retryable

@@ -1,0 +1,137 @@
+"""``python -m ezat_simulator``: the ready line, config entries and a clean stop on SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+from ezat_simulator.__main__ import _parser, _settings, main
+
+READY = re.compile(r"^simulator (\S+) listening on (http://127\.0\.0\.1:\d+)$")
+
+
+def _run(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "ezat_simulator", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _ready(proc: subprocess.Popen[str]) -> tuple[str, str]:
+    assert proc.stdout is not None
+    line = proc.stdout.readline().strip()
+    match = READY.match(line)
+    assert match, (line, proc.stderr.read() if proc.poll() is not None and proc.stderr else "")
+    return match[1], match[2]
+
+
+def _stop(proc: subprocess.Popen[str]) -> int:
+    proc.send_signal(signal.SIGTERM)
+    return proc.wait(timeout=10)
+
+
+def _create(url: str) -> dict[str, object]:
+    body = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
+    request = urllib.request.Request(
+        url + "/v1/messages",
+        data=json.dumps(body).encode(),
+        headers={"x-api-key": "k", "content-type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=5) as resp:
+        result: dict[str, object] = json.load(resp)
+    return result
+
+
+def test_serves_its_config_entry_until_sigterm(tmp_path: Path) -> None:
+    config = tmp_path / "ezat.toml"
+    config.write_text(
+        '[[simulators]]\nname = "sim-a"\nlisten = "127.0.0.1:1"\n\n'
+        '[[simulators]]\nname = "sim-b"\nlisten = "127.0.0.1:0"\nfirst_token_ms = 1\n'
+    )
+    proc = _run("--config", str(config), "--name", "sim-b")
+    try:
+        name, url = _ready(proc)
+        assert name == "sim-b"
+        assert _create(url)["stop_reason"] == "max_tokens"
+        stats = json.load(urllib.request.urlopen(url + "/_sim/stats", timeout=5))
+        assert stats == {"name": "sim-b", "requests": 1, "active": 0, "cache_entries": 0}
+    finally:
+        assert _stop(proc) == 0
+
+
+def test_flags_win_over_the_config_entry(tmp_path: Path) -> None:
+    config = tmp_path / "ezat.toml"
+    config.write_text(
+        '[[simulators]]\nname = "sim-a"\nlisten = "127.0.0.1:8101"\n'
+        "first_token_ms = 5\ntoken_ms = 20\n"
+    )
+    settings, listen = _settings(
+        _parser().parse_args(["--config", str(config), "--name", "sim-a", "--token-ms", "0"])
+    )
+    assert listen == "127.0.0.1:8101"
+    assert (settings.name, settings.first_token_ms, settings.token_ms) == ("sim-a", 5, 0)
+    settings, listen = _settings(
+        _parser().parse_args(["--listen", "127.0.0.1:9", "--min-cache-tokens", "10"])
+    )
+    assert (listen, settings.name, settings.min_cache_tokens) == ("127.0.0.1:9", "sim", 10)
+
+
+MODELS = """
+[[models]]
+id = "anthropic/claude-haiku-4-5"
+aliases = ["claude-haiku-4-5"]
+context_window = 1000
+max_output_tokens = 100
+min_cache_tokens = 2048
+price = { input = 1.0, output = 5.0 }
+
+[[deployments]]
+name = "d"
+model = "anthropic/claude-haiku-4-5"
+base_url = "http://127.0.0.1:8101"
+upstream_model = "haiku-upstream"
+
+[[simulators]]
+name = "sim-a"
+listen = "127.0.0.1:8101"
+"""
+
+
+def test_each_model_keeps_its_minimum_cacheable_prefix(tmp_path: Path) -> None:
+    config = tmp_path / "ezat.toml"
+    config.write_text(MODELS)
+    settings, _ = _settings(_parser().parse_args(["--config", str(config), "--name", "sim-a"]))
+    assert settings.min_cache_tokens == 1024
+    assert settings.min_cache_tokens_by_model == {
+        "anthropic/claude-haiku-4-5": 2048,
+        "claude-haiku-4-5": 2048,
+        "haiku-upstream": 2048,
+    }
+    args = ["--config", str(config), "--name", "sim-a", "--min-cache-tokens", "5"]
+    settings, _ = _settings(_parser().parse_args(args))
+    assert (settings.min_cache_tokens, settings.min_cache_tokens_by_model) == (5, {})
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((), "pass --listen"),
+        (("--listen", "nowhere"), "is not HOST:PORT"),
+        (("--config", "/nonexistent.toml", "--name", "x"), "cannot read the configuration"),
+        (("--config", "/nonexistent.toml"), "--config needs --name"),
+    ],
+)
+def test_bad_arguments_exit_2(
+    args: tuple[str, ...], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(list(args))
+    assert exited.value.code == 2 and message in capsys.readouterr().err

@@ -1,0 +1,176 @@
+"""Validation: what Anthropic's API would refuse, with the field path in the message."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from ezat_simulator.validate import FORCED_TOOL_WITH_THINKING, InvalidRequest, validate_request
+
+OK: dict[str, Any] = {
+    "model": "m",
+    "max_tokens": 10,
+    "messages": [{"role": "user", "content": "hi"}],
+}
+
+
+def with_(**changes: Any) -> dict[str, Any]:
+    body = dict(OK)
+    for key, value in changes.items():
+        if value is None:
+            body.pop(key, None)
+        else:
+            body[key] = value
+    return body
+
+
+def user(*blocks: Any) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": list(blocks)}]
+
+
+BAD = [
+    ([1], "request body: Input should be a JSON object"),
+    (with_(model=None), "model: Field required"),
+    (with_(model=3), "model: Input should be a valid string"),
+    (with_(max_tokens=None), "max_tokens: Field required"),
+    (with_(max_tokens="5"), "max_tokens: Input should be a valid integer"),
+    (with_(max_tokens=True), "max_tokens: Input should be a valid integer"),
+    (with_(max_tokens=0), "max_tokens: Input should be greater than or equal to 1"),
+    (with_(messages=None), "messages: Field required"),
+    (with_(messages={}), "messages: Input should be a valid list"),
+    (with_(messages=[]), "messages: at least one message is required"),
+    (
+        with_(messages=[{"role": "system", "content": "x"}]),
+        "messages.0.role: Input should be 'user' or 'assistant'",
+    ),
+    (with_(messages=[{"role": "user"}]), "messages.0.content: Field required"),
+    (
+        with_(messages=[{"role": "user", "content": 5}]),
+        "messages.0.content: Input should be a valid string or a list",
+    ),
+    (with_(messages=user({"type": "video"})), "messages.0.content.0.type: Input tag 'video' found"),
+    (with_(messages=user({"type": "text"})), "messages.0.content.0.text: Field required"),
+    (
+        with_(messages=user({"type": "image", "source": "x"})),
+        "messages.0.content.0.source: Input should be a valid dictionary",
+    ),
+    (
+        with_(
+            messages=user({"type": "image", "source": {"type": "url", "url": "https://x/y.png"}})
+        ),
+        "messages.0.content.0.source.type: this deployment takes images inline only",
+    ),
+    (
+        with_(
+            messages=user(
+                {
+                    "type": "image",
+                    "source": {"type": "base64", "media_type": "image/bmp", "data": ""},
+                }
+            )
+        ),
+        "messages.0.content.0.source.media_type: Input should be 'image/jpeg'",
+    ),
+    (
+        with_(messages=user({"type": "tool_use", "id": "t", "name": "n"})),
+        "messages.0.content.0.input: Input should be an object",
+    ),
+    (
+        with_(
+            messages=user({"type": "text", "text": "x", "cache_control": {"type": "persistent"}})
+        ),
+        "messages.0.content.0.cache_control.type: Input should be 'ephemeral'",
+    ),
+    (
+        with_(
+            messages=user(
+                {"type": "text", "text": "x", "cache_control": {"type": "ephemeral", "ttl": "2h"}}
+            )
+        ),
+        "messages.0.content.0.cache_control.ttl",
+    ),
+    (with_(stream="yes"), "stream: Input should be a valid boolean"),
+    (with_(system=[{"type": "image"}]), "system.0.type: Input should be 'text'"),
+    (with_(tools=[{"name": "t"}]), "tools.0.input_schema: Field required"),
+    (with_(tool_choice={"type": "sometimes"}), "tool_choice.type"),
+    (
+        with_(thinking={"type": "enabled", "budget_tokens": 100}),
+        "thinking.enabled.budget_tokens: Input should be greater",
+    ),
+    (
+        with_(thinking={"type": "enabled", "budget_tokens": 2000}),
+        "`max_tokens` must be greater than `thinking.budget_tokens`.",
+    ),
+    (
+        with_(
+            thinking={"type": "adaptive"},
+            tools=[{"name": "t", "input_schema": {}}],
+            tool_choice={"type": "any"},
+        ),
+        FORCED_TOOL_WITH_THINKING,
+    ),
+    (with_(thinking={"type": "adaptive"}, temperature=0.5), "`temperature` may only be set to 1"),
+    (with_(temperature=1.5), "temperature: Input should be between 0 and 1"),
+    (with_(stop_sequences="END"), "stop_sequences"),
+    (with_(user="me"), "user: Extra inputs are not permitted"),
+    (
+        with_(
+            messages=user(
+                *[{"type": "text", "text": "x", "cache_control": {"type": "ephemeral"}}] * 5
+            )
+        ),
+        "A maximum of 4 blocks with cache_control may be provided. Found 5.",
+    ),
+]
+
+
+@pytest.mark.parametrize(("body", "message"), BAD, ids=[m[:40] for _, m in BAD])
+def test_refused(body: Any, message: str) -> None:
+    with pytest.raises(InvalidRequest) as err:
+        validate_request(body)
+    assert err.value.message.startswith(message)
+
+
+GOOD = [
+    OK,
+    with_(stream=True, system="be brief", temperature=0.2, stop_sequences=["END"]),
+    with_(
+        messages=[
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "image",
+                        "source": {"type": "base64", "media_type": "image/png", "data": "x"},
+                    }
+                ],
+            },
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "t1", "name": "w", "input": {}}],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}],
+            },
+        ],
+        tools=[
+            {
+                "name": "w",
+                "input_schema": {"type": "object"},
+                "cache_control": {"type": "ephemeral", "ttl": "1h"},
+            }
+        ],
+    ),
+    with_(thinking={"type": "enabled", "budget_tokens": 1024}, max_tokens=2048),
+    with_(tools=[{"name": "w", "input_schema": {}}], tool_choice={"type": "tool", "name": "w"}),
+]
+
+
+@pytest.mark.parametrize("body", GOOD)
+def test_accepted(body: Any) -> None:
+    validate_request(body)
+
+
+def test_count_tokens_needs_no_max_tokens() -> None:
+    validate_request(with_(max_tokens=None), count_only=True)
