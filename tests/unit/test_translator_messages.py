@@ -135,3 +135,28 @@ def test_stream_null_means_false() -> None:
         enc({"model": "cached", "max_tokens": 1, "messages": MSGS, "stream": None}), CAT
     )
     assert out.stream is False
+
+
+def test_prefix_hash_depends_on_model_system_and_tools_only() -> None:
+    base = {"model": "cached", "max_tokens": 1, "messages": MSGS, "system": "s", "tools": []}
+    a = translate_create(enc(base), CAT).prefix_hash
+    b = translate_create(enc({**base, "messages": [*MSGS, *MSGS], "max_tokens": 9}), CAT)
+    assert a is not None and a == b.prefix_hash
+    assert translate_create(enc({**base, "system": "other"}), CAT).prefix_hash != a
+    assert translate_create(enc({**base, "tools": [{"name": "t"}]}), CAT).prefix_hash != a
+
+
+@pytest.mark.parametrize(
+    ("system", "ttl"),
+    [
+        ("plain", None),
+        ([{"type": "text", "text": "s", "cache_control": {"type": "ephemeral"}}], "5m"),
+        (
+            [{"type": "text", "text": "s", "cache_control": {"type": "ephemeral", "ttl": "1h"}}],
+            "1h",
+        ),
+    ],
+)
+def test_cache_ttl_is_the_largest_breakpoint(system: Any, ttl: str | None) -> None:
+    body = {"model": "cached", "max_tokens": 1, "messages": MSGS, "system": system}
+    assert translate_create(enc(body), CAT).cache_ttl == ttl

@@ -56,6 +56,10 @@ class RouteRequest(Struct, kw_only=True, tag_field="t", tag="route_request"):
     body: bytes = b""
     body_ref: str | None = None
     session_key: str | None = None
+    # Hash of the stable prefix (model, system, tools): affinity for requests without a session.
+    prefix_hash: str | None = None
+    # The largest cache_control TTL the request uses ("5m" or "1h"), for the affinity binding.
+    cache_ttl: str | None = None
     beta: str | None = None
     # Where cancellation of the client must be heard; the edge's inbox of this request.
     client_reply_to: str = ""

@@ -71,6 +71,8 @@ class Translator:
                 body=inline,
                 body_ref=ref,
                 session_key=req.session,
+                prefix_hash=translated.prefix_hash,
+                cache_ttl=translated.cache_ttl,
                 beta=req.beta if req.api == "messages" else None,
             )
             await self.nc.publish(

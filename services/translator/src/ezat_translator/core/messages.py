@@ -7,6 +7,7 @@ caching, and ``model`` is taken out of the body (the router splices in the deplo
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import msgspec
@@ -26,6 +27,34 @@ class Translated(Struct, kw_only=True, frozen=True):
     response_model: str
     stream: bool
     body: bytes
+    prefix_hash: str | None = None
+    cache_ttl: str | None = None
+
+
+def prefix_hash(model_id: str, data: dict[str, Any]) -> str:
+    """Stable-prefix affinity key: the same model, system prompt and tools hash the same."""
+    digest = hashlib.blake2b(model_id.encode(), digest_size=12)
+    digest.update(_encode_json(data.get("system")))
+    digest.update(_encode_json(data.get("tools")))
+    return digest.hexdigest()
+
+
+def largest_cache_ttl(node: Any) -> str | None:
+    """ "1h" if any breakpoint asks for an hour, "5m" if any breakpoint exists, else None."""
+    found: str | None = None
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            marker = item.get("cache_control")
+            if isinstance(marker, dict):
+                if marker.get("ttl") == "1h":
+                    return "1h"
+                found = "5m"
+            stack.extend(v for v in item.values() if isinstance(v, dict | list))
+        elif isinstance(item, list):
+            stack.extend(v for v in item if isinstance(v, dict | list))
+    return found
 
 
 def parse_object(body: bytes) -> dict[str, Any]:
@@ -114,7 +143,16 @@ def translate_create(body: bytes, catalogue: Catalogue) -> Translated:
     _check_max_tokens(data)
     _check_messages(data)
     stream = _check_stream(data)
-    return Translated(model=model, response_model=name, stream=stream, body=_rewrite(data, model))
+    affinity = prefix_hash(model.id, data)
+    ttl = largest_cache_ttl(data) if model.prompt_caching else None
+    return Translated(
+        model=model,
+        response_model=name,
+        stream=stream,
+        body=_rewrite(data, model),
+        prefix_hash=affinity,
+        cache_ttl=ttl,
+    )
 
 
 def translate_count(body: bytes, catalogue: Catalogue) -> Translated:
