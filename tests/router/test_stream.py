@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import msgspec
-from ezat_router.core.sse import Frame, SseParser
+from ezat_common.sse import Frame, SseParser
 from ezat_router.core.stream import StreamStep
 from ezat_router.core.usage import UsageAccumulator
 

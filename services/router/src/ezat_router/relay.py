@@ -20,12 +20,12 @@ from ezat_common import envelopes
 from ezat_common.bus import Claims
 from ezat_common.config import RouterConfig
 from ezat_common.envelopes import ReplyBody, ReplyChunk, ReplyEnd, RouteRequest, UsageRecord
+from ezat_common.sse import SseError, SseParser
 from nats.aio.client import Client
 
 from . import metrics
 from .billing import Billing
 from .core.payload import PayloadError, response_with_model
-from .core.sse import SseError, SseParser
 from .core.stream import StepResult, StreamStep
 from .core.upstream_errors import (
     UNRECORDED,

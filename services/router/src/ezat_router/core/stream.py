@@ -19,9 +19,9 @@ from ezat_common.schemas.anthropic import (
     Ping,
     decode_event,
 )
+from ezat_common.sse import Frame
 
 from .payload import PayloadError, message_start_frame
-from .sse import Frame
 from .usage import UsageAccumulator
 
 _UNDECODABLE = (msgspec.DecodeError, msgspec.ValidationError)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from ezat_router.core.sse import Frame, SseError, SseParser
+from ezat_common.sse import Frame, SseError, SseParser
 from hypothesis import given
 from hypothesis import strategies as st
 
