@@ -11,6 +11,7 @@ from typing import Any
 import aiohttp
 import anthropic
 import asyncpg
+import openai
 import pytest
 from ezat_cli.infra import Infra, free_port
 from ezat_cli.stack import Stack
@@ -28,6 +29,10 @@ connect_timeout = 2.0
 first_byte_timeout = 30.0
 between_events_timeout = 10.0
 metrics_listen = "127.0.0.1:{router_metrics}"
+
+[fetcher]
+# The test image server runs on loopback; production never lists private networks here.
+allow_networks = ["127.0.0.0/8"]
 
 [[models]]
 id = "anthropic/claude-sonnet-5-5"
@@ -113,6 +118,18 @@ class Gateway:
     def anthropic(self, **kw: Any) -> anthropic.AsyncAnthropic:
         kw.setdefault("max_retries", 0)
         return anthropic.AsyncAnthropic(base_url=self.url, api_key=self.key, **kw)
+
+    def openai(self, **kw: Any) -> openai.AsyncOpenAI:
+        kw.setdefault("max_retries", 0)
+        return openai.AsyncOpenAI(base_url=self.url + "/openai/v1", api_key=self.key, **kw)
+
+    async def sent_upstream(self, request_id: str) -> dict[str, Any]:
+        """What the deployment received for this request id (its request-log entry)."""
+        for sim in (self.sim_a, self.sim_b):
+            for entry in await self.sim_requests(sim, 100):
+                if entry["headers"].get("x-request-id") == request_id:
+                    return entry
+        raise AssertionError(f"no deployment received {request_id}")
 
     async def usage_row(self, request_id: str) -> asyncpg.Record | None:
         conn = await asyncpg.connect(self.database_url)

@@ -174,3 +174,35 @@ def test_accepted(body: Any) -> None:
 
 def test_count_tokens_needs_no_max_tokens() -> None:
     validate_request(with_(max_tokens=None), count_only=True)
+
+
+def _thinking_turn(first: dict) -> dict:  # type: ignore[type-arg]
+    return {
+        "model": "m",
+        "max_tokens": 2000,
+        "thinking": {"type": "enabled", "budget_tokens": 1024},
+        "tools": [{"name": "t", "input_schema": {"type": "object"}}],
+        "messages": [
+            {"role": "user", "content": "go"},
+            {
+                "role": "assistant",
+                "content": [first, {"type": "tool_use", "id": "x", "name": "t", "input": {}}],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "x", "content": "ok"}],
+            },
+        ],
+    }
+
+
+def test_thinking_tool_turn_must_start_with_its_thinking_block() -> None:
+    from ezat_simulator.validate import InvalidRequest, thinking_signature, validate_request
+
+    good = {"type": "thinking", "thinking": "hmm", "signature": thinking_signature("hmm")}
+    validate_request(_thinking_turn(good))
+    with pytest.raises(InvalidRequest, match="Expected `thinking` or `redacted_thinking`"):
+        validate_request(_thinking_turn({"type": "text", "text": "no thinking"}))
+    forged = {"type": "thinking", "thinking": "hmm", "signature": "sim_sig_forged"}
+    with pytest.raises(InvalidRequest, match="Invalid `signature`"):
+        validate_request(_thinking_turn(forged))

@@ -37,7 +37,6 @@ before message_delta, so these directives always fail the request.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -47,7 +46,7 @@ import msgspec
 
 from .cache import CacheUsage
 from .tokens import CHARS_PER_TOKEN, reply_text, seed_of, tokens_for_chars
-from .validate import InvalidRequest, forced_tool, thinking_enabled
+from .validate import InvalidRequest, forced_tool, thinking_enabled, thinking_signature
 
 DEFAULT_REPLY_TOKENS = 12
 DEFAULT_THINKING_TOKENS = 8
@@ -277,13 +276,27 @@ def _tool_name(req: Mapping[str, Any], directives: Directives) -> str | None:
     choice = req.get("tool_choice")
     if isinstance(choice, Mapping) and choice.get("type") == "none":
         return None
+    if directives.tool is None and _asks_for_a_tool(req):
+        return str(req["tools"][0].get("name", ""))
     return directives.tool
+
+
+def _asks_for_a_tool(req: Mapping[str, Any]) -> bool:
+    """A plain-language "use the tool" in the newest user text (not a tool result) calls the
+    first tool, so examples written for real models (like the seed page's) behave alike."""
+    tools = req.get("tools")
+    messages = req["messages"]
+    if not tools or messages[-1]["role"] != "user":
+        return False
+    content = messages[-1]["content"]
+    if isinstance(content, list) and any(b.get("type") == "tool_result" for b in content):
+        return False
+    return "use the tool" in _text_of(content).lower()
 
 
 def _thinking_part(seed: int, n_tokens: int) -> ThinkingPart:
     text = reply_text(seed // 3 + 1, n_tokens)
-    signature = "sim_sig_" + hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
-    return ThinkingPart(text, signature)
+    return ThinkingPart(text, thinking_signature(text))
 
 
 def plan_reply(

@@ -8,6 +8,7 @@ deployment to refuse bad ones, so the simulator refuses what the real API refuse
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -263,6 +264,41 @@ def _check_thinking(req: Mapping[str, Any]) -> None:
             raise InvalidRequest(FORCED_TOOL_WITH_THINKING)
 
 
+def thinking_signature(text: str) -> str:
+    """The signature the simulator puts on its thinking blocks (and checks when they return)."""
+    return "sim_sig_" + hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+def _check_thinking_history(req: Mapping[str, Any]) -> None:
+    """As the real API: with thinking on, the assistant turn that called tools and is being
+    continued must start with its thinking block, returned unchanged (signature checked)."""
+    if not thinking_enabled(req):
+        return
+    messages = req["messages"]
+    last = next(
+        (i for i in range(len(messages) - 1, -1, -1) if messages[i]["role"] == "assistant"), None
+    )
+    if last is None or not isinstance(messages[last]["content"], list):
+        return
+    content = messages[last]["content"]
+    if not any(b.get("type") == "tool_use" for b in content):
+        return
+    first = content[0] if content else {}
+    if first.get("type") not in ("thinking", "redacted_thinking"):
+        raise InvalidRequest(
+            f"messages.{last}.content.0.type: Expected `thinking` or `redacted_thinking`, "
+            f"but found `{first.get('type')}`. When `thinking` is enabled, a final `assistant` "
+            "message must start with a thinking block."
+        )
+    for j, block in enumerate(content):
+        if block.get("type") == "thinking" and block.get("signature") != thinking_signature(
+            block.get("thinking", "")
+        ):
+            raise InvalidRequest(
+                f"messages.{last}.content.{j}: Invalid `signature` in `thinking` block"
+            )
+
+
 def _check_sampling(req: Mapping[str, Any]) -> None:
     for name, top in (("temperature", 1.0), ("top_p", 1.0)):
         value = req.get(name)
@@ -304,6 +340,8 @@ def validate_request(body: Any, *, count_only: bool = False) -> None:
     _check_tools(body.get("tools"), counter)
     _check_tool_choice(body.get("tool_choice"))
     _check_thinking(body)
+    if not count_only:
+        _check_thinking_history(body)
     _check_sampling(body)
     if counter[0] > MAX_BREAKPOINTS:
         raise InvalidRequest(

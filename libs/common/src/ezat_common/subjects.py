@@ -42,6 +42,17 @@ class Subjects(Struct, frozen=True):
         return f"{self.prefix}.billing.usage.record"
 
     @property
+    def usage_outbox(self) -> str:
+        """router/billing -> JetStream -> billing: a usage record made durable while PostgreSQL
+        or billing could not confirm it (the outbox stream's only subject)."""
+        return f"{self.prefix}.billing.usage.outbox"
+
+    @property
+    def outbox_stream(self) -> str:
+        """JetStream stream holding ``usage_outbox`` records until billing stores them."""
+        return f"{self.prefix.replace('.', '_')}_billing_outbox"
+
+    @property
     def usage_query(self) -> str:
         """edge -> billing: a key's own usage records (request/reply)."""
         return f"{self.prefix}.billing.usage.query"

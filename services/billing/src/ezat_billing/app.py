@@ -14,11 +14,13 @@ import asyncpg
 from ezat_common import bus, db, logs
 from ezat_common import metrics as common_metrics
 from ezat_common import subjects as subjects_mod
+from ezat_common.outbox import Outbox
 from ezat_common.runtime import run_service
 from nats.aio.msg import Msg
 
 from . import config, store
 from .batcher import Batcher
+from .drain import Drain
 from .handlers import Handlers
 
 log = logging.getLogger("ezat.billing")
@@ -97,7 +99,12 @@ async def serve(stop: asyncio.Event, settings: config.Settings | None = None) ->
     check = database_check(pool, batcher)
     watcher = asyncio.create_task(watch_database(check))
     nc = await bus.connect("billing")
-    handlers = Handlers(settings, batcher, pool)
+    outbox = Outbox(nc, subjects)
+    handlers = Handlers(settings, batcher, pool, outbox)
+    write = functools.partial(store.insert_batch, pool, timeout=settings.write_timeout)
+    drain = asyncio.create_task(
+        Drain(nc, subjects, outbox, handlers.row_for, write).run(), name="billing-outbox-drain"
+    )
     tasks = TaskSet()
     subs: list[Any] = [
         await nc.subscribe(
@@ -119,6 +126,10 @@ async def serve(stop: asyncio.Event, settings: config.Settings | None = None) ->
         with contextlib.suppress(Exception):
             await sub.drain()
     await tasks.wait(STOP_TIMEOUT)
+    # Between batches or mid-batch alike: whatever was not acknowledged is redelivered later.
+    drain.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await drain
     await batcher.stop(timeout=STOP_TIMEOUT)
     watcher.cancel()
     try:

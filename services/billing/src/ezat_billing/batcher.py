@@ -87,6 +87,7 @@ class Batcher:
         self._closed = False
         self._task: asyncio.Task[None] | None = None
         self._failures = 0  # consecutive failed attempts: an outage logs once, not per retry
+        self._last_ok = True
         self.batches = 0
         self.attempts = 0
 
@@ -101,21 +102,30 @@ class Batcher:
     def pending(self) -> int:
         return sum(1 for w in self._queue if w.state is not _State.ABANDONED)
 
-    async def submit(self, row: UsageRow) -> Stored:
-        """Wait until ``row`` is durable; its stored cost (the earlier one for a duplicate)."""
+    @property
+    def healthy(self) -> bool:
+        """False while the last write attempt failed (PostgreSQL down or erroring)."""
+        return self._last_ok
+
+    async def submit(self, row: UsageRow, deadline: float | None = None) -> Stored:
+        """Wait until ``row`` is durable; its stored cost (the earlier one for a duplicate).
+
+        ``deadline`` (seconds) overrides the batcher's own for this row.
+        """
         if self._closed:
             raise BatcherStopped("billing is stopping")
+        limit = self._deadline if deadline is None else deadline
         loop = asyncio.get_running_loop()
-        waiter = _Waiter(row, loop.create_future(), loop.time() + self._deadline)
+        waiter = _Waiter(row, loop.create_future(), loop.time() + limit)
         self._queue.append(waiter)
         self._wake.set()
         try:
-            return await asyncio.wait_for(asyncio.shield(waiter.future), self._deadline)
+            return await asyncio.wait_for(asyncio.shield(waiter.future), limit)
         except TimeoutError:
             if waiter.state is _State.QUEUED and not waiter.in_doubt:
                 waiter.state = _State.ABANDONED  # the writer skips it from now on
                 raise DeadlineExceeded(
-                    f"usage record not stored within {self._deadline:g}s; not charged"
+                    f"usage record not stored within {limit:g}s; not charged"
                 ) from None
             # A transaction holding the row is in flight (or was, and its outcome is unknown):
             # only the database can tell, so wait for the writer's verdict.
@@ -194,6 +204,7 @@ class Batcher:
         try:
             stored = await self._write_rows([w.row for w in batch])
         except OutcomeUnknown as exc:
+            self._last_ok = False
             metrics.WRITE_FAILURES.labels("unknown").inc()
             log.warning("outcome of writing %d usage records unknown: %s", len(batch), exc)
             for waiter in batch:
@@ -201,6 +212,7 @@ class Batcher:
             self._requeue(batch)
             return False
         except Exception as exc:
+            self._last_ok = False
             metrics.WRITE_FAILURES.labels("rolled_back").inc()
             self._failures += 1
             level = logging.WARNING if self._failures == 1 else logging.DEBUG
@@ -209,6 +221,7 @@ class Batcher:
             return False
         finally:
             metrics.WRITE_SECONDS.observe(time.perf_counter() - started)
+        self._last_ok = True
         if self._failures:
             log.info("usage records written again after %d failed attempts", self._failures)
             self._failures = 0

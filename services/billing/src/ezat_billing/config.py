@@ -1,8 +1,10 @@
 """Billing settings: the operator's TOML (prices come from its ``[[models]]``) and a few knobs.
 
 The acknowledgement deadline is an environment knob (``EZAT_BILLING_ACK_DEADLINE``, seconds)
-because the shared ``[billing]`` table does not carry it; it must stay below the router's wait
-for the acknowledgement, so that the router hears "not stored" rather than silence.
+because the shared ``[billing]`` table does not carry it. It bounds the wait for PostgreSQL;
+past it the record goes to the JetStream outbox (``OUTBOX_TIMEOUT`` more at most). Both together
+must stay below the router's fast-path wait (1.3 s), so that the router hears an answer rather
+than silence (it would then try the outbox itself, which is harmless but slower).
 """
 
 from __future__ import annotations
@@ -14,11 +16,17 @@ from dataclasses import dataclass
 from ezat_common.catalogue import Catalogue, Prices
 from ezat_common.config import Config, ConfigError, load_config
 
-from .batcher import DEFAULT_DEADLINE, DEFAULT_MAX_BATCH
+from .batcher import DEFAULT_MAX_BATCH
 
 ENV_ACK_DEADLINE = "EZAT_BILLING_ACK_DEADLINE"
 # One write attempt (a transaction) may take this long before it is abandoned and retried.
 WRITE_TIMEOUT = 1.0
+# How long a record waits for PostgreSQL before it goes to the outbox instead ...
+ACK_DEADLINE = 0.8
+# ... and how long while the last write failed (PostgreSQL down): a short try, then the outbox.
+DEGRADED_DEADLINE = 0.05
+# How long the JetStream PubAck of the outbox may take.
+OUTBOX_TIMEOUT = 0.3
 
 
 @dataclass(frozen=True)
@@ -26,8 +34,10 @@ class Settings:
     cfg: Config
     catalogue: Catalogue
     prices: dict[str, Prices]  # canonical model id -> micro-dollars per million tokens
-    ack_deadline: float = DEFAULT_DEADLINE
+    ack_deadline: float = ACK_DEADLINE
     write_timeout: float = WRITE_TIMEOUT
+    degraded_deadline: float = DEGRADED_DEADLINE
+    outbox_timeout: float = OUTBOX_TIMEOUT
     max_batch: int = DEFAULT_MAX_BATCH
 
 
@@ -42,7 +52,7 @@ def from_config(cfg: Config, ack_deadline: float | None = None) -> Settings:
         cfg=cfg,
         catalogue=catalogue,
         prices=dict(catalogue.prices),
-        ack_deadline=ack_deadline if ack_deadline is not None else DEFAULT_DEADLINE,
+        ack_deadline=ack_deadline if ack_deadline is not None else ACK_DEADLINE,
     )
 
 

@@ -1,12 +1,16 @@
 """NATS handlers: thin glue from messages to pricing, the batcher and the store.
 
-``usage_record`` (router -> billing, request/reply): price, store durably, answer a ``UsageAck``;
-an ``ok=false`` answer means the record is not stored, so the router reports the request failed.
+``usage_record`` (router -> billing, request/reply): price, store durably, answer a ``UsageAck``.
+Durable means committed in PostgreSQL or, when PostgreSQL does not confirm within the deadline
+(down, slow, billing stopping), stored in the JetStream outbox that ``drain`` empties into
+PostgreSQL later. An ``ok=false`` answer means neither happened (or the record is invalid): the
+router reports the request failed and it is not charged.
 ``usage_query`` (edge/CLI -> billing, request/reply): one page of a key's usage as public JSON.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import asyncpg
@@ -14,6 +18,7 @@ import msgspec
 from ezat_common import envelopes, logs
 from ezat_common.catalogue import Prices
 from ezat_common.envelopes import UsageAck, UsageRecord
+from ezat_common.outbox import Outbox
 from nats.aio.msg import Msg
 
 from . import metrics, store
@@ -22,18 +27,22 @@ from .config import Settings
 from .core.page import UsageError, encode_page
 from .core.pricing import FREE, cost_micros
 from .core.query import QueryError
-from .core.rows import problem_of, to_row
+from .core.rows import UsageRow, problem_of, to_row
 
 log = logging.getLogger("ezat.billing")
 
 UNAVAILABLE = "usage: the usage store is unavailable; retry shortly"
+NOT_DURABLE = "usage record not stored (PostgreSQL and the outbox both unavailable); not charged"
 
 
 class Handlers:
-    def __init__(self, settings: Settings, batcher: Batcher, pool: asyncpg.Pool) -> None:
+    def __init__(
+        self, settings: Settings, batcher: Batcher, pool: asyncpg.Pool, outbox: Outbox
+    ) -> None:
         self._settings = settings
         self._batcher = batcher
         self._pool = pool
+        self._outbox = outbox
 
     async def on_usage_record(self, msg: Msg) -> None:
         ack = await self.ack_for(msg.data)
@@ -53,18 +62,29 @@ class Handlers:
             metrics.ACK_FAILURES.labels("invalid").inc()
             log.error("usage record refused: %s", problem)
             return UsageAck(request_id=record.request_id, ok=False, error=problem)
-        prices = self.prices_for(record)
-        row = to_row(record, prices, cost_micros(record, prices))
+        row = self.row_for(record)
+        settings = self._settings
+        deadline = settings.ack_deadline if self._batcher.healthy else settings.degraded_deadline
         try:
-            stored = await self._batcher.submit(row)
-        except DeadlineExceeded as exc:
-            metrics.ACK_FAILURES.labels("deadline").inc()
-            log.warning("usage record not stored: %s", exc)
-            return UsageAck(request_id=record.request_id, ok=False, error=str(exc))
-        except BatcherStopped as exc:
-            metrics.ACK_FAILURES.labels("stopping").inc()
-            return UsageAck(request_id=record.request_id, ok=False, error=str(exc))
-        return UsageAck(request_id=record.request_id, ok=True, cost_micros=stored.cost_micros)
+            # A write in flight at the deadline is waited for a little, never forever: whatever
+            # its outcome, the outbox copy below is idempotent on the request id.
+            stored = await asyncio.wait_for(
+                self._batcher.submit(row, deadline=deadline), deadline + 0.1
+            )
+            return UsageAck(request_id=record.request_id, ok=True, cost_micros=stored.cost_micros)
+        except (DeadlineExceeded, BatcherStopped, TimeoutError) as exc:
+            reason = "stopping" if isinstance(exc, BatcherStopped) else "deadline"
+        if await self._outbox.put(record.request_id, data, timeout=settings.outbox_timeout):
+            metrics.OUTBOXED.labels(reason).inc()
+            return UsageAck(request_id=record.request_id, ok=True, cost_micros=row.cost_micros)
+        metrics.ACK_FAILURES.labels(reason).inc()
+        log.warning("usage record not stored: %s", NOT_DURABLE)
+        return UsageAck(request_id=record.request_id, ok=False, error=NOT_DURABLE)
+
+    def row_for(self, record: UsageRecord) -> UsageRow:
+        """The priced row of a valid record (prices of the config in force now)."""
+        prices = self.prices_for(record)
+        return to_row(record, prices, cost_micros(record, prices))
 
     def prices_for(self, record: UsageRecord) -> Prices:
         prices = self._settings.prices.get(record.model)

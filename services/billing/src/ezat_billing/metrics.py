@@ -34,6 +34,19 @@ ACK_FAILURES = Counter(
     "Usage records answered with ok=false (the request is reported failed and not charged)",
     ["reason"],  # "deadline", "invalid", "stopping"
 )
+OUTBOXED = Counter(
+    "ezat_billing_outboxed_records_total",
+    "Usage records acknowledged through the JetStream outbox (PostgreSQL did not confirm in time)",
+    ["reason"],  # "deadline" or "stopping"
+)
+DRAINED = Counter(
+    "ezat_billing_outbox_drained_total",
+    "Outbox messages stored in PostgreSQL (or found already stored) and acknowledged",
+)
+DRAIN_FAILURES = Counter(
+    "ezat_billing_outbox_drain_failures_total",
+    "Outbox batches that could not be stored and were handed back for redelivery",
+)
 QUERIES = Counter(
     "ezat_billing_usage_queries_total",
     "Usage listing queries answered",

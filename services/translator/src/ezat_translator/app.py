@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import uuid
+from collections.abc import Coroutine
+from typing import Any
 
 from ezat_common import bus, envelopes, logs, metrics
 from ezat_common.catalogue import Catalogue
@@ -16,7 +19,9 @@ from ezat_common.subjects import QUEUE_TRANSLATOR, from_env
 from nats.aio.msg import Msg
 
 from . import metrics as m
+from .chat import ChatPath
 from .core.messages import Translated, translate_count, translate_create
+from .thinking_store import ThinkingStore
 
 log = logging.getLogger("ezat.translator")
 
@@ -27,27 +32,48 @@ class Translator:
         self.catalogue = catalogue
         self.subjects = from_env()
         self.claims = bus.Claims(nc, self.subjects)
+        instance = f"translator-{uuid.uuid4().hex[:12]}"
         # Publishing a route with this reply prefix makes NATS tell *us* when no router listens;
         # the edge's inbox is the rest of the subject, so we can tell the client.
-        self.no_router_prefix = self.subjects.inbox(f"translator-{uuid.uuid4().hex[:12]}") + ".nr."
+        self.no_router_prefix = self.subjects.inbox(instance) + ".nr."
+        self.thinking = ThinkingStore(os.environ.get("REDIS_URL"))
+        self.chat = ChatPath(
+            nc,
+            self.subjects,
+            self.claims,
+            catalogue,
+            self.thinking,
+            instance,
+            self.no_router_prefix,
+        )
         self.tasks: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
         s = self.subjects
         await self.nc.subscribe(s.translate, queue=QUEUE_TRANSLATOR, cb=self.on_request)
         await self.nc.subscribe(self.no_router_prefix + ">", cb=self.on_no_router)
+        await self.nc.subscribe(s.cancel, cb=self.on_cancel)
+        await self.chat.start()
         await bus.serve_health(self.nc, s, "translator", self.check)
+        self._spawn(self.chat.sweep_forever())
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def on_cancel(self, msg: Msg) -> None:
+        self.chat.cancel(envelopes.decode_cancel(msg.data).request_id)
 
     async def check(self) -> str | None:
         return None if self.nc.is_connected else "NATS is not connected"
 
     async def on_request(self, msg: Msg) -> None:
         req = envelopes.decode_client_request(msg.data)
-        if req.body_ref is not None:
-            # Large bodies are read from the object store: don't hold up the subscription.
-            task = asyncio.create_task(self.handle(req))
-            self.tasks.add(task)
-            task.add_done_callback(self.tasks.discard)
+        if req.body_ref is not None or req.api == "chat":
+            # Object-store reads, image downloads and Redis look-ups must not hold up the
+            # subscription, which runs its callbacks one at a time.
+            self._spawn(self.handle(req))
         else:
             await self.handle(req)
 
@@ -56,6 +82,9 @@ class Translator:
         m.REQUESTS.labels(req.api).inc()
         try:
             body = await self.claims.unpack(req.body, req.body_ref)
+            if req.api == "chat":
+                await self.chat.route(req, body)
+                return
             translated = self.translate(req, body)
             inline, ref = await self.claims.pack(translated.body)
             route = envelopes.RouteRequest(
@@ -90,15 +119,9 @@ class Translator:
             logs.request_id.reset(token)
 
     def translate(self, req: envelopes.ClientRequest, body: bytes) -> Translated:
-        match req.api:
-            case "messages":
-                return translate_create(body, self.catalogue)
-            case "count_tokens":
-                return translate_count(body, self.catalogue)
-            case "chat":
-                raise GatewayError(
-                    400, "the OpenAI Chat Completions API is not available yet on this gateway"
-                )
+        if req.api == "count_tokens":
+            return translate_count(body, self.catalogue)
+        return translate_create(body, self.catalogue)
 
     async def reply_error(self, reply_to: str, err: GatewayError) -> None:
         reply = envelopes.ReplyError(
@@ -131,3 +154,4 @@ async def main(stop: asyncio.Event) -> None:
     log.info("translator ready")
     await stop.wait()
     await nc.drain()
+    await translator.thinking.close()

@@ -1,0 +1,186 @@
+"""Turning a run's raw numbers into the side-by-side table and the PASS/FAIL verdicts.
+
+``results`` (what ``run.py`` writes to ``bench/results.json``) holds ``phases`` keyed
+``"{mode}/{api}/c{N}"`` with ``api`` one of ``direct``, ``anthropic``, ``openai``, plus
+``resources``, ``open_streams``, ``soak`` and ``micro``. ``added(...)`` is gateway minus direct
+at the same mode and concurrency; ``targets(...)`` checks the issue's targets; ``render(...)``
+prints everything as plain-text tables.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+NA = "n/a"
+
+
+def key(mode: str, api: str, conc: int) -> str:
+    return f"{mode}/{api}/c{conc}"
+
+
+def _fmt(value: Any, digits: int = 2) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def added(results: dict[str, Any], mode: str, api: str, conc: int, metric: str) -> float | None:
+    phases = results["phases"]
+    gw = phases.get(key(mode, api, conc))
+    base = phases.get(key(mode, "direct", conc))
+    if not gw or not base or gw.get("skipped") or gw.get(metric) is None:
+        return None
+    if base.get(metric) is None:
+        return None
+    return round(gw[metric] - base[metric], 3)
+
+
+def _table(headers: list[str], rows: list[list[Any]]) -> str:
+    cells = [[_fmt(c) for c in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(headers)]
+    line = "  ".join(h.rjust(w) for h, w in zip(headers, widths, strict=True))
+    out = [line, "-" * len(line)]
+    out += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in cells]
+    return "\n".join(out)
+
+
+def _latency_rows(results: dict[str, Any], mode: str) -> list[list[Any]]:
+    rows: list[list[Any]] = []
+    metrics = ("p50_ms", "p90_ms", "p99_ms") if mode == "json" else ("ttft_p50_ms", "ttft_p99_ms")
+    for conc in results["levels"]:
+        base = results["phases"].get(key(mode, "direct", conc), {})
+        for api in results["apis"]:
+            gw = results["phases"].get(key(mode, api, conc), {})
+            if gw.get("skipped"):
+                rows.append([conc, api, *([NA] * (3 * len(metrics) + 3)), gw["skipped"]])
+                continue
+            row: list[Any] = [conc, api]
+            row += [base.get(m) for m in metrics]
+            row += [gw.get(m) for m in metrics]
+            row += [added(results, mode, api, conc, m) for m in metrics]
+            if mode == "stream":
+                row += [added(results, mode, api, conc, "p50_ms")]
+                row += [added(results, mode, api, conc, "p99_ms")]
+            row += [base.get("per_s"), gw.get("per_s")]
+            if mode == "stream":
+                row += [gw.get("events_per_s")]
+            row += [f"{base.get('errors', 0)}/{gw.get('errors', 0) + gw.get('warmup_errors', 0)}"]
+            rows.append(row)
+    return rows
+
+
+def render(results: dict[str, Any]) -> str:
+    out: list[str] = [f"EZAT bench: {results['meta']['summary']}", ""]
+    out.append("Non-streaming latency, ms (direct = the simulator alone; added = gateway - direct)")
+    heads = ["conc", "api", "dir p50", "dir p90", "dir p99", "gw p50", "gw p90", "gw p99"]
+    heads += ["add p50", "add p90", "add p99", "dir req/s", "gw req/s", "errors d/g"]
+    out += [_table(heads, _latency_rows(results, "json")), ""]
+    out.append(
+        f"Streaming ({results['meta']['tokens']}-token replies): TTFT and total stream time, ms"
+    )
+    heads = ["conc", "api", "dir ttft50", "dir ttft99", "gw ttft50", "gw ttft99"]
+    heads += ["add ttft50", "add ttft99", "add total50", "add total99", "dir str/s", "gw str/s"]
+    heads += ["gw events/s", "errors d/g"]
+    out += [_table(heads, _latency_rows(results, "stream")), ""]
+    out += [_resources(results), ""]
+    if results.get("micro"):
+        out += [_micro(results["micro"]), ""]
+    out += ["Targets", _table(["target", "measured", "verdict"], targets(results))]
+    return "\n".join(out)
+
+
+def _resources(results: dict[str, Any]) -> str:
+    res = results.get("resources", {})
+    idle = res.get("rss_idle_mb", {})
+    peak = res.get("rss_load_peak_mb", {})
+    opened = results.get("open_streams", {}).get("rss_peak_mb", {})
+    cpu = res.get("cpu_ms_per_request", {})
+    cpu_cols = list(cpu)
+    heads = ["process", "RSS idle MB", "RSS load MB", "RSS 1k streams MB"]
+    heads += [f"CPU ms/req {c}" for c in cpu_cols]
+    rows = []
+    for name in idle:
+        rows.append(
+            [name, idle.get(name), peak.get(name), opened.get(name)]
+            + [cpu[c].get(name) for c in cpu_cols]
+        )
+    text = "Resources per process (CPU: per completed request in that c=32 gateway phase)\n"
+    return text + _table(heads, rows)
+
+
+def _micro(micro: list[dict[str, Any]]) -> str:
+    rows = [[m["name"], m["median_us"], m["mean_us"], m["stddev_us"], m["rounds"]] for m in micro]
+    heads = ["micro-benchmark (translation core)", "median µs", "mean µs", "stddev µs", "rounds"]
+    return _table(heads, rows)
+
+
+def _verdict(ok: bool | None) -> str:
+    return NA if ok is None else ("PASS" if ok else "FAIL")
+
+
+def targets(results: dict[str, Any]) -> list[list[Any]]:
+    """[target, measured, PASS/FAIL/n/a] for every target of the issue."""
+    rows: list[list[Any]] = []
+    phases = results["phases"]
+
+    def errors(k: str) -> int | None:
+        p = phases.get(k)
+        if not p or p.get("skipped"):
+            return None
+        return int(p["errors"] + p["warmup_errors"])
+
+    def check(label: str, value: float | None, ok: bool | None, unit: str = "") -> None:
+        shown = NA if value is None else f"{_fmt(value)}{unit}"
+        rows.append([label, shown, _verdict(None if value is None else ok)])
+
+    for api in results["apis"]:
+        if 1 in results["levels"]:
+            v = added(results, "json", api, 1, "p50_ms")
+            check(f"{api}: added p50 c=1 <= 3 ms", v, v is not None and v <= 3, " ms")
+            v = added(results, "stream", api, 1, "ttft_p50_ms")
+            check(f"{api}: added TTFT p50 c=1 <= 3 ms", v, v is not None and v <= 3, " ms")
+        if 32 in results["levels"]:
+            p = phases.get(key("json", api, 32), {})
+            e = errors(key("json", api, 32))
+            v = None if e is None else p.get("per_s")
+            check(f"{api}: >= 400 req/s c=32, 0 errors", v, v is not None and v >= 400 and e == 0)
+            p = phases.get(key("stream", api, 32), {})
+            e = errors(key("stream", api, 32))
+            v = None if e is None else p.get("per_s")
+            check(
+                f"{api}: >= 300 streams/s c=32, 0 errors", v, v is not None and v >= 300 and not e
+            )
+        top = max(results["levels"])
+        if top >= 256:
+            for mode, metric in (("json", "p99_ms"), ("stream", "ttft_p99_ms")):
+                v = added(results, mode, api, top, metric)
+                e = errors(key(mode, api, top))
+                label = f"{api}: c={top} {mode} 0 errors, added {metric[:-3]} <= 100 ms"
+                check(label, v, v is not None and v <= 100 and e == 0, f" ms, {e} errors")
+    events = [
+        p.get("events_per_s", 0)
+        for k, p in phases.items()
+        if k.startswith("stream/") and "/direct/" not in k and not p.get("skipped")
+    ]
+    check(">= 20,000 relayed stream events/s", max(events) if events else None,
+          bool(events) and max(events) >= 20000)  # fmt: skip
+    idle = results.get("resources", {}).get("rss_idle_mb", {})
+    services = results["meta"]["services"]
+    worst = max((idle.get(s, 0.0) for s in services), default=None)
+    check("each service <= 80 MB RSS idle (max)", worst, worst is not None and worst <= 80, " MB")
+    opened = results.get("open_streams", {})
+    v = opened.get("stack_rss_peak_mb")
+    n = opened.get("max_active_upstream")
+    check(f"whole stack <= 600 MB with 1,000 open streams (seen open: {n})", v,
+          v is not None and v <= 600 and (n or 0) >= 1000, " MB")  # fmt: skip
+    soak = results.get("soak")
+    if soak:
+        v = soak.get("services_growth_pct")
+        check(f"< 5% RSS growth over {soak['seconds']} s soak", v, v is not None and v < 5, " %")
+    else:
+        rows.append(["< 5% RSS growth over the soak", "not run (--soak 600)", NA])
+    return rows

@@ -1,0 +1,301 @@
+"""``make bench``: the gateway against the simulator alone, side by side, in one run.
+
+    python bench/run.py [--quick] [--duration S] [--levels 1,32,256] [--soak SECONDS]
+                        [--profile DIR] [--no-micro] [--out bench/results.json]
+
+1. The micro-suite (``bench/micro``, pytest-benchmark): µs per request and per stream event of
+   the translation core, before anything else runs.
+2. The stack starts on a zero-latency simulator (``stackrun.Systems``), and a second simulator
+   alone is the direct baseline. For each mode (non-streaming, streaming with 20-token replies)
+   and concurrency level, one load generator (``loadgen.py``) drives the direct simulator, then
+   the gateway's Anthropic API, then its OpenAI API, each time-boxed after a warm-up. CPU
+   seconds per service are read around each gateway phase and RSS is sampled throughout.
+3. 1,000 slow streams held open at once through the gateway: the whole stack's RSS.
+4. ``--soak S``: mixed load for S seconds, RSS growth per service.
+5. ``--profile DIR``: py-spy on the edge, translator, router and billing under c=32 load.
+
+It prints the tables (``report.render``) and writes ``bench/results.json``. Numbers are noisy on
+a busy machine; they are never asserted by ``make test``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import loadgen  # noqa: E402
+import profile_services  # noqa: E402
+import report  # noqa: E402
+from procstat import Sampler, cpu_delta, rss_mb  # noqa: E402
+from stackrun import MODEL, STACK_GROUPS, Systems  # noqa: E402
+
+SERVICES = ["edge", "translator", "router", "billing", "fetcher"]
+MODES = ("json", "stream")
+NOT_AVAILABLE = "n/a (not implemented)"
+
+
+def _args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="~1-minute smoke run")
+    p.add_argument("--duration", type=float, help="measured seconds per phase (default 6)")
+    p.add_argument("--warmup", type=float, help="warm-up seconds per phase (default 1)")
+    p.add_argument("--levels", help="concurrency levels, comma-separated (default 1,32,256)")
+    p.add_argument("--tokens", type=int, default=20, help="reply length of every request")
+    p.add_argument("--open-streams", type=int, default=1000, help="streams held open at once")
+    p.add_argument("--soak", type=float, default=0.0, help="soak seconds (600: the 10-min soak)")
+    p.add_argument("--profile", type=Path, help="py-spy the services into this folder")
+    p.add_argument("--profile-seconds", type=float, default=15.0)
+    p.add_argument("--no-micro", action="store_true", help="skip the pytest-benchmark suite")
+    p.add_argument("--out", type=Path, default=HERE / "results.json")
+    args = p.parse_args()
+    args.duration = args.duration or (1.5 if args.quick else 6.0)
+    args.warmup = args.warmup if args.warmup is not None else (0.5 if args.quick else 1.0)
+    args.levels = [int(x) for x in (args.levels or "1,32,256").split(",")]
+    return args
+
+
+# ---- micro-suite -----------------------------------------------------------------------------
+
+
+def run_micro(quick: bool) -> list[dict[str, Any]]:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "micro.json"
+        cmd = [sys.executable, "-m", "pytest", str(HERE / "micro"), "-q", "-p", "no:cacheprovider"]
+        cmd += ["--benchmark-only", f"--benchmark-json={out}", "--benchmark-disable-gc"]
+        cmd += ["--benchmark-max-time", "0.2" if quick else "1.0"]
+        proc = subprocess.run(cmd, cwd=HERE.parent, capture_output=True, text=True)
+        if proc.returncode != 0 or not out.exists():
+            print(proc.stdout[-3000:], proc.stderr[-2000:], sep="\n", file=sys.stderr)
+            return [{"name": "micro-suite failed", "median_us": None, "mean_us": None,
+                     "stddev_us": None, "rounds": proc.returncode}]  # fmt: skip
+        data = json.loads(out.read_text())
+    return [
+        {
+            "name": b["name"].removeprefix("test_"),
+            "median_us": round(b["stats"]["median"] * 1e6, 2),
+            "mean_us": round(b["stats"]["mean"] * 1e6, 2),
+            "stddev_us": round(b["stats"]["stddev"] * 1e6, 2),
+            "rounds": b["stats"]["rounds"],
+        }
+        for b in data["benchmarks"]
+    ]
+
+
+# ---- load phases -----------------------------------------------------------------------------
+
+
+class Bench:
+    def __init__(self, systems: Systems, args: argparse.Namespace) -> None:
+        self.sys = systems
+        self.args = args
+        self.group = systems.groups()
+        self.results: dict[str, Any] = {"phases": {}, "levels": args.levels}
+        self.available: dict[tuple[str, str], str] = {}  # (api, mode) -> why skipped
+
+    def target(self, api: str, mode: str, extra: str = "", tokens: int | None = None):  # type: ignore[no-untyped-def]
+        stream = mode == "stream"
+        body = loadgen.request_body(api, stream, tokens or self.args.tokens, MODEL, extra)
+        if api == "direct":
+            url = self.sys.direct_url + "/v1/messages"
+            return loadgen.Target(url, loadgen.headers_for("anthropic", "sim"), body, stream)
+        path = "/openai/v1/chat/completions" if api == "openai" else "/v1/messages"
+        headers = loadgen.headers_for(api, self.sys.key)
+        return loadgen.Target(self.sys.gateway_url + path, headers, body, stream, api)
+
+    async def probe(self) -> None:
+        """Which gateway APIs answer at all; also warms every code path once."""
+        async with aiohttp.ClientSession() as s:
+            for api in ("anthropic", "openai"):
+                for mode in MODES:
+                    t = self.target(api, mode)
+                    async with s.post(t.url, data=t.body, headers=t.headers) as r:
+                        text = await r.text()
+                    if r.status == 400 and "not available" in text:
+                        self.available[(api, mode)] = NOT_AVAILABLE
+                    elif r.status >= 300:
+                        print(f"probe {api}/{mode}: {r.status} {text[:200]}", file=sys.stderr)
+        apis = ["anthropic", "openai"]
+        self.results["apis"] = apis
+
+    async def phase(self, api: str, mode: str, conc: int) -> None:
+        name = report.key(mode, api, conc)
+        if (api, mode) in self.available:
+            self.results["phases"][name] = {"skipped": self.available[(api, mode)]}
+            return
+        marks: dict[str, Any] = {}
+        mark = lambda: marks.setdefault("before", self.group.snapshot())  # noqa: E731
+        result = await loadgen.run_phase(
+            self.target(api, mode), conc, self.args.duration, self.args.warmup, on_start=mark
+        )
+        after = self.group.snapshot()
+        if api != "direct" and "before" in marks:
+            cpu = cpu_delta(marks["before"], after)
+            result["cpu_s"] = cpu
+            ok = max(result["ok"], 1)
+            result["cpu_ms_per_request"] = {n: round(c * 1000 / ok, 3) for n, c in cpu.items()}
+        self.results["phases"][name] = result
+        tail = f"ttft p50 {result.get('ttft_p50_ms')}" if mode == "stream" else ""
+        print(
+            f"  {name:<22} {result['per_s']:>8}/s  p50 {result['p50_ms']} ms  {tail}"
+            f"  errors {result['errors']}+{result['warmup_errors']}",
+            flush=True,
+        )
+
+    async def load_phases(self) -> None:
+        sampler = Sampler(self.group, STACK_GROUPS)
+        sampler.start()
+        for mode in MODES:
+            for conc in self.args.levels:
+                for api in ("direct", "anthropic", "openai"):
+                    await self.phase(api, mode, conc)
+        await sampler.stop()
+        cpu: dict[str, dict[str, float]] = {}
+        for api in ("anthropic", "openai"):
+            for mode in MODES:
+                p = self.results["phases"].get(report.key(mode, api, 32), {})
+                if "cpu_ms_per_request" in p:
+                    cpu[f"{api[:4]}/{mode}"] = p["cpu_ms_per_request"]
+        self.results["resources"]["rss_load_peak_mb"] = sampler.peak
+        self.results["resources"]["cpu_ms_per_request"] = cpu
+
+    async def open_streams(self) -> None:
+        n = self.args.open_streams
+        ms = 50
+        tokens = 60 if self.args.quick else 200
+        target = self.target("anthropic", "stream", extra=f" token_ms={ms}", tokens=tokens)
+        sampler = Sampler(self.group, STACK_GROUPS, interval=0.25)
+        sampler.start()
+        active = [0]
+        poll = asyncio.create_task(self._poll_active(active))
+        started = time.monotonic()
+        result = await loadgen.run_phase(target, n, 600, warmup=0, requests=n, timeout=300)
+        poll.cancel()
+        await sampler.stop()
+        result.update(
+            streams=n,
+            stream_seconds=tokens * ms / 1000,
+            wall_s=round(time.monotonic() - started, 1),
+            max_active_upstream=active[0],
+            rss_peak_mb=sampler.peak,
+            stack_rss_peak_mb=sampler.peak_total,
+        )
+        self.results["open_streams"] = result
+        print(f"  open streams: {n} -> upstream max active {active[0]}, stack peak "
+              f"{sampler.peak_total} MB, errors {result['errors']}", flush=True)  # fmt: skip
+
+    async def _poll_active(self, active: list[int]) -> None:
+        async with aiohttp.ClientSession() as s:
+            while True:
+                try:
+                    async with s.get(self.sys.stack_sim_url + "/_sim/stats") as r:
+                        active[0] = max(active[0], (await r.json())["active"])
+                except (aiohttp.ClientError, OSError, KeyError, ValueError):
+                    pass
+                await asyncio.sleep(0.25)
+
+    async def soak(self, seconds: float) -> None:
+        conc = 16
+        samples: list[tuple[float, dict[str, float]]] = []
+        start = time.monotonic()
+
+        async def sample() -> None:
+            while True:
+                snap = await asyncio.to_thread(lambda: rss_mb(self.group.snapshot()))
+                samples.append((time.monotonic() - start, snap))
+                await asyncio.sleep(5)
+
+        sampler = asyncio.create_task(sample())
+        phases = await asyncio.gather(
+            *(
+                loadgen.run_phase(self.target("anthropic", mode), conc, seconds, warmup=0)
+                for mode in MODES
+            )
+        )
+        sampler.cancel()
+        # Growth is measured from the end of the first tenth (allocators and caches warmed).
+        base = next((s for t, s in samples if t >= seconds / 10), samples[0][1])
+        end = samples[-1][1]
+        growth = {n: round((end[n] - base[n]) / base[n] * 100, 2) for n in SERVICES if base[n]}
+        total_base = sum(base[n] for n in SERVICES)
+        total_end = sum(end[n] for n in SERVICES)
+        self.results["soak"] = {
+            "seconds": seconds,
+            "requests": sum(p["ok"] for p in phases),
+            "errors": sum(p["errors"] for p in phases),
+            "rss_base_mb": {n: base[n] for n in SERVICES},
+            "rss_end_mb": {n: end[n] for n in SERVICES},
+            "growth_pct": growth,
+            "services_growth_pct": round((total_end - total_base) / total_base * 100, 2),
+            "samples": [(round(t, 1), sum(s[n] for n in SERVICES)) for t, s in samples],
+        }
+
+    async def run(self) -> dict[str, Any]:
+        await self.probe()
+        await asyncio.sleep(2)
+        idle = rss_mb(self.group.snapshot())
+        self.results["resources"] = {"rss_idle_mb": idle}
+        print("load phases (direct, then gateway Anthropic, then gateway OpenAI):", flush=True)
+        await self.load_phases()
+        await self.open_streams()
+        if self.args.soak:
+            print(f"soak: {self.args.soak} s", flush=True)
+            await self.soak(self.args.soak)
+        if self.args.profile:
+            print(f"profiling into {self.args.profile}", flush=True)
+            self.results["profile"] = await profile_services.profile(
+                self.args.profile,
+                {n: self.group.roots[n][0] for n in ("edge", "translator", "router", "billing")},
+                {mode: self.target("anthropic", mode) for mode in MODES},
+                self.args.profile_seconds,
+            )
+        return self.results
+
+
+def main() -> None:
+    args = _args()
+    loadgen.raise_nofile(65536)  # the stack's processes inherit it
+    began = time.monotonic()
+    micro: list[dict[str, Any]] = []
+    if not args.no_micro:
+        print("micro-suite (pytest-benchmark, bench/micro) ...", flush=True)
+        micro = run_micro(args.quick)
+    print("starting the stack and the direct simulator ...", flush=True)
+    systems = Systems()
+    try:
+        systems.start()
+        print(f"  gateway {systems.gateway_url}, direct {systems.direct_url}", flush=True)
+        results = loadgen.run(Bench(systems, args).run())
+    finally:
+        systems.stop()
+    results["micro"] = micro
+    results["meta"] = {
+        "summary": f"{os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"{args.duration:g} s per phase after {args.warmup:g} s warm-up, "
+        f"{time.strftime('%Y-%m-%d %H:%M')}, load average {os.getloadavg()[0]:.2f}",
+        "tokens": args.tokens,
+        "services": SERVICES,
+        "wall_seconds": round(time.monotonic() - began, 1),
+        "data_dir": str(systems.folder),
+    }
+    args.out.write_text(json.dumps(results, indent=2))
+    print()
+    print(report.render(results))
+    print(f"\nwrote {args.out} in {results['meta']['wall_seconds']} s")
+
+
+if __name__ == "__main__":
+    main()

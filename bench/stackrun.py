@@ -1,0 +1,141 @@
+"""The two systems under test: the whole gateway on a zero-latency simulator, and a second,
+identical simulator alone (the direct baseline), each on free ports under one temporary folder.
+
+``Systems.start()`` writes a TOML config, starts ``ezat_cli.stack.Stack`` (embedded NATS,
+PostgreSQL and Redis, the config's simulator, the five services), creates an API key, and starts
+``python -m ezat_simulator`` on its own port. ``stop()`` leaves no process behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import asyncpg
+from ezat_cli.infra import free_port, stop_process, wait_port
+from ezat_cli.stack import SERVICES, Stack
+from ezat_common import db
+
+from procstat import ProcGroup
+
+MODEL = "claude-sonnet-5-5"
+
+CONFIG = """
+[edge]
+listen = "127.0.0.1:{edge}"
+
+[router]
+region = "local"
+
+[[models]]
+id = "anthropic/claude-sonnet-5-5"
+aliases = ["claude-sonnet-5-5"]
+context_window = 200000
+max_output_tokens = 64000
+prompt_caching = true
+thinking = "adaptive"
+price = {{ input = 3.0, output = 15.0 }}
+
+[[simulators]]
+name = "sim-bench"
+listen = "127.0.0.1:{sim}"
+first_token_ms = 0
+token_ms = 0
+
+[[deployments]]
+name = "bench-sonnet"
+model = "anthropic/claude-sonnet-5-5"
+base_url = "http://127.0.0.1:{sim}"
+upstream_model = "claude-sonnet-5-5"
+api_key = "sim-key"
+region = "local"
+"""
+
+# Groups whose RSS adds up to "the whole stack" (the simulators stand in for providers).
+STACK_GROUPS = [*SERVICES, "nats", "redis", "postgres"]
+
+
+@dataclass
+class Systems:
+    folder: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="ezat-bench-")))
+    stack: Stack | None = None
+    direct: subprocess.Popen[bytes] | None = None
+    key: str = ""
+    ports: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def gateway_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports['edge']}"
+
+    @property
+    def stack_sim_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports['sim']}"
+
+    @property
+    def direct_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports['direct']}"
+
+    def start(self) -> None:
+        self.ports = {name: free_port() for name in ("edge", "sim", "direct")}
+        config = self.folder / "ezat-bench.toml"
+        config.write_text(CONFIG.format(**self.ports))
+        log = open(self.folder / "direct-sim.log", "ab")  # noqa: SIM115 - the child owns it
+        args = [sys.executable, "-m", "ezat_simulator", "--name", "direct"]
+        args += ["--listen", f"127.0.0.1:{self.ports['direct']}"]
+        args += ["--first-token-ms", "0", "--token-ms", "0"]
+        self.direct = subprocess.Popen(
+            args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        log.close()
+        self.stack = Stack(config_path=config, data_dir=self.folder / "stack")
+        try:
+            self.stack.start(timeout=120)
+            wait_port(self.ports["direct"], self.direct)
+        except BaseException:
+            self.stop()
+            raise
+        assert self.stack.infra is not None
+        self.key = asyncio.run(_create_key(self.stack.infra.database_url))
+
+    def groups(self) -> ProcGroup:
+        """Every process to measure, by name: the services, the infrastructure, the simulators."""
+        assert self.stack is not None and self.stack.infra is not None and self.direct
+        roots: dict[str, list[int]] = {}
+        for name, child in self.stack.children.items():
+            if child.proc is not None:
+                roots[name] = [child.proc.pid]
+        for proc in self.stack.infra.procs:
+            exe = str(proc.args[0]) if isinstance(proc.args, list) else str(proc.args)
+            roots["nats" if "nats" in exe else "redis"] = [proc.pid]
+        roots["postgres"] = _postmaster_pids(self.folder)
+        roots["sim-direct"] = [self.direct.pid]
+        return ProcGroup(roots, with_descendants={"postgres"})
+
+    def stop(self) -> None:
+        if self.direct is not None:
+            stop_process(self.direct)
+        if self.stack is not None:
+            self.stack.stop()
+
+
+async def _create_key(database_url: str) -> str:
+    conn = await asyncpg.connect(database_url)
+    try:
+        _, secret = await db.create_key(conn, "bench")
+    finally:
+        await conn.close()
+    return secret
+
+
+def _postmaster_pids(folder: Path) -> list[int]:
+    pids = []
+    for pidfile in folder.rglob("postmaster.pid"):
+        try:
+            pids.append(int(pidfile.read_text().split("\n", 1)[0]))
+        except (OSError, ValueError):
+            continue
+    return pids

@@ -1,0 +1,125 @@
+"""The outbox drain: a durable JetStream pull consumer that stores outbox records in PostgreSQL.
+
+Each fetched batch is priced, inserted in one transaction (``ON CONFLICT (request_id) DO
+NOTHING``, so a record also stored by the fast path, published twice, or redelivered after a lost
+ack stays one row) and acknowledged only after the commit. A batch that cannot be stored is
+handed back (``nak`` with a delay) and retried until PostgreSQL returns; an unreadable or invalid
+message is terminated (logged, never retried). Prices are those of the config when drained.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+
+import msgspec
+import nats.errors
+from ezat_common import envelopes
+from ezat_common.envelopes import UsageRecord
+from ezat_common.outbox import Outbox
+from ezat_common.subjects import Subjects
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+from . import metrics
+from .core.rows import UsageRow, problem_of
+
+log = logging.getLogger("ezat.billing.drain")
+
+DURABLE = "billing-outbox"
+BATCH = 200
+ACK_WAIT = 30.0
+RETRY_DELAY = 1.0
+
+WriteRows = Callable[[Sequence[UsageRow]], Awaitable[object]]
+RowFor = Callable[[UsageRecord], UsageRow]
+
+
+class Drain:
+    def __init__(
+        self, nc: Client, subjects: Subjects, outbox: Outbox, row_for: RowFor, write: WriteRows
+    ) -> None:
+        self._nc = nc
+        self._subjects = subjects
+        self._outbox = outbox
+        self._row_for = row_for
+        self._write = write
+        self.drained = 0
+
+    async def run(self) -> None:
+        """Forever (cancel to stop): subscribe, then store what arrives, batch after batch."""
+        delay = 0.5
+        while True:
+            try:
+                sub = await self._subscribe()
+            except (nats.errors.Error, TimeoutError, OSError) as exc:
+                log.warning("outbox consumer not ready: %r", exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 10.0)
+                continue
+            delay = 0.5
+            while True:
+                try:
+                    msgs = await sub.fetch(BATCH, timeout=1.0)
+                except TimeoutError:
+                    continue
+                except nats.errors.Error as exc:
+                    log.warning("outbox fetch failed: %r", exc)
+                    await asyncio.sleep(RETRY_DELAY)
+                    continue
+                await self.store(msgs)
+
+    async def _subscribe(self) -> object:
+        await self._outbox.ensure_stream()
+        js = self._nc.jetstream()
+        config = ConsumerConfig(
+            durable_name=DURABLE,
+            ack_policy=AckPolicy.EXPLICIT,
+            deliver_policy=DeliverPolicy.ALL,
+            ack_wait=ACK_WAIT,
+            max_ack_pending=10 * BATCH,
+        )
+        return await js.pull_subscribe(
+            self._subjects.usage_outbox,
+            durable=DURABLE,
+            stream=self._subjects.outbox_stream,
+            config=config,
+        )
+
+    async def store(self, msgs: Sequence[Msg]) -> bool:
+        """Store one fetched batch; True if it was committed and acknowledged."""
+        rows: list[UsageRow] = []
+        good: list[Msg] = []
+        for msg in msgs:
+            try:
+                record = envelopes.decode_usage_record(msg.data)
+            except msgspec.DecodeError as exc:
+                log.error("outbox message unreadable, dropped: %s", exc)
+                await msg.term()
+                continue
+            problem = problem_of(record)
+            if problem is not None:
+                log.error("outbox record %s invalid, dropped: %s", record.request_id, problem)
+                await msg.term()
+                continue
+            rows.append(self._row_for(record))
+            good.append(msg)
+        if not rows:
+            return True
+        try:
+            await self._write(rows)
+        except Exception as exc:
+            metrics.DRAIN_FAILURES.inc()
+            log.warning("storing %d outbox records failed, will retry: %r", len(rows), exc)
+            for msg in good:
+                await msg.nak(delay=RETRY_DELAY)
+            await asyncio.sleep(RETRY_DELAY)
+            return False
+        for msg in good:  # committed: from now on a redelivery is only a duplicate
+            await msg.ack()
+        self.drained += len(good)
+        metrics.DRAINED.inc(len(good))
+        log.info("stored %d records from the outbox", len(good))
+        return True

@@ -1,0 +1,276 @@
+"""An Anthropic Messages event stream as OpenAI ``chat.completion.chunk`` SSE (SPEC §3, Streaming).
+
+The sequence the client sees (seed page, Streaming):
+
+1. ``message_start`` → the first chunk, ``delta: {"role": "assistant", "content": ""}``;
+2. ``text_delta`` → ``delta.content``; a ``tool_use`` block start → ``delta.tool_calls`` with the
+   ``index`` (counting tool_use blocks from 0), ``id``, ``type`` and ``function.name``, then each
+   ``input_json_delta`` → a ``function.arguments`` piece;
+3. ``message_delta`` → the last choice chunk: empty delta and the ``finish_reason``;
+4. ``message_stop`` → with ``include_usage`` the ``choices: []`` usage chunk, then ``data: [DONE]``.
+
+The usage chunk waits for ``message_stop`` because the router releases that event only after
+billing acknowledged the record: if billing fails instead, the client gets the error and
+``[DONE]`` without a usage chunk, as the seed page promises for failed (unbilled) requests.
+
+Thinking produces no chunk; its blocks are kept (``kept_thinking``) when the turn called tools.
+Pings produce nothing (the edge writes its own ``: ping`` comments). Events that do not decode
+(an unknown type, a block or delta type not declared) are counted in ``ignored_events`` and
+skipped. Chunks are spliced from byte pieces encoded once per stream; per event only the
+variable part (text, arguments) is encoded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from ezat_common.errors import STATUS_OF_TYPE, openai_sse
+from ezat_common.schemas.anthropic import (
+    ContentBlockDelta,
+    ContentBlockStart,
+    Error,
+    InputJsonDelta,
+    MessageDelta,
+    MessageStart,
+    MessageStop,
+    RedactedThinkingBlock,
+    SignatureDelta,
+    TextDelta,
+    ThinkingBlock,
+    ThinkingDelta,
+    ToolUseBlock,
+    decode_event,
+)
+from ezat_common.schemas.openai import CompletionUsage
+from ezat_common.sse import SseParser
+
+from ezat_translator.core.anthropic_to_openai import ThinkingKept
+from ezat_translator.core.chat_usage import TokenCounts, to_chat_usage
+from ezat_translator.core.finish import to_finish_reason
+
+_encode = msgspec.json.Encoder().encode
+
+DONE = b"data: [DONE]\n\n"
+_OPEN_CHOICE = b'{"index":0,"delta":'
+_CLOSE_CHOICE = b',"logprobs":null,"finish_reason":null}'
+
+
+class _Thinking:
+    """One thinking block being streamed: its text and signature pieces."""
+
+    __slots__ = ("signature", "text")
+
+    def __init__(self, text: str, signature: str) -> None:
+        self.text = [text] if text else []
+        self.signature = [signature] if signature else []
+
+    def to_block(self) -> dict[str, Any]:
+        return {
+            "type": "thinking",
+            "thinking": "".join(self.text),
+            "signature": "".join(self.signature),
+        }
+
+
+class ChatStream:
+    """One streaming request: ``feed`` Anthropic SSE bytes, write what it returns."""
+
+    __slots__ = (
+        "_args_open",
+        "_counts",
+        "_finish_reason",
+        "_head",
+        "_include_usage",
+        "_parser",
+        "_started",
+        "_tail",
+        "_text_close",
+        "_text_open",
+        "_thinking",
+        "_thinking_chars",
+        "_tool_call_ids",
+        "_tool_index",
+        "done",
+        "ignored_events",
+    )
+
+    def __init__(
+        self, *, request_id: str, response_model: str, created: int, include_usage: bool
+    ) -> None:
+        self._head = (
+            b'data: {"id":'
+            + _encode(f"chatcmpl-{request_id}")
+            + b',"object":"chat.completion.chunk","created":'
+            + str(created).encode()
+            + b',"model":'
+            + _encode(response_model)
+            + b',"choices":['
+        )
+        # With include_usage every chunk but the last carries "usage": null, as OpenAI sends it.
+        self._tail = b'],"usage":null}\n\n' if include_usage else b"]}\n\n"
+        self._text_open = self._head + _OPEN_CHOICE + b'{"content":'
+        self._text_close = b"}" + _CLOSE_CHOICE + self._tail
+        self._args_open = self._head + _OPEN_CHOICE + b'{"tool_calls":[{"index":'
+        self._include_usage = include_usage
+        self._parser = SseParser()
+        self._counts = TokenCounts()
+        self._started = False
+        self._finish_reason: str | None = None
+        self._tool_index: dict[int, int] = {}  # Anthropic block index -> OpenAI tool call index
+        self._tool_call_ids: list[str] = []
+        self._thinking: list[_Thinking | dict[str, Any]] = []
+        self._thinking_chars = 0
+        self.done = False  # [DONE] (or the error) was returned; later input is ignored
+        self.ignored_events = 0  # frames that did not decode as a known event
+
+    # ---- results ----------------------------------------------------------------------------
+
+    @property
+    def finish_reason(self) -> str | None:
+        """The OpenAI finish reason once ``message_delta`` (or ``message_stop``) arrived."""
+        return self._finish_reason
+
+    @property
+    def usage(self) -> CompletionUsage:
+        """The OpenAI usage of what has been streamed so far (final after ``message_stop``)."""
+        return to_chat_usage(self._counts, self._thinking_chars)
+
+    @property
+    def kept_thinking(self) -> ThinkingKept | None:
+        """The turn's thinking blocks when it called tools, else None."""
+        if not self._tool_call_ids or not self._thinking:
+            return None
+        blocks = [b.to_block() if isinstance(b, _Thinking) else b for b in self._thinking]
+        return ThinkingKept(tool_call_ids=list(self._tool_call_ids), blocks=blocks)
+
+    # ---- input ------------------------------------------------------------------------------
+
+    def feed(self, frames: bytes) -> bytes:
+        """The OpenAI SSE bytes for these Anthropic frames (possibly b"")."""
+        if self.done:
+            return b""
+        out: list[bytes] = []
+        for frame in self._parser.feed(frames):
+            if not frame.data:
+                continue  # comment-only frame
+            try:
+                event = decode_event(frame.data)
+            except msgspec.DecodeError:
+                self.ignored_events += 1
+                continue
+            if isinstance(event, ContentBlockDelta):
+                self._on_delta(event, out)
+            elif isinstance(event, ContentBlockStart):
+                self._on_block_start(event, out)
+            elif isinstance(event, MessageStart):
+                self._counts.merge(event.message.usage)
+                self._start(out)
+            elif isinstance(event, MessageDelta):
+                self._counts.merge(event.usage)
+                self._finish(event.delta.stop_reason, out)
+            elif isinstance(event, MessageStop):
+                self._finish(None, out)
+                if self._include_usage:
+                    out.append(self._head + b'],"usage":' + _encode(self.usage) + b"}\n\n")
+                out.append(DONE)
+                self.done = True
+                break
+            elif isinstance(event, Error):
+                status = STATUS_OF_TYPE.get(event.error.type, 500)
+                out.append(self.error(status, event.error.message))
+                break
+            # ping, content_block_stop: nothing to send
+        return b"".join(out)
+
+    def error(self, status: int, message: str) -> bytes:
+        """A mid-stream failure: the error chunk and [DONE], no usage chunk; b"" once done."""
+        if self.done:
+            return b""
+        self.done = True
+        body: bytes = openai_sse(status, message)
+        return body
+
+    def finish(self) -> bytes:
+        """End of input: b"" after [DONE]; a stream cut before ``message_stop`` is a failure."""
+        return self.error(502, "the model's response stream ended before it was complete")
+
+    # ---- events -----------------------------------------------------------------------------
+
+    def _start(self, out: list[bytes]) -> None:
+        if not self._started:
+            self._started = True
+            out.append(
+                self._head + _OPEN_CHOICE + b'{"role":"assistant","content":""}'
+                b"" + _CLOSE_CHOICE + self._tail
+            )
+
+    def _finish(self, stop_reason: str | None, out: list[bytes]) -> None:
+        if self._finish_reason is not None:
+            return
+        self._start(out)
+        reason = to_finish_reason(stop_reason)
+        self._finish_reason = reason
+        out.append(
+            self._head
+            + _OPEN_CHOICE
+            + b'{},"logprobs":null,"finish_reason":"'
+            + reason.encode()
+            + b'"}'
+            + self._tail
+        )
+
+    def _on_delta(self, event: ContentBlockDelta, out: list[bytes]) -> None:
+        delta = event.delta
+        if isinstance(delta, TextDelta):
+            if delta.text and self._finish_reason is None:
+                self._start(out)
+                out.append(self._text_open + _encode(delta.text) + self._text_close)
+        elif isinstance(delta, InputJsonDelta):
+            k = self._tool_index.get(event.index)
+            if k is not None and delta.partial_json and self._finish_reason is None:
+                out.append(
+                    self._args_open
+                    + str(k).encode()
+                    + b',"function":{"arguments":'
+                    + _encode(delta.partial_json)
+                    + b"}}]}"
+                    + _CLOSE_CHOICE
+                    + self._tail
+                )
+        elif isinstance(delta, ThinkingDelta):
+            block = self._thinking[-1] if self._thinking else None
+            if isinstance(block, _Thinking):
+                block.text.append(delta.thinking)
+            self._thinking_chars += len(delta.thinking)
+        elif isinstance(delta, SignatureDelta):
+            block = self._thinking[-1] if self._thinking else None
+            if isinstance(block, _Thinking):
+                block.signature.append(delta.signature)
+        # citations_delta: the cited text already arrived as text
+
+    def _on_block_start(self, event: ContentBlockStart, out: list[bytes]) -> None:
+        block = event.content_block
+        if isinstance(block, ToolUseBlock):
+            if self._finish_reason is not None:
+                return
+            self._start(out)
+            k = len(self._tool_call_ids)
+            self._tool_index[event.index] = k
+            self._tool_call_ids.append(block.id)
+            out.append(
+                self._args_open
+                + str(k).encode()
+                + b',"id":'
+                + _encode(block.id)
+                + b',"type":"function","function":{"name":'
+                + _encode(block.name)
+                + b',"arguments":""}}]}'
+                + _CLOSE_CHOICE
+                + self._tail
+            )
+        elif isinstance(block, ThinkingBlock):
+            self._thinking.append(_Thinking(block.thinking, block.signature))
+            self._thinking_chars += len(block.thinking)
+        elif isinstance(block, RedactedThinkingBlock):
+            self._thinking.append({"type": "redacted_thinking", "data": block.data})

@@ -1,0 +1,64 @@
+"""Inline media of OpenAI content parts: ``data:`` URLs checked against their bytes (SPEC §5).
+
+A data URL is ``data:<type>;base64,<data>``; the type must be one the part accepts and the decoded
+bytes must start with that type's magic bytes, so that a mislabelled file is refused here, naming
+the part, instead of by the model.
+"""
+
+from __future__ import annotations
+
+import binascii
+import re
+
+from ezat_common.errors import invalid
+
+IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
+PDF_TYPES = ("application/pdf",)
+
+_DATA_URL = re.compile(r"data:(?P<type>[^;,]*)(?P<params>(?:;[^;,]*)*),(?P<data>.*)", re.S | re.I)
+
+
+def sniff(data: bytes) -> str | None:
+    """The media type the bytes start like, or None."""
+    if data.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if data.startswith((b"GIF87a", b"GIF89a")):
+        return "image/gif"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    if data.startswith(b"%PDF-"):
+        return "application/pdf"
+    return None
+
+
+def is_data_url(url: str) -> bool:
+    return url[:5].lower() == "data:"
+
+
+def read_data_url(url: str, allowed: tuple[str, ...], path: str) -> tuple[str, str]:
+    """``(media_type, base64 data)`` of a checked data URL; a 400 naming ``path`` otherwise."""
+    match = _DATA_URL.fullmatch(url)
+    wanted = ", ".join(allowed)
+    if match is None:
+        raise invalid(path, f"a data URL must look like data:<type>;base64,<data> ({wanted})")
+    media_type = match["type"].strip().lower()
+    params = [p.strip().lower() for p in match["params"].split(";")[1:]]
+    if media_type not in allowed:
+        shown = media_type or "no type"
+        raise invalid(path, f"{shown} is not supported; use one of {wanted}")
+    if "base64" not in params:
+        raise invalid(path, "data URLs must be base64-encoded (data:<type>;base64,<data>)")
+    data = match["data"]
+    try:
+        raw = binascii.a2b_base64(data, strict_mode=True)
+    except (binascii.Error, ValueError):
+        raise invalid(path, "the data of the data URL is not valid base64") from None
+    if not raw:
+        raise invalid(path, "the data URL is empty")
+    found = sniff(raw)
+    if found != media_type:
+        actual = f"a {found} file" if found else "not a file of a supported type"
+        raise invalid(path, f"the data is declared as {media_type} but is {actual}")
+    return media_type, data

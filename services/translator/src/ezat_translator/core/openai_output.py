@@ -1,0 +1,70 @@
+"""``response_format`` as Anthropic ``output_config.format`` (SPEC §3, Output).
+
+Structured output needs every object in the schema to be closed: an object schema without
+``"additionalProperties": false`` is refused, naming its JSON path inside the schema.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ezat_common.config import ModelConfig
+from ezat_common.errors import invalid
+from ezat_common.schemas.openai import ResponseFormat
+
+_SCHEMA_PATH = "response_format.json_schema.schema"
+_MAPS = ("properties", "$defs", "definitions", "patternProperties", "dependentSchemas")
+_LISTS = ("anyOf", "allOf", "oneOf", "prefixItems")
+_SINGLE = ("not", "if", "then", "else", "contains", "propertyNames", "unevaluatedItems")
+
+
+def to_output_format(fmt: ResponseFormat | None, model: ModelConfig) -> dict[str, Any] | None:
+    if fmt is None or fmt.type == "text":
+        return None
+    if fmt.type == "json_object":
+        raise invalid(
+            "response_format.type",
+            "json_object is not supported: there is no schema to enforce; use json_schema",
+        )
+    if fmt.type != "json_schema":
+        raise invalid("response_format.type", f'must be "text" or "json_schema"; got {fmt.type!r}')
+    if fmt.json_schema is None:
+        raise invalid("response_format.json_schema", "Field required")
+    schema = fmt.json_schema.schema
+    if schema is None:
+        raise invalid(_SCHEMA_PATH, "Field required")
+    if not model.structured_output:
+        raise invalid("response_format", f"`{model.id}` does not support structured output")
+    check_closed(schema, _SCHEMA_PATH)
+    return {"type": "json_schema", "schema": schema}
+
+
+def _is_object(schema: dict[str, Any]) -> bool:
+    kind = schema.get("type")
+    return kind == "object" or (isinstance(kind, list) and "object" in kind)
+
+
+def check_closed(schema: Any, path: str) -> None:
+    """Raise a 400 at the first object schema (depth first, in document order) left open."""
+    if not isinstance(schema, dict):
+        return
+    if _is_object(schema) and schema.get("additionalProperties") is not False:
+        raise invalid(path, 'objects need "additionalProperties": false')
+    for key in _MAPS:
+        children = schema.get(key)
+        if isinstance(children, dict):
+            for name, child in children.items():
+                check_closed(child, f"{path}.{key}.{name}")
+    items = schema.get("items")
+    if isinstance(items, list):
+        for n, child in enumerate(items):
+            check_closed(child, f"{path}.items[{n}]")
+    else:
+        check_closed(items, f"{path}.items")
+    for key in _LISTS:
+        children = schema.get(key)
+        if isinstance(children, list):
+            for n, child in enumerate(children):
+                check_closed(child, f"{path}.{key}[{n}]")
+    for key in (*_SINGLE, "additionalProperties"):
+        check_closed(schema.get(key), f"{path}.{key}")

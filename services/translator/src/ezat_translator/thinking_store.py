@@ -1,0 +1,64 @@
+"""Thinking blocks kept server-side for OpenAI clients (Redis, keyed by tool-call id).
+
+Anthropic models need the thinking blocks of an assistant turn that called a tool when that turn
+is sent back, but OpenAI clients never see them. After a turn that called tools we store its
+blocks under each tool-call id (TTL 2 h); when a client sends that turn again we put them back.
+Redis trouble only degrades: the caller then drops thinking for that request.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import msgspec
+from redis import asyncio as aioredis
+from redis.exceptions import RedisError
+
+log = logging.getLogger("ezat.translator.thinking")
+
+TTL_SECONDS = 2 * 3600
+_encode = msgspec.json.Encoder().encode
+_decode = msgspec.json.Decoder(list[dict[str, Any]]).decode
+
+
+def _key(tool_call_id: str) -> str:
+    return f"ezat:thinking:{tool_call_id}"
+
+
+class ThinkingStore:
+    def __init__(self, url: str | None) -> None:
+        self.redis = (
+            aioredis.from_url(url, socket_timeout=0.25, socket_connect_timeout=0.25)
+            if url
+            else None
+        )
+
+    async def keep(self, tool_call_ids: list[str], blocks: list[dict[str, Any]]) -> None:
+        if self.redis is None or not tool_call_ids or not blocks:
+            return
+        data = _encode(blocks)
+        try:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for call_id in tool_call_ids:
+                    pipe.set(_key(call_id), data, ex=TTL_SECONDS)
+                await pipe.execute()
+        except (RedisError, OSError) as exc:
+            log.warning("thinking blocks not kept: %s", type(exc).__name__)
+
+    async def find(self, tool_call_ids: list[str]) -> list[dict[str, Any]] | None:
+        """The blocks of the turn that made these calls, or None when they are gone."""
+        if self.redis is None or not tool_call_ids:
+            return None
+        try:
+            for call_id in tool_call_ids:
+                data = await self.redis.get(_key(call_id))
+                if data:
+                    return _decode(data)
+        except (RedisError, OSError, msgspec.DecodeError) as exc:
+            log.warning("thinking blocks not read: %s", type(exc).__name__)
+        return None
+
+    async def close(self) -> None:
+        if self.redis is not None:
+            await self.redis.aclose()
