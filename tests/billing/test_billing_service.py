@@ -19,6 +19,7 @@ from ezat_cli.infra import free_port
 from ezat_common import envelopes
 from ezat_common.config import parse_config
 from ezat_common.envelopes import UsageAck, UsageQuery
+from ezat_common.outbox import Outbox
 from ezat_common.subjects import Subjects
 from nats.aio.client import Client
 
@@ -210,7 +211,7 @@ async def test_stopping_answers_the_records_already_received(
     assert await count_rows(pool, key_id) == 50
 
 
-async def test_without_postgresql_it_runs_not_ready_and_charges_nothing(
+async def test_without_postgresql_the_record_is_acknowledged_through_the_outbox(
     nats_url: str, monkeypatch: pytest.MonkeyPatch, key_id: str
 ) -> None:
     closed = f"postgresql://postgres@127.0.0.1:{free_port()}/nothing"
@@ -222,8 +223,91 @@ async def test_without_postgresql_it_runs_not_ready_and_charges_nothing(
                 break
             await asyncio.sleep(0.05)
         assert reply is not None and not reply.ok and reply.detail == "postgresql: unreachable"
-        ack = await running.record(envelopes.encode(record(key_id=key_id)))
-        assert not ack.ok and ack.error and "not charged" in ack.error
+        rec = record(key_id=key_id)
+        ack = await running.record(envelopes.encode(rec))
+        assert ack.ok and ack.cost_micros == 4_500
+        # Durable in JetStream, waiting for PostgreSQL (the drain naks and retries meanwhile).
+        info = await running.nc.jetstream().stream_info(running.subjects.outbox_stream)
+        assert info.state.messages == 1
         page = await running.query(key_id=key_id)
         assert page == {"error": "usage: the usage store is unavailable; retry shortly"}
         assert not running.task.done()  # still serving, waiting for PostgreSQL
+
+
+async def test_without_postgresql_nor_outbox_it_charges_nothing(
+    nats_url: str, monkeypatch: pytest.MonkeyPatch, key_id: str
+) -> None:
+    closed = f"postgresql://postgres@127.0.0.1:{free_port()}/nothing"
+    async with running_billing(nats_url, closed, monkeypatch, ack_deadline=0.3) as running:
+        # A stream of the outbox's name that does not take the outbox subject: publishes fail.
+        js = running.nc.jetstream()
+        await js.add_stream(
+            name=running.subjects.outbox_stream, subjects=[f"{running.subjects.prefix}.other"]
+        )
+        await wait_subscribed(running)
+        ack = await running.record(envelopes.encode(record(key_id=key_id)))
+        assert not ack.ok and ack.error and "not charged" in ack.error
+
+
+async def test_same_usage_published_three_times_is_one_row(
+    billing: Running, pool: asyncpg.Pool, key_id: str
+) -> None:
+    """Request/reply, a plain publish (no reply) and the outbox: one row, one cost."""
+    rec = record(key_id=key_id, input_tokens=2000, output_tokens=10)
+    data = envelopes.encode(rec)
+    js = billing.nc.jetstream()
+    ack = await billing.record(data)
+    await billing.nc.publish(billing.subjects.usage_record, data)
+    headers = {"Nats-Msg-Id": rec.request_id}
+    await js.publish(billing.subjects.usage_outbox, data, headers=headers)
+    # A redelivery-like duplicate that the stream's duplicate window does not catch (new id).
+    await js.publish(billing.subjects.usage_outbox, data, headers={"Nats-Msg-Id": "other"})
+    assert ack.ok and ack.cost_micros == 6_150
+    for _ in range(100):
+        info = await js.stream_info(billing.subjects.outbox_stream)
+        if info.state.messages == 0:  # drained: work-queue messages go once acknowledged
+            break
+        await asyncio.sleep(0.05)
+    assert info.state.messages == 0
+    assert await count_rows(pool, key_id) == 1
+    cost = await pool.fetchval("SELECT cost_micros FROM usage_records WHERE key_id=$1", key_id)
+    assert cost == 6_150
+
+
+async def test_outbox_records_are_stored_when_billing_starts(
+    nats_url: str, database_url: str, pool: asyncpg.Pool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the router publishes while no billing replica runs is stored when one starts."""
+    key_id = f"key_{uuid.uuid4().hex[:12]}"
+    prefix = f"t{uuid.uuid4().hex[:8]}"
+    subjects = Subjects(prefix)
+    nc = await nats.connect(nats_url)
+    try:
+        outbox = Outbox(nc, subjects)
+        records = [record(key_id=key_id) for _ in range(20)]
+        for rec in records:
+            assert await outbox.put(rec.request_id, envelopes.encode(rec), timeout=2)
+    finally:
+        await nc.close()
+    monkeypatch.setenv("NATS_URL", nats_url)
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    monkeypatch.setenv("EZAT_SUBJECT_PREFIX", prefix)
+    stop = asyncio.Event()
+    task = asyncio.create_task(app.serve(stop, config.from_config(parse_config(CONFIG))))
+    try:
+        for _ in range(100):
+            if await count_rows(pool, key_id) == 20:
+                break
+            await asyncio.sleep(0.05)
+        assert await count_rows(pool, key_id) == 20
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 15)
+
+
+async def wait_subscribed(running: Running) -> None:
+    for _ in range(100):
+        if await health(running) is not None:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("billing never subscribed")

@@ -423,6 +423,12 @@ async def test_unknown_model_is_404(nats_url: str) -> None:
 
 async def test_unacknowledged_usage_fails_the_request(nats_url: str) -> None:
     async with running_stack(nats_url, [("a", "eu")], billing="silent") as stack:
+        # Billing silent AND the outbox unusable (its stream name taken by a stream that does
+        # not hold the outbox subject): nothing can make the record durable.
+        prefix = stack.subjects.prefix
+        await stack.nc.jetstream().add_stream(
+            name=stack.subjects.outbox_stream, subjects=[f"{prefix}.elsewhere"]
+        )
         up = stack.upstream
         up.scripts["a"] = up.by_stream(up.sse(STREAM_WRITES), up.json(RESPONSE))
         streamed, plain = await asyncio.gather(

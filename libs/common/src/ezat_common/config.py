@@ -88,6 +88,24 @@ class RouterConfig(Struct, forbid_unknown_fields=True, kw_only=True):
     between_events_timeout: float = 120.0
     max_attempts: int = 3
     metrics_listen: str | None = None
+    # Session affinity binding lifetime (refreshed on use); 1-hour cache breakpoints get longer.
+    session_ttl_seconds: float = 300.0
+    session_ttl_1h_seconds: float = 3600.0
+    # A 429 without retry-after rests the deployment this long; no cooldown lasts longer than max.
+    cooldown_default_seconds: float = 5.0
+    cooldown_max_seconds: float = 300.0
+    # Circuit breaker: open after this many consecutive faults, probe again after open_seconds.
+    breaker_failures: int = 5
+    breaker_open_seconds: float = 10.0
+    # Extra attempts (failover, last resort) allowed: this share of requests, plus a floor per s.
+    retry_budget_ratio: float = 0.2
+    retry_budget_min_per_second: float = 5.0
+    # Shared state (Redis): health refreshed this often; every Redis call bounded by the timeout.
+    health_sync_seconds: float = 0.5
+    redis_timeout: float = 0.1
+    # Prefix affinity yields to least-outstanding when its home has this many more requests
+    # in flight than the least loaded healthy deployment.
+    prefix_spill_outstanding: int = 16
 
 
 class TranslatorConfig(Struct, forbid_unknown_fields=True, kw_only=True):

@@ -58,12 +58,14 @@ class Outbox:
             js = self._nc.jetstream(timeout=timeout)
             config = stream_config(self._subjects)
             try:
-                await js.stream_info(config.name)
+                await js.stream_info(self._subjects.outbox_stream)
             except nats.js.errors.NotFoundError:
                 try:
                     await js.add_stream(config)
                 except nats.js.errors.BadRequestError:
-                    await js.stream_info(config.name)  # created meanwhile by another process
+                    await js.stream_info(
+                        self._subjects.outbox_stream
+                    )  # created meanwhile by another process
             self._ready = True
 
     async def put(self, request_id: str, data: bytes, timeout: float) -> bool:

@@ -22,6 +22,7 @@ from ezat_common.subjects import Subjects
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js.client import JetStreamContext
 
 from . import metrics
 from .core.rows import UsageRow, problem_of
@@ -71,7 +72,7 @@ class Drain:
                     continue
                 await self.store(msgs)
 
-    async def _subscribe(self) -> object:
+    async def _subscribe(self) -> JetStreamContext.PullSubscription:
         await self._outbox.ensure_stream()
         js = self._nc.jetstream()
         config = ConsumerConfig(

@@ -22,6 +22,7 @@ from nats.aio.msg import Msg
 from . import metrics as m
 from .auth import Authenticator
 from .bodies import read_limited
+from .budgets import Budgets
 from .ids import request_id
 from .limits import RateLimiter
 from .relay import Call, Relay
@@ -46,6 +47,7 @@ class Edge:
         self.subjects = from_env()
         self.auth = Authenticator(cfg.edge.auth_cache_ttl)
         self.limiter = RateLimiter(os.environ.get("REDIS_URL"))
+        self.budgets = Budgets(self.subjects)
         self.instance = f"edge-{uuid.uuid4().hex[:12]}"
         self.models_anthropic = self.catalogue.anthropic_list()
         self.models_openai = self.catalogue.openai_list()
@@ -141,6 +143,9 @@ class Edge:
         received_at = time.time()
         rid = request[RID]
         key = await self.auth.authenticate(request)
+        if api != "count_tokens" and key.monthly_budget_micros is not None:
+            assert self.nc is not None
+            await self.budgets.check(self.nc, key)  # 403 before anything is sent upstream
         limit_headers = await self.limiter.check(key)
         body = await read_limited(request, self.cfg.edge.max_body_bytes)
         headers = request.headers

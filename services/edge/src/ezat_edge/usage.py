@@ -1,8 +1,16 @@
-"""``GET /api/usage``: the calling key's own usage, answered by the billing service."""
+"""``GET /api/usage``: the calling key's own usage, answered by the billing service.
+
+JSON by default (records, totals, totals by day and model, ``next_cursor``); with
+``Accept: text/csv`` the page's records as CSV with a header row, the next page's cursor in the
+``x-next-cursor`` header.
+"""
 
 from __future__ import annotations
 
+import csv
 import datetime
+import io
+from typing import Any
 
 import msgspec
 from aiohttp import web
@@ -60,4 +68,54 @@ async def usage_query(
         problem = msgspec.json.decode(data).get("error", "bad query")
         param = problem.split(":", 1)[0]
         raise GatewayError(400, problem, param=param)
+    if wants_csv(request.headers.get("accept", "")):
+        page = msgspec.json.decode(data)
+        headers = {"x-next-cursor": page["next_cursor"]} if page.get("next_cursor") else {}
+        return web.Response(
+            body=to_csv(page["data"]), content_type="text/csv", charset="utf-8", headers=headers
+        )
     return web.Response(body=data, content_type=JSON)
+
+
+CSV_COLUMNS = (
+    "request_id",
+    "received_at",
+    "model",
+    "api",
+    "stream",
+    "status",
+    "deployment",
+    "region",
+    "input_tokens",
+    "cache_read_tokens",
+    "cache_write_5m_tokens",
+    "cache_write_1h_tokens",
+    "output_tokens",
+    "reasoning_tokens",
+    "estimated",
+    "cost_micros",
+    "cost_usd",
+    "ttft_ms",
+    "total_ms",
+)
+
+
+def wants_csv(accept: str) -> bool:
+    return any(part.split(";", 1)[0].strip().lower() == "text/csv" for part in accept.split(","))
+
+
+def to_csv(records: list[dict[str, Any]]) -> bytes:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\r\n")
+    writer.writerow(CSV_COLUMNS)
+    for record in records:
+        writer.writerow(_cell(record.get(column)) for column in CSV_COLUMNS)
+    return out.getvalue().encode()
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

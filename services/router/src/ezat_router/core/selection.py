@@ -1,21 +1,40 @@
-"""Which deployments to try for a request, in order.
+"""Which deployments to try for a request, in order, and the affinity outcome of the choice.
 
-Order: healthy deployments of the local region, healthy ones elsewhere, then the ones cooling
-down (local first again) as a last resort, so a request is still attempted when every
-deployment is cooling down. Within each tier the order is rendezvous (highest-random-weight)
-hashing of the session key: the same key keeps landing on the same deployment (its prompt cache
-lives there) while it is healthy, and when it is not, only its sessions move.
+Candidates are the model's *available* deployments (``up``, or ``half_open`` for a probe) of the
+router's region; only when none is available there, the available ones of every other region.
+The home (first attempt) is chosen by the request's affinity:
+
+- ``session``: the binding stored for the session key (``hit``) while it is available and in the
+  preferred tier; otherwise rendezvous hashing of the key over the candidates (``new`` without a
+  binding, ``moved`` when the binding had to be left). Hashing means every replica computes the
+  same home without talking to each other, and taking a deployment out moves only its keys.
+- ``prefix``: rendezvous of the stable-prefix hash (``prefix``), so repeated prompts find their
+  cache; it yields to least-outstanding when its home has ``spill`` more requests in flight than
+  the least loaded candidate, so one hot prompt cannot pile onto one deployment.
+- ``none``: weighted least-outstanding-requests (``none``).
+
+Failover order after the home: the other candidates by the same rendezvous (or load) order.
+Unavailable deployments are not candidates; they are returned separately, soonest recovering
+first, for the router's last-resort decision.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from hashlib import blake2b
+from typing import Literal
 
 from ezat_common.config import DeploymentConfig
 
+from .health import Availability
+
+Kind = Literal["session", "prefix", "none"]
+Outcome = Literal["hit", "new", "moved", "prefix", "none"]
+
 _TWO_64 = float(2**64)
+AVAILABLE: frozenset[Availability] = frozenset({"up", "half_open"})
 
 
 def by_model(deployments: Iterable[DeploymentConfig]) -> dict[str, tuple[DeploymentConfig, ...]]:
@@ -36,17 +55,85 @@ def rendezvous_score(key: bytes, name: str, weight: int) -> float:
     return -weight / math.log(u)
 
 
-def ordered(
+def by_rendezvous(deployments: Iterable[DeploymentConfig], key: str) -> list[DeploymentConfig]:
+    """Highest score first."""
+    hashed = key.encode()
+    return sorted(deployments, key=lambda d: -rendezvous_score(hashed, d.name, d.weight))
+
+
+def by_load(
+    deployments: Iterable[DeploymentConfig], outstanding: Callable[[str], int], tiebreak: str
+) -> list[DeploymentConfig]:
+    """Weighted least outstanding requests first: ``(in flight + 1) / weight``; equal loads are
+    ordered by rendezvous of ``tiebreak`` (the request id) so they spread evenly."""
+    hashed = tiebreak.encode()
+    return sorted(
+        deployments,
+        key=lambda d: (
+            (outstanding(d.name) + 1) / d.weight,
+            -rendezvous_score(hashed, d.name, d.weight),
+        ),
+    )
+
+
+def candidates(
     deployments: Sequence[DeploymentConfig],
     local_region: str,
-    key: str,
-    cooling: Callable[[str], bool],
+    available: Callable[[str], Availability],
 ) -> list[DeploymentConfig]:
-    """Every deployment of one model, best candidate first (see the module docstring)."""
-    hashed = key.encode()
+    """The available deployments of the local region, or else of every other region."""
+    usable = [d for d in deployments if available(d.name) in AVAILABLE]
+    local = [d for d in usable if d.region == local_region]
+    return local or usable
 
-    def rank(dep: DeploymentConfig) -> tuple[bool, bool, float]:
-        score = rendezvous_score(hashed, dep.name, dep.weight)
-        return cooling(dep.name), dep.region != local_region, -score
 
-    return sorted(deployments, key=rank)
+@dataclass(frozen=True, slots=True)
+class Plan:
+    # Deployments to attempt, home first; empty when none is available.
+    order: list[DeploymentConfig]
+    outcome: Outcome
+    # The unavailable ones, soonest recovering first (for a last-resort attempt).
+    resting: list[DeploymentConfig]
+
+
+def plan(
+    deployments: Sequence[DeploymentConfig],
+    *,
+    local_region: str,
+    kind: Kind,
+    key: str,
+    bound: str | None,
+    available: Callable[[str], Availability],
+    outstanding: Callable[[str], int],
+    recovers_at: Callable[[str], float],
+    spill: int,
+) -> Plan:
+    pool = candidates(deployments, local_region, available)
+    names = {d.name for d in pool}
+    resting = sorted(
+        (d for d in deployments if d.name not in names), key=lambda d: recovers_at(d.name)
+    )
+    if kind == "none":
+        return Plan(by_load(pool, outstanding, key), "none", resting)
+    order = by_rendezvous(pool, key)
+    if kind == "prefix":
+        if order:
+            least = min(outstanding(d.name) for d in order)
+            if outstanding(order[0].name) - least >= spill:
+                order = by_load(pool, outstanding, key)
+        return Plan(order, "prefix", resting)
+    if bound is None:
+        return Plan(order, "new", resting)
+    for i, dep in enumerate(order):
+        if dep.name == bound:
+            return Plan([dep, *order[:i], *order[i + 1 :]], "hit", resting)
+    return Plan(order, "moved", resting)
+
+
+def outcome_of(planned: Plan, kind: Kind, bound: str | None, served: str) -> Outcome:
+    """The affinity outcome when ``served`` answers (a failover may change it)."""
+    if kind != "session":
+        return planned.outcome
+    if bound is None:
+        return "new"
+    return "hit" if served == bound else "moved"

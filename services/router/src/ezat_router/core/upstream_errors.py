@@ -2,7 +2,9 @@
 
 Every failure becomes a ``Failure``: the ``ReplyError`` the client gets if it is the last word,
 whether another deployment may be tried (only ever before the first byte reached the client),
-and how long this deployment should cool down. Client messages name the model, never a host,
+and what it says about the deployment: a 429 rests it (``rate_limited``, for ``cooldown``
+seconds when it said how long), a fault (5xx, 529, unreachable, too slow, broken stream) counts
+towards its circuit breaker (``fault``), a 4xx says nothing about it. Client messages name the model, never a host,
 URL or stack trace.
 
 Failover rules: connect errors, timeouts before the response headers, 429, 5xx and 529 try the
@@ -38,8 +40,12 @@ UNRECORDED = ReplyError(
 class Failure(msgspec.Struct, frozen=True, kw_only=True):
     error: ReplyError
     retryable: bool
-    # Seconds this deployment should rest; None when the failure says nothing about its health.
+    # A 429: the deployment rests this long (its retry-after), or the configured default when
+    # ``rate_limited`` and this is None.
     cooldown: float | None = None
+    rate_limited: bool = False
+    # A fault of the deployment (5xx, 529, timeout, connect, broken stream): feeds its breaker.
+    fault: bool = False
     # Metric label: "429", "5xx", "529", "4xx", "connect", "timeout", "dropped", ...
     reason: str
 
@@ -66,7 +72,8 @@ def from_status(status: int, body: bytes, retry_after: str | None, model: str) -
                 status=429, type="rate_limit_error", message=message, retry_after=pause
             ),
             retryable=True,
-            cooldown=pause,
+            cooldown=wait,
+            rate_limited=True,
             reason="429",
         )
     if status in (503, 529):
@@ -77,7 +84,7 @@ def from_status(status: int, body: bytes, retry_after: str | None, model: str) -
                 status=529, type="overloaded_error", message=message, retry_after=pause
             ),
             retryable=True,
-            cooldown=max(pause, FAULT_COOLDOWN),
+            fault=True,
             reason="529",
         )
     if status >= 500:
@@ -85,7 +92,7 @@ def from_status(status: int, body: bytes, retry_after: str | None, model: str) -
         return Failure(
             error=ReplyError(status=status, type=type_for_status(status), message=message),
             retryable=True,
-            cooldown=FAULT_COOLDOWN,
+            fault=True,
             reason="5xx",
         )
     if status in (401, 403):
@@ -96,7 +103,7 @@ def from_status(status: int, body: bytes, retry_after: str | None, model: str) -
         return Failure(
             error=ReplyError(status=500, type="api_error", message=message),
             retryable=True,
-            cooldown=FAULT_COOLDOWN,
+            fault=True,
             reason="auth",
         )
     return Failure(error=client_error(status, body), retryable=False, reason="4xx")
@@ -148,7 +155,7 @@ def from_transport(kind: TransportKind, model: str, first_byte_timeout: float) -
             type="api_error",
             message=f"a deployment of `{model}` sent a malformed response; retry",
         )
-    return Failure(error=error, retryable=True, cooldown=FAULT_COOLDOWN, reason=kind)
+    return Failure(error=error, retryable=True, fault=True, reason=kind)
 
 
 def from_stream_error(info: ErrorInfo) -> Failure:
@@ -159,15 +166,17 @@ def from_stream_error(info: ErrorInfo) -> Failure:
     """
     status = STATUS_OF_TYPE.get(info.type, 500)
     kind = info.type if info.type in STATUS_OF_TYPE else "api_error"
-    cooldown = RATE_LIMIT_COOLDOWN if status == 429 else FAULT_COOLDOWN if status >= 500 else None
+    wait = RATE_LIMIT_COOLDOWN if status == 429 else FAULT_COOLDOWN if status >= 500 else None
     error = ReplyError(
         status=status,
         type=kind,
         message=info.message or "the model failed while answering; retry",
         # 429 and 529 always tell the client when to come back (SPEC §1).
-        retry_after=cooldown if status in (429, 529) else None,
+        retry_after=wait if status in (429, 529) else None,
     )
-    if cooldown is None:
+    if wait is None:
         return Failure(error=error, retryable=False, reason="4xx")
-    reason = "429" if status == 429 else "529" if status == 529 else "5xx"
-    return Failure(error=error, retryable=True, cooldown=cooldown, reason=reason)
+    if status == 429:
+        return Failure(error=error, retryable=True, rate_limited=True, reason="429")
+    reason = "529" if status == 529 else "5xx"
+    return Failure(error=error, retryable=True, fault=True, reason=reason)

@@ -218,7 +218,10 @@ class _Builder:
         if not self.model.pdf:
             raise invalid(path, f"`{self.model.id}` does not accept PDFs")
         media_type, data = read_data_url(part.file.file_data, PDF_TYPES, path)
-        return {"type": "document", "source": {"type": "base64", "media_type": media_type, "data": data}}
+        return {
+            "type": "document",
+            "source": {"type": "base64", "media_type": media_type, "data": data},
+        }
 
     # ---- result ----
 

@@ -49,9 +49,7 @@ def to_reasoning(
     level = "low" if value == "minimal" else value
     if level not in model.effort_levels:
         levels = ", ".join(["none", *model.effort_levels])
-        raise invalid(
-            "reasoning_effort", f"`{model.id}` has no {level} level; use one of {levels}"
-        )
+        raise invalid("reasoning_effort", f"`{model.id}` has no {level} level; use one of {levels}")
     if forced_tool:
         return Reasoning()
     if model.thinking == "adaptive":

@@ -18,7 +18,9 @@ def to_tools(tools: list[FunctionTool], *, keep_cache: bool) -> list[dict[str, A
     out: list[dict[str, Any]] = []
     for i, tool in enumerate(tools):
         if tool.type != "function":
-            raise invalid(f"tools[{i}].type", f"only function tools are supported; got {tool.type!r}")
+            raise invalid(
+                f"tools[{i}].type", f"only function tools are supported; got {tool.type!r}"
+            )
         fn = tool.function
         if not fn.name:
             raise invalid(f"tools[{i}].function.name", "must not be empty")
