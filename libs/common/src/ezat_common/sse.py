@@ -95,9 +95,9 @@ class SseParser:
 def _terminator(buf: bytes, start: int) -> int:
     """Index of the LF ending a frame's last line (followed by a blank line), or -1."""
     lf = buf.find(b"\n\n", start)
-    crlf = buf.find(b"\n\r\n", start)
     if lf < 0:
-        return crlf
-    if crlf < 0:
-        return lf
-    return min(lf, crlf)
+        return buf.find(b"\n\r\n", start)
+    # Only a CRLF terminator *before* the LF one matters: bound the search so a read holding
+    # many LF frames stays linear instead of rescanning the whole buffer per frame.
+    crlf = buf.find(b"\n\r\n", start, lf + 3)
+    return lf if crlf < 0 else min(lf, crlf)
