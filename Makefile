@@ -35,5 +35,11 @@ fmt: install
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
+# Side-by-side benchmark (gateway vs the simulator alone) and the translation micro-suite; writes
+# bench/results.json. BENCH_ARGS: --quick, --soak 600, --profile DIR, --levels 1,32 (bench/run.py -h).
+BENCH_ARGS ?=
+bench: install
+	$(VENV)/bin/python bench/run.py $(BENCH_ARGS)
+
 clean:
 	rm -rf $(VENV) $(TOOLS) .ezat .pytest_cache

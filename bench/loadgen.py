@@ -132,7 +132,7 @@ async def _one(session: aiohttp.ClientSession, target: Target, out: Samples) -> 
             out.events += events
             out.latency.append(end - t0)
             out.ttft.append((first or end) - t0)
-    except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+    except (TimeoutError, aiohttp.ClientError, OSError) as exc:
         _fail(out, type(exc).__name__, str(exc).encode())
 
 

@@ -2,8 +2,10 @@
 
 A ``ProcGroup`` maps a name ("edge", "nats", "postgres", ...) to one or more pids; PostgreSQL is
 a postmaster plus its backends, so a group also covers every descendant of its pids. ``snapshot``
-returns ``{name: (cpu_seconds, rss_bytes)}``; differences of two snapshots give CPU used in a
-phase. ``Sampler`` polls RSS in the background (an asyncio task) and keeps each group's peak.
+returns ``{name: (cpu_seconds, rss_bytes)}`` (for such a multi-process group the memory is the
+sum of PSS, so shared buffers are not counted once per backend); differences of two snapshots give
+the CPU used in a phase. ``Sampler`` polls RSS in the background (an asyncio task) and keeps each
+group's peak.
 """
 
 from __future__ import annotations
@@ -30,6 +32,18 @@ def _stat(pid: int) -> tuple[int, float, int] | None:
     cpu = (int(fields[11]) + int(fields[12])) / _TICK  # utime + stime
     rss = int(fields[21]) * _PAGE
     return ppid, cpu, rss
+
+
+def _pss(pid: int) -> int | None:
+    """Proportional set size: shared pages divided among their sharers (sums correctly)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
+            for line in f:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        return None
+    return None
 
 
 def _children_map() -> dict[int, list[int]]:
@@ -71,11 +85,12 @@ class ProcGroup:
         for name, pids in self.pids().items():
             cpu = 0.0
             rss = 0
+            shared = name in self.with_descendants  # several processes: PSS, not RSS
             for pid in pids:
                 info = _stat(pid)
                 if info is not None:
                     cpu += info[1]
-                    rss += info[2]
+                    rss += (_pss(pid) or info[2]) if shared else info[2]
             out[name] = (cpu, rss)
         return out
 

@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -51,7 +53,7 @@ NOT_AVAILABLE = "n/a (not implemented)"
 def _args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--quick", action="store_true", help="~1-minute smoke run")
-    p.add_argument("--duration", type=float, help="measured seconds per phase (default 6)")
+    p.add_argument("--duration", type=float, help="measured seconds per phase (default 8)")
     p.add_argument("--warmup", type=float, help="warm-up seconds per phase (default 1)")
     p.add_argument("--levels", help="concurrency levels, comma-separated (default 1,32,256)")
     p.add_argument("--tokens", type=int, default=20, help="reply length of every request")
@@ -61,8 +63,9 @@ def _args() -> argparse.Namespace:
     p.add_argument("--profile-seconds", type=float, default=15.0)
     p.add_argument("--no-micro", action="store_true", help="skip the pytest-benchmark suite")
     p.add_argument("--out", type=Path, default=HERE / "results.json")
+    p.add_argument("--keep", action="store_true", help="keep the stack's data folder and logs")
     args = p.parse_args()
-    args.duration = args.duration or (1.5 if args.quick else 6.0)
+    args.duration = args.duration or (1.5 if args.quick else 8.0)
     args.warmup = args.warmup if args.warmup is not None else (0.5 if args.quick else 1.0)
     args.levels = [int(x) for x in (args.levels or "1,32,256").split(",")]
     return args
@@ -275,6 +278,9 @@ def main() -> None:
         micro = run_micro(args.quick)
     print("starting the stack and the direct simulator ...", flush=True)
     systems = Systems()
+    if not args.keep:
+        # Registered before the stack starts, so it runs after pgserver's own exit hook (LIFO).
+        atexit.register(shutil.rmtree, systems.folder, ignore_errors=True)
     try:
         systems.start()
         print(f"  gateway {systems.gateway_url}, direct {systems.direct_url}", flush=True)

@@ -19,7 +19,6 @@ import asyncpg
 from ezat_cli.infra import free_port, stop_process, wait_port
 from ezat_cli.stack import SERVICES, Stack
 from ezat_common import db
-
 from procstat import ProcGroup
 
 MODEL = "claude-sonnet-5-5"
@@ -41,7 +40,7 @@ thinking = "adaptive"
 price = {{ input = 3.0, output = 15.0 }}
 
 [[simulators]]
-name = "sim-bench"
+name = "bench"
 listen = "127.0.0.1:{sim}"
 first_token_ms = 0
 token_ms = 0

@@ -124,7 +124,11 @@ def deployment(name: str, region: str, base_url: str) -> DeploymentConfig:
 
 @contextlib.asynccontextmanager
 async def running_stack(
-    nats_url: str, layout: list[tuple[str, str]], billing: str = "ack", ack_delay: float = 0.0
+    nats_url: str,
+    layout: list[tuple[str, str]],
+    billing: str = "ack",
+    ack_delay: float = 0.0,
+    breaker_failures: int = 5,
 ) -> AsyncIterator[Stack]:
     """Deployments ``(name, region)``; the router's own region is "eu", so "eu" ones go first.
 
@@ -150,7 +154,11 @@ async def running_stack(
         ],
         deployments=deps,
         router=RouterConfig(
-            region="eu", connect_timeout=1.0, first_byte_timeout=3.0, between_events_timeout=3.0
+            region="eu",
+            connect_timeout=1.0,
+            first_byte_timeout=3.0,
+            between_events_timeout=3.0,
+            breaker_failures=breaker_failures,
         ),
     )
     nc = await nats.connect(nats_url)
@@ -205,7 +213,11 @@ async def test_stream_relays_frames_in_order_and_ends_only_after_the_ack(nats_ur
         replies = await stack.send(req)
 
         assert isinstance(replies[0], ReplyHead)
-        assert replies[0].headers == {"x-ezat-region": "eu", "x-ezat-deployment": "a"}
+        assert replies[0].headers == {
+            "x-ezat-region": "eu",
+            "x-ezat-deployment": "a",
+            "x-ezat-affinity": "none",
+        }
         # One chunk per upstream read; message_stop held back from the chunks.
         assert [type(r) for r in replies] == [ReplyHead, *[ReplyChunk] * 4, ReplyEnd]
         data = chunks_of(replies)
@@ -239,7 +251,7 @@ async def test_stream_relays_frames_in_order_and_ends_only_after_the_ack(nats_ur
 
 
 async def test_failover_on_529_before_the_first_byte(nats_url: str) -> None:
-    async with running_stack(nats_url, [("a", "eu"), ("b", "us")]) as stack:
+    async with running_stack(nats_url, [("a", "eu"), ("b", "us")], breaker_failures=2) as stack:
         up = stack.upstream
         up.scripts["a"] = up.status(529, error_body("overloaded_error", "Overloaded"))
         up.scripts["b"] = up.sse(STREAM_WRITES)
@@ -249,10 +261,13 @@ async def test_failover_on_529_before_the_first_byte(nats_url: str) -> None:
         assert replies[0].headers["x-ezat-deployment"] == "b"
         assert isinstance(replies[-1], ReplyEnd)
         assert (len(up.calls_to("a")), len(up.calls_to("b"))) == (1, 1)
-        assert stack.service.health.is_cooling("a", time.time())
-        # While "a" cools down, the next request goes straight to "b".
+        assert stack.service.shared.health("a").failures == 1
+        # A second consecutive fault opens the breaker (breaker_failures = 2 here): from then on
+        # requests go straight to "b".
         await stack.send(stack.request())
-        assert (len(up.calls_to("a")), len(up.calls_to("b"))) == (1, 2)
+        assert stack.service.shared.availability("a", time.time()) == "open"
+        await stack.send(stack.request())
+        assert (len(up.calls_to("a")), len(up.calls_to("b"))) == (2, 3)
 
 
 async def test_failover_on_connect_error_and_on_an_error_event_before_anything_was_sent(
@@ -264,14 +279,13 @@ async def test_failover_on_connect_error_and_on_an_error_event_before_anything_w
         up.scripts["a"] = up.sse([error_event("overloaded_error", "busy")])
         up.scripts["b"] = up.sse([error_event("overloaded_error", "busy")])
         failed = await stack.send(stack.request())
-        assert failed == [
+        assert [msgspec.structs.replace(r, headers={}) for r in failed] == [
             ReplyError(status=529, type="overloaded_error", message="busy", retry_after=2.0)
         ]
         assert len(up.calls) == 2  # dead (no HTTP call), then a and b: three attempts
 
-        stack.service.health.succeeded("a", time.time())
-        stack.service.health.succeeded("b", time.time())
-        stack.service.health.succeeded("dead", time.time())
+        for name in ("a", "b", "dead"):
+            stack.service.shared.succeeded(name, time.time())
         up.scripts["a"] = up.sse(STREAM_WRITES)
         up.scripts["b"] = up.sse(STREAM_WRITES)
         replies = await stack.send(stack.request(stream=True))
@@ -286,11 +300,11 @@ async def test_400_is_relayed_without_failover(nats_url: str) -> None:
         up.scripts["a"] = up.status(400, error_body("invalid_request_error", "tools.0: bad"))
         up.scripts["b"] = up.sse(STREAM_WRITES)
         replies = await stack.send(stack.request())
-        assert replies == [
+        assert [msgspec.structs.replace(r, headers={}) for r in replies] == [
             ReplyError(status=400, type="invalid_request_error", message="tools.0: bad")
         ]
         assert up.calls_to("b") == []
-        assert not stack.service.health.is_cooling("a", time.time())
+        assert stack.service.shared.health("a").failures == 0
 
 
 async def test_every_deployment_rate_limited_gives_429_with_retry_after(nats_url: str) -> None:
@@ -316,7 +330,11 @@ async def test_mid_stream_error_event_ends_with_that_error(nats_url: str) -> Non
         assert isinstance(replies[0], ReplyHead)
         assert start_model(chunks_of(replies)) == CLIENT_MODEL
         assert replies[-1] == ReplyError(
-            status=529, type="overloaded_error", message="x", retry_after=2.0
+            status=529,
+            type="overloaded_error",
+            message="x",
+            retry_after=2.0,
+            headers={"x-ezat-region": "eu", "x-ezat-deployment": "a", "x-ezat-affinity": "none"},
         )
         assert up.calls_to("b") == []  # no failover once bytes reached the client
         rec = await stack.record_of(req.request_id)
@@ -333,7 +351,7 @@ async def test_upstream_dropping_mid_stream_is_an_uncharged_error(nats_url: str)
         assert (replies[-1].status, replies[-1].type) == (500, "api_error")
         assert "not charged" in replies[-1].message
         assert (await stack.record_of(req.request_id)).status == "failed"
-        assert stack.service.health.is_cooling("a", time.time())
+        assert stack.service.shared.health("a").failures == 1  # a broken stream is a fault
 
 
 async def test_cancel_closes_the_upstream_and_records_client_closed(nats_url: str) -> None:
@@ -441,3 +459,20 @@ async def test_unacknowledged_usage_fails_the_request(nats_url: str) -> None:
             assert "could not be recorded" in replies[-1].message
         assert not any(isinstance(r, ReplyEnd) for r in streamed)
         assert isinstance(streamed[0], ReplyHead)
+
+
+async def test_silent_billing_releases_the_end_after_the_outbox_stored_the_record(
+    nats_url: str,
+) -> None:
+    async with running_stack(nats_url, [("a", "eu")], billing="silent") as stack:
+        up = stack.upstream
+        up.scripts["a"] = up.sse(STREAM_WRITES)
+        replies = await stack.send(stack.request())
+        assert isinstance(replies[-1], ReplyEnd)
+        js = stack.nc.jetstream()
+        info = await js.stream_info(stack.subjects.outbox_stream)
+        assert info.state.messages == 1
+        stored = await js.get_last_msg(stack.subjects.outbox_stream, stack.subjects.usage_outbox)
+        assert stored.data is not None
+        rec = envelopes.decode_usage_record(stored.data)
+        assert rec.request_id == stack.records[0].request_id and rec.status == "complete"

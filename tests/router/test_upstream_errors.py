@@ -21,17 +21,18 @@ def body(kind: str, message: str) -> bytes:
 
 
 @pytest.mark.parametrize(
-    ("status", "retry_after", "client_status", "client_type", "retryable", "cooldown", "wait"),
+    ("status", "retry_after", "client_status", "client_type", "retryable", "health", "wait"),
     [
-        (429, None, 429, "rate_limit_error", True, RATE_LIMIT_COOLDOWN, RATE_LIMIT_COOLDOWN),
-        (429, "12", 429, "rate_limit_error", True, 12.0, 12.0),
-        (529, None, 529, "overloaded_error", True, FAULT_COOLDOWN, FAULT_COOLDOWN),
-        (503, "7", 529, "overloaded_error", True, 7.0, 7.0),
-        (500, None, 500, "api_error", True, FAULT_COOLDOWN, None),
-        (502, None, 502, "api_error", True, FAULT_COOLDOWN, None),
-        (504, None, 504, "timeout_error", True, FAULT_COOLDOWN, None),
-        (401, None, 500, "api_error", True, FAULT_COOLDOWN, None),  # the deployment's key
-        (403, None, 500, "api_error", True, FAULT_COOLDOWN, None),
+        # health: ("rest", seconds or None for the configured default), "fault" or None
+        (429, None, 429, "rate_limit_error", True, ("rest", None), RATE_LIMIT_COOLDOWN),
+        (429, "12", 429, "rate_limit_error", True, ("rest", 12.0), 12.0),
+        (529, None, 529, "overloaded_error", True, "fault", FAULT_COOLDOWN),
+        (503, "7", 529, "overloaded_error", True, "fault", 7.0),
+        (500, None, 500, "api_error", True, "fault", None),
+        (502, None, 502, "api_error", True, "fault", None),
+        (504, None, 504, "timeout_error", True, "fault", None),
+        (401, None, 500, "api_error", True, "fault", None),  # the deployment's key
+        (403, None, 500, "api_error", True, "fault", None),
         (400, None, 400, "invalid_request_error", False, None, None),
         (404, None, 404, "not_found_error", False, None, None),
         (413, None, 413, "request_too_large", False, None, None),
@@ -43,7 +44,7 @@ def test_status_mapping(
     client_status: int,
     client_type: str,
     retryable: bool,
-    cooldown: float | None,
+    health: object,
     wait: float | None,
 ) -> None:
     kind = {400: "invalid_request_error", 404: "not_found_error", 413: "request_too_large"}
@@ -51,7 +52,12 @@ def test_status_mapping(
     assert failure.error.status == client_status
     assert failure.error.type == client_type
     assert failure.retryable is retryable
-    assert failure.cooldown == cooldown
+    if isinstance(health, tuple):
+        assert failure.rate_limited and not failure.fault
+        assert failure.cooldown == health[1]
+    else:
+        assert failure.fault is (health == "fault")
+        assert not failure.rate_limited and failure.cooldown is None
     assert failure.error.retry_after == wait
 
 
@@ -101,7 +107,7 @@ def test_parse_retry_after(value: str | None, seconds: float | None) -> None:
 def test_transport_failures(kind: str, status: int, type_: str) -> None:
     failure = from_transport(kind, MODEL, 30.0)
     assert (failure.error.status, failure.error.type) == (status, type_)
-    assert failure.retryable and failure.cooldown == FAULT_COOLDOWN
+    assert failure.retryable and failure.fault and not failure.rate_limited
     assert MODEL in failure.error.message or kind == "dropped"
 
 
@@ -135,4 +141,5 @@ def test_stream_error_event(kind: str, status: int, retryable: bool, wait: float
     assert failure.error.message == "boom"
     assert failure.retryable is retryable
     assert failure.error.retry_after == wait
-    assert (failure.cooldown is None) is not retryable
+    assert (failure.fault or failure.rate_limited) is retryable
+    assert failure.rate_limited is (status == 429)

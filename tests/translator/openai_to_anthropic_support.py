@@ -33,7 +33,7 @@ price = { input = 3.0, output = 15.0 }
 [[models]]
 id = "test/budget"
 context_window = 200000
-max_output_tokens = 64000
+max_output_tokens = 128000
 sampling = true
 thinking = "budget"
 effort_levels = ["low", "medium", "high", "xhigh", "max"]
@@ -45,6 +45,14 @@ context_window = 200000
 max_output_tokens = 8192
 thinking = "budget"
 effort_levels = ["low", "medium", "high"]
+price = { input = 1.0, output = 5.0 }
+
+[[models]]
+id = "test/tiny"
+context_window = 8000
+max_output_tokens = 1024
+thinking = "budget"
+effort_levels = ["low"]
 price = { input = 1.0, output = 5.0 }
 
 [[models]]

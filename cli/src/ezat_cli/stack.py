@@ -103,6 +103,17 @@ class Stack:
             self._add(Child(svc, [sys.executable, "-m", MODULES[svc]], env, self._log(svc)))
         self.wait_ready(timeout)
 
+    def add_service(
+        self, name: str, module: str, env_overrides: dict[str, str] | None = None
+    ) -> Child:
+        """Start one more supervised process after ``start()`` (e.g. a second router replica);
+        ``module`` is a key of ``MODULES`` or a module name."""
+        env = {**self.env(), **(env_overrides or {})}
+        args = [sys.executable, "-m", MODULES.get(module, module)]
+        child = Child(name, args, env, self._log(name))
+        self._add(child)
+        return child
+
     def _log(self, name: str) -> Path:
         return self.data_dir / "logs" / f"{name}.log"
 

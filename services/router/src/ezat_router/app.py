@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import time
 from typing import Any
 
 from ezat_common import bus, logs
@@ -19,11 +21,13 @@ from ezat_common.subjects import QUEUE_ROUTER, Subjects, from_env
 from nats.aio.client import Client
 
 from .billing import Billing
-from .core.health import Cooldowns
 from .handlers import Handlers
 from .routing import Router
+from .shared_state import SharedState
 from .upstream import Upstream
 
+ENV_REGION = "EZAT_ROUTER_REGION"
+ENV_METRICS_LISTEN = "EZAT_ROUTER_METRICS_LISTEN"
 DRAIN_SECONDS = 10.0
 # After the drain, cancelled requests get this long to publish their error and usage.
 CANCEL_GRACE_SECONDS = 2.0
@@ -32,20 +36,37 @@ CANCEL_GRACE_SECONDS = 2.0
 class RouterService:
     """The router on an open NATS connection; ``start`` subscribes, ``stop`` drains."""
 
-    def __init__(self, cfg: Config, nc: Client, subjects: Subjects) -> None:
+    def __init__(
+        self,
+        cfg: Config,
+        nc: Client,
+        subjects: Subjects,
+        redis_url: str | None = None,
+        region: str | None = None,
+    ) -> None:
         self._nc = nc
         self._subjects = subjects
+        self.region = region or cfg.router.region
         self.upstream = Upstream(cfg.router)
         self.billing = Billing(nc, subjects)
-        self.health = Cooldowns()
+        self.shared = SharedState(
+            cfg.router, self.region, [d.name for d in cfg.deployments], redis_url, time.time
+        )
         self.router = Router(
-            cfg, nc, Claims(nc, subjects), self.upstream, self.billing, self.health
+            cfg,
+            nc,
+            Claims(nc, subjects),
+            self.upstream,
+            self.billing,
+            self.shared,
+            region=self.region,
         )
         self.handlers = Handlers(self.router)
         self._subs: list[Any] = []
 
     async def start(self) -> None:
         await self.upstream.start()
+        await self.shared.start()
         self._subs.append(
             await self._nc.subscribe(
                 self._subjects.route, queue=QUEUE_ROUTER, cb=self.handlers.on_route
@@ -77,16 +98,28 @@ class RouterService:
             await cancel.unsubscribe()
         await self.billing.drain(CANCEL_GRACE_SECONDS)
         await self.upstream.close()
+        await self.shared.close()
 
 
 async def main(stop: asyncio.Event) -> None:
     log = logs.setup("router")
     cfg = load_config()
     nc = await bus.connect("router")
-    service = RouterService(cfg, nc, from_env())
+    # EZAT_ROUTER_REGION overrides [router] region (one config file, routers in several regions).
+    region = os.environ.get(ENV_REGION) or cfg.router.region
+    service = RouterService(cfg, nc, from_env(), os.environ.get("REDIS_URL") or None, region)
     await service.start()
-    common_metrics.serve(cfg.router.metrics_listen)
-    log.info("router ready", extra={"fields": {"deployments": len(cfg.deployments)}})
+    common_metrics.serve(os.environ.get(ENV_METRICS_LISTEN) or cfg.router.metrics_listen)
+    log.info(
+        "router ready",
+        extra={
+            "fields": {
+                "deployments": len(cfg.deployments),
+                "region": region,
+                "redis": service.shared.up,
+            }
+        },
+    )
     try:
         await stop.wait()
     finally:

@@ -37,3 +37,36 @@ ACTIVE_STREAMS = Gauge(
     "ezat_router_active_streams",
     "Upstream responses being relayed right now.",
 )
+AFFINITY = Counter(
+    "ezat_router_affinity_total",
+    "Routing decisions by affinity outcome: hit, new, moved (session), prefix, none.",
+    ["outcome"],
+)
+HEALTH_EVENTS = Counter(
+    "ezat_router_health_events_total",
+    "Health changes by deployment: cooldown, breaker_opened, breaker_closed, probe, ...",
+    ["deployment", "event"],
+)
+RETRY_BUDGET_EXHAUSTED = Counter(
+    "ezat_router_retry_budget_exhausted_total",
+    "Extra attempts (failover, last resort) refused because the retry budget was spent.",
+)
+ALL_DOWN = Counter(
+    "ezat_router_all_down_total",
+    "Requests answered without an attempt because every deployment of the model was resting.",
+    ["model"],
+)
+SHARED_STATE_ERRORS = Counter(
+    "ezat_router_shared_state_errors_total",
+    "Redis operations that failed or timed out (routing continued from hashing alone).",
+    ["op"],
+)
+SHARED_STATE_UP = Gauge(
+    "ezat_router_shared_state_up",
+    "1 while Redis (bindings, shared health) is reachable, 0 while routing from hashing alone.",
+)
+OUTSTANDING = Gauge(
+    "ezat_router_outstanding_requests",
+    "Requests in flight to each deployment from this replica (least-outstanding load balance).",
+    ["deployment"],
+)

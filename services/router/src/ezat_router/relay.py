@@ -19,7 +19,14 @@ import aiohttp
 from ezat_common import envelopes
 from ezat_common.bus import Claims
 from ezat_common.config import RouterConfig
-from ezat_common.envelopes import ReplyBody, ReplyChunk, ReplyEnd, RouteRequest, UsageRecord
+from ezat_common.envelopes import (
+    ReplyBody,
+    ReplyChunk,
+    ReplyEnd,
+    ReplyHead,
+    RouteRequest,
+    UsageRecord,
+)
 from ezat_common.sse import SseError, SseParser
 from nats.aio.client import Client
 
@@ -49,6 +56,7 @@ class RequestState:
         "final_sent",
         "first_token_at",
         "head_sent",
+        "reply_headers",
         "target",
         "upstream_started_at",
         "usage",
@@ -63,6 +71,8 @@ class RequestState:
         self.first_token_at = 0.0
         self.head_sent = False
         self.final_sent = False
+        # x-ezat-* headers of the attempt under way (deployment, region, affinity outcome).
+        self.reply_headers: dict[str, str] = {}
 
     @property
     def deployment(self) -> str:
@@ -149,7 +159,7 @@ class Relay:
                         state.first_token_at = self._clock()
                     if result.data:
                         if not state.head_sent:
-                            await publish(reply_to, target.head)
+                            await publish(reply_to, _encode(ReplyHead(headers=state.reply_headers)))
                             state.head_sent = True
                         await publish(reply_to, _encode(ReplyChunk(data=result.data)))
                     if result.finished:
@@ -171,7 +181,7 @@ class Relay:
         state.first_token_at = self._clock()
         if req.api == "count_tokens":
             # Free and not billed: relayed as is, no usage record, no model rewrite.
-            reply = ReplyBody(status=resp.status, headers=target.reply_headers)
+            reply = ReplyBody(status=resp.status, headers=state.reply_headers)
             reply.data, reply.data_ref = await self._claims.pack(data)
             await self._nc.publish(req.reply_to, _encode(reply))
             state.final_sent = True
@@ -183,7 +193,7 @@ class Relay:
         state.usage.feed_usage(usage, final=True)
         state.usage.feed_content(content)
         return await self._complete(
-            req, state, ReplyBody(status=resp.status, headers=target.reply_headers, data=out)
+            req, state, ReplyBody(status=resp.status, headers=state.reply_headers, data=out)
         )
 
     async def _complete(

@@ -12,25 +12,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections.abc import Callable
 
 import aiohttp
 from ezat_common import envelopes, logs
 from ezat_common.bus import Claims
-from ezat_common.config import Config
+from ezat_common.config import Config, DeploymentConfig
 from ezat_common.envelopes import Reply, ReplyError, RouteRequest
 from ezat_common.errors import model_not_found
 from nats.aio.client import Client
 
 from . import metrics
 from .billing import Billing
-from .core import selection
-from .core.health import HealthView
+from .core import health, selection
+from .core.budget import RetryBudget
 from .core.payload import PayloadError, with_model
 from .core.upstream_errors import Failure, from_status, from_transport
 from .core.usage import UsageAccumulator
 from .relay import Relay, RequestState, usage_base
+from .shared_state import SharedState
 from .upstream import Target, Upstream, UpstreamUnavailable, finish
 
 log = logging.getLogger("ezat.router")
@@ -48,6 +50,30 @@ INTERNAL = ReplyError(
 ERROR_BODY_LIMIT = 64 * 1024
 
 
+class Decision:
+    """How the request was routed, for the log line and the metrics."""
+
+    __slots__ = ("affinity", "home")
+
+    def __init__(self) -> None:
+        self.affinity = ""
+        self.home = ""
+
+
+def _with_headers(error: ReplyError, headers: dict[str, str]) -> ReplyError:
+    if not headers:
+        return error
+    return ReplyError(
+        status=error.status,
+        type=error.type,
+        message=error.message,
+        param=error.param,
+        code=error.code,
+        retry_after=error.retry_after,
+        headers={**error.headers, **headers},
+    )
+
+
 class Router:
     def __init__(
         self,
@@ -56,20 +82,27 @@ class Router:
         claims: Claims,
         upstream: Upstream,
         billing: Billing,
-        health: HealthView,
+        shared: SharedState,
+        region: str | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._cfg = cfg.router
+        self._region = region or cfg.router.region
         self._nc = nc
         self._claims = claims
         self._upstream = upstream
         self._billing = billing
-        self._health = health
+        self._shared = shared
         self._clock = clock
         self._relay = Relay(nc, claims, upstream, billing, cfg.router, clock)
         self._deployments = selection.by_model(cfg.deployments)
         self._targets = {dep.name: Target(dep) for dep in cfg.deployments}
         self._max_attempts = max(cfg.router.max_attempts, 1)
+        self._budget = RetryBudget(
+            cfg.router.retry_budget_ratio, cfg.router.retry_budget_min_per_second, clock()
+        )
+        # Requests in flight per deployment from this replica (least-outstanding balance).
+        self._outstanding: dict[str, int] = {}
         # Set at shutdown: requests cancelled from then on are told to retry, not billed.
         self.stopping = False
 
@@ -77,9 +110,10 @@ class Router:
         """The whole request; the body of its task."""
         logs.request_id.set(req.request_id)
         state = RequestState()
+        decision = Decision()
         outcome = "error"
         try:
-            outcome = await self._route(req, state)
+            outcome = await self._route(req, state, decision)
         except asyncio.CancelledError:
             outcome = await self._cancelled(req, state)
             raise
@@ -91,6 +125,8 @@ class Router:
                     await self._publish(req, INTERNAL)
         finally:
             metrics.REQUESTS.labels(state.deployment, outcome).inc()
+            if decision.affinity:
+                metrics.AFFINITY.labels(decision.affinity).inc()
             log.info(
                 "routed",
                 extra={
@@ -98,11 +134,19 @@ class Router:
                         "deployment": state.deployment,
                         "attempts": state.attempts,
                         "outcome": outcome,
+                        "affinity": decision.affinity,
+                        "home": decision.home,
+                        "region": self._region,
                     }
                 },
             )
 
-    async def _route(self, req: RouteRequest, state: RequestState) -> str:
+    def _session_ttl(self, req: RouteRequest) -> float:
+        if req.cache_ttl == "1h":
+            return float(self._cfg.session_ttl_1h_seconds)
+        return float(self._cfg.session_ttl_seconds)
+
+    async def _route(self, req: RouteRequest, state: RequestState, decision: Decision) -> str:
         body = await self._claims.unpack(req.body, req.body_ref)
         state.body_len = len(body)
         deployments = self._deployments.get(req.model)
@@ -118,26 +162,73 @@ class Router:
             await self._publish(req, reply)
             state.final_sent = True
             return "no_deployment"
+        kind: selection.Kind
+        bound: str | None = None
+        ttl = self._session_ttl(req)
+        if req.session_key:
+            kind, key = "session", req.session_key
+            bound = await self._shared.binding(req.model, key, ttl)
+        elif req.prefix_hash and req.cache_ttl and req.api != "count_tokens":
+            # Prefix affinity only matters when the request reads or writes a cache.
+            kind, key = "prefix", req.prefix_hash
+        else:
+            kind, key = "none", req.request_id
         now = self._clock()
-        order = selection.ordered(
+        self._budget.deposit(now)
+        shared = self._shared
+        planned = selection.plan(
             deployments,
-            self._cfg.region,
-            req.session_key or req.request_id,
-            lambda name: self._health.is_cooling(name, now),
+            local_region=self._region,
+            kind=kind,
+            key=key,
+            bound=bound,
+            available=lambda name: shared.availability(name, now),
+            outstanding=lambda name: self._outstanding.get(name, 0),
+            recovers_at=lambda name: health.recovers_at(shared.health(name), now),
+            spill=self._cfg.prefix_spill_outstanding,
         )
+        decision.affinity = planned.outcome
+        decision.home = planned.order[0].name if planned.order else ""
+        order = list(planned.order)
+        if not order:
+            # Every deployment rests. One last-resort attempt (health may be a moment stale,
+            # and a retry-after is a hint), if the retry budget allows; else refuse at once.
+            if planned.resting and self._budget.try_spend(now):
+                order = planned.resting[:1]
+            else:
+                if planned.resting:
+                    metrics.RETRY_BUDGET_EXHAUSTED.inc()
+                return await self._all_down(req, state, deployments, planned.outcome, now)
         failure: Failure | None = None
-        for dep in order[: self._max_attempts]:
+        served: str | None = None
+        for dep in order:
+            if state.attempts >= self._max_attempts:
+                break
+            if state.attempts and not self._budget.try_spend(self._clock()):
+                metrics.RETRY_BUDGET_EXHAUSTED.inc()
+                break
+            probe = shared.availability(dep.name, self._clock()) == "half_open"
+            if probe and not await shared.claim_probe(dep.name, self._clock()):
+                continue  # another request probes it
             if failure is not None and state.target is not None:
                 metrics.FAILOVERS.labels(state.target.dep.name, failure.reason).inc()
-            failure = await self._attempt(req, state, self._targets[dep.name], body)
-            if failure is None:
-                return "ok"
-            if failure.cooldown is not None:
-                self._health.failed(dep.name, self._clock(), failure.cooldown)
-            if not failure.retryable or state.head_sent:
+            affinity = selection.outcome_of(planned, kind, bound, dep.name)
+            target = self._targets[dep.name]
+            state.reply_headers = {**target.reply_headers, "x-ezat-affinity": affinity}
+            decision.affinity = affinity
+            failure = await self._attempt(req, state, target, body)
+            self._record_health(dep.name, failure, state)
+            if failure is None or not failure.retryable or state.head_sent:
+                served = dep.name
                 break
-        assert failure is not None
-        await self._publish(req, failure.error)
+        if not state.attempts:  # every candidate's probe was taken by another replica
+            return await self._all_down(req, state, deployments, planned.outcome, now)
+        if kind == "session" and served is not None and served != bound:
+            assert req.session_key is not None
+            shared.bind_later(req.model, req.session_key, served, ttl)
+        if failure is None:
+            return "ok"
+        await self._publish(req, _with_headers(failure.error, state.reply_headers))
         state.final_sent = True
         if state.head_sent:
             # The stream started and broke: recorded as failed (not billed) for the usage list.
@@ -146,6 +237,56 @@ class Router:
             )
             self._billing.record_later(record)
         return failure.reason
+
+    def _record_health(self, name: str, failure: Failure | None, state: RequestState) -> None:
+        """What the attempt says about the deployment (success is noted at the headers)."""
+        if failure is None:
+            return
+        now = self._clock()
+        if failure.rate_limited:
+            self._shared.rate_limited(name, now, failure.cooldown)
+        elif failure.fault:
+            self._shared.failed(name, now)
+        elif not state.head_sent:
+            # A 4xx is a working deployment's answer: as good as a success for its health.
+            self._shared.succeeded(name, state.upstream_started_at)
+
+    async def _all_down(
+        self,
+        req: RouteRequest,
+        state: RequestState,
+        deployments: tuple[DeploymentConfig, ...],
+        affinity: str,
+        now: float,
+    ) -> str:
+        """Every deployment rests and no attempt is allowed: 429 when they are all rate limited,
+        else 529, with retry-after until the first one may be tried again."""
+        metrics.ALL_DOWN.labels(req.model).inc()
+        states = [self._shared.health(d.name) for d in deployments]
+        wait = min(health.recovers_at(h, now) for h in states) - now
+        retry_after = float(max(1, math.ceil(wait)))
+        all_limited = all(h.open_until <= now and h.cooldown_until > now for h in states)
+        model = req.response_model
+        if all_limited:
+            reply = ReplyError(
+                status=429,
+                type="rate_limit_error",
+                message=f"the deployments of `{model}` are rate limited; retry after "
+                f"{retry_after:g} seconds",
+                retry_after=retry_after,
+            )
+        else:
+            reply = ReplyError(
+                status=529,
+                type="overloaded_error",
+                message=f"every deployment of `{model}` is unavailable; retry after "
+                f"{retry_after:g} seconds",
+                retry_after=retry_after,
+            )
+        reply.headers = {"x-ezat-region": self._region, "x-ezat-affinity": affinity}
+        await self._publish(req, reply)
+        state.final_sent = True
+        return "all_down"
 
     async def _attempt(
         self, req: RouteRequest, state: RequestState, target: Target, body: bytes
@@ -160,22 +301,29 @@ class Router:
         url = target.count_url if req.api == "count_tokens" else target.messages_url
         state.upstream_started_at = started = self._clock()
         tick = time.perf_counter()
+        name = target.dep.name
+        self._outstanding[name] = self._outstanding.get(name, 0) + 1
+        metrics.OUTSTANDING.labels(name).inc()
         try:
-            resp = await self._upstream.open(url, payload, target.request_headers(req))
-        except UpstreamUnavailable as exc:
-            return from_transport(exc.kind, req.response_model, self._cfg.first_byte_timeout)
-        metrics.FIRST_BYTE.labels(target.dep.name).observe(time.perf_counter() - tick)
-        try:
-            if resp.status >= 300:
-                return await self._refused(req, resp)
-            self._health.succeeded(target.dep.name, started)
-            if req.stream and req.api != "count_tokens":
-                return await self._relay.stream(req, state, target, resp)
-            return await self._relay.body(req, state, target, resp)
+            try:
+                resp = await self._upstream.open(url, payload, target.request_headers(req))
+            except UpstreamUnavailable as exc:
+                return from_transport(exc.kind, req.response_model, self._cfg.first_byte_timeout)
+            metrics.FIRST_BYTE.labels(name).observe(time.perf_counter() - tick)
+            try:
+                if resp.status >= 300:
+                    return await self._refused(req, resp)
+                self._shared.succeeded(name, started)
+                if req.stream and req.api != "count_tokens":
+                    return await self._relay.stream(req, state, target, resp)
+                return await self._relay.body(req, state, target, resp)
+            finally:
+                # On every exit, cancellation included: an unread response closes its
+                # connection, which is how the deployment learns the client went away.
+                finish(resp)
         finally:
-            # On every exit, cancellation included: an unread response closes its connection,
-            # which is how the deployment learns the client went away.
-            finish(resp)
+            self._outstanding[name] -= 1
+            metrics.OUTSTANDING.labels(name).dec()
 
     async def _refused(self, req: RouteRequest, resp: aiohttp.ClientResponse) -> Failure:
         """A non-2xx answer; its (small) body says why."""

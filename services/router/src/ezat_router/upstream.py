@@ -12,7 +12,6 @@ import asyncio
 from typing import Literal
 
 import aiohttp
-from ezat_common import envelopes
 from ezat_common.config import DeploymentConfig, RouterConfig
 from ezat_common.envelopes import RouteRequest
 
@@ -35,7 +34,7 @@ class UpstreamUnavailable(Exception):
 class Target:
     """One deployment with everything per-request work needs, computed once."""
 
-    __slots__ = ("count_url", "dep", "head", "headers", "messages_url", "prefix", "reply_headers")
+    __slots__ = ("count_url", "dep", "headers", "messages_url", "prefix", "reply_headers")
 
     def __init__(self, dep: DeploymentConfig) -> None:
         self.dep = dep
@@ -48,8 +47,8 @@ class Target:
         if key:
             headers["x-api-key"] = key
         self.headers = headers
+        # Base of every reply's x-ezat-* headers; the router adds the affinity outcome.
         self.reply_headers = {"x-ezat-region": dep.region, "x-ezat-deployment": dep.name}
-        self.head = envelopes.encode(envelopes.ReplyHead(headers=self.reply_headers))
 
     def request_headers(self, req: RouteRequest) -> dict[str, str]:
         headers = dict(self.headers)

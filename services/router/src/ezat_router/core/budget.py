@@ -35,7 +35,7 @@ class RetryBudget:
     def try_spend(self, now: float) -> bool:
         """True (and one token spent) when an extra attempt is allowed now."""
         self._refill(now)
-        if self.tokens >= 1.0:
-            self.tokens -= 1.0
+        if self.tokens >= 1.0 - 1e-9:
+            self.tokens = max(self.tokens - 1.0, 0.0)
             return True
         return False

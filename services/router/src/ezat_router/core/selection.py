@@ -13,7 +13,8 @@ The home (first attempt) is chosen by the request's affinity:
   the least loaded candidate, so one hot prompt cannot pile onto one deployment.
 - ``none``: weighted least-outstanding-requests (``none``).
 
-Failover order after the home: the other candidates by the same rendezvous (or load) order.
+Failover order after the home: the other candidates by the same rendezvous (or load) order,
+then the available deployments of the other regions (this request found the local ones failing).
 Unavailable deployments are not candidates; they are returned separately, soonest recovering
 first, for the router's last-resort decision.
 """
@@ -109,25 +110,31 @@ def plan(
     spill: int,
 ) -> Plan:
     pool = candidates(deployments, local_region, available)
-    names = {d.name for d in pool}
+    in_pool = {d.name for d in pool}
+    # Failover may still cross regions: once this request exhausted the local candidates,
+    # none of them is healthy for it.
+    farther = [d for d in deployments if available(d.name) in AVAILABLE and d.name not in in_pool]
     resting = sorted(
-        (d for d in deployments if d.name not in names), key=lambda d: recovers_at(d.name)
+        (d for d in deployments if available(d.name) not in AVAILABLE),
+        key=lambda d: recovers_at(d.name),
     )
     if kind == "none":
-        return Plan(by_load(pool, outstanding, key), "none", resting)
+        order = by_load(pool, outstanding, key) + by_load(farther, outstanding, key)
+        return Plan(order, "none", resting)
     order = by_rendezvous(pool, key)
+    tail = by_rendezvous(farther, key)
     if kind == "prefix":
         if order:
             least = min(outstanding(d.name) for d in order)
             if outstanding(order[0].name) - least >= spill:
                 order = by_load(pool, outstanding, key)
-        return Plan(order, "prefix", resting)
+        return Plan(order + tail, "prefix", resting)
     if bound is None:
-        return Plan(order, "new", resting)
+        return Plan(order + tail, "new", resting)
     for i, dep in enumerate(order):
         if dep.name == bound:
-            return Plan([dep, *order[:i], *order[i + 1 :]], "hit", resting)
-    return Plan(order, "moved", resting)
+            return Plan([dep, *order[:i], *order[i + 1 :], *tail], "hit", resting)
+    return Plan(order + tail, "moved", resting)
 
 
 def outcome_of(planned: Plan, kind: Kind, bound: str | None, served: str) -> Outcome:

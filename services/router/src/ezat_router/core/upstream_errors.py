@@ -4,8 +4,8 @@ Every failure becomes a ``Failure``: the ``ReplyError`` the client gets if it is
 whether another deployment may be tried (only ever before the first byte reached the client),
 and what it says about the deployment: a 429 rests it (``rate_limited``, for ``cooldown``
 seconds when it said how long), a fault (5xx, 529, unreachable, too slow, broken stream) counts
-towards its circuit breaker (``fault``), a 4xx says nothing about it. Client messages name the model, never a host,
-URL or stack trace.
+towards its circuit breaker (``fault``), a 4xx says nothing about it. Client messages name the
+model, never a host, URL or stack trace.
 
 Failover rules: connect errors, timeouts before the response headers, 429, 5xx and 529 try the
 next deployment. 401/403 also do (they mean the *deployment's* credentials are wrong, which the

@@ -83,6 +83,7 @@ class ChatStream:
         "_head",
         "_include_usage",
         "_parser",
+        "_role_chunk",
         "_started",
         "_tail",
         "_text_close",
@@ -112,6 +113,13 @@ class ChatStream:
         self._text_open = self._head + _OPEN_CHOICE + b'{"content":'
         self._text_close = b"}" + _CLOSE_CHOICE + self._tail
         self._args_open = self._head + _OPEN_CHOICE + b'{"tool_calls":[{"index":'
+        self._role_chunk = (
+            self._head
+            + _OPEN_CHOICE
+            + b'{"role":"assistant","content":""}'
+            + _CLOSE_CHOICE
+            + self._tail
+        )
         self._include_usage = include_usage
         self._parser = SseParser()
         self._counts = TokenCounts()
@@ -193,17 +201,14 @@ class ChatStream:
 
     def finish(self) -> bytes:
         """End of input: b"" after [DONE]; a stream cut before ``message_stop`` is a failure."""
-        return self.error(502, "the model's response stream ended before it was complete")
+        return self.error(500, "the model's response stream ended before it was complete")
 
     # ---- events -----------------------------------------------------------------------------
 
     def _start(self, out: list[bytes]) -> None:
         if not self._started:
             self._started = True
-            out.append(
-                self._head + _OPEN_CHOICE + b'{"role":"assistant","content":""}'
-                b"" + _CLOSE_CHOICE + self._tail
-            )
+            out.append(self._role_chunk)
 
     def _finish(self, stop_reason: str | None, out: list[bytes]) -> None:
         if self._finish_reason is not None:

@@ -14,6 +14,7 @@ from ezat_common.errors import invalid
 
 IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
 PDF_TYPES = ("application/pdf",)
+_NAMES = "JPEG, PNG, GIF, WebP or PDF"
 
 _DATA_URL = re.compile(r"data:(?P<type>[^;,]*)(?P<params>(?:;[^;,]*)*),(?P<data>.*)", re.S | re.I)
 
@@ -59,6 +60,6 @@ def read_data_url(url: str, allowed: tuple[str, ...], path: str) -> tuple[str, s
         raise invalid(path, "the data URL is empty")
     found = sniff(raw)
     if found != media_type:
-        actual = f"a {found} file" if found else "not a file of a supported type"
-        raise invalid(path, f"the data is declared as {media_type} but is {actual}")
+        actual = f"the bytes are {found}" if found else f"the bytes are not {_NAMES}"
+        raise invalid(path, f"the data is declared as {media_type} but {actual}")
     return media_type, data

@@ -27,7 +27,6 @@ from ezat_common.schemas.openai import (
     FilePart,
     FunctionMessage,
     ImagePart,
-    RefusalPart,
     SystemMessage,
     TextPart,
     ToolMessage,
@@ -183,8 +182,6 @@ class _Builder:
                     blocks.append(self.cached(self.document_block(part, path), part.cache_control))
                 case AudioPart():
                     raise invalid(f"{path}.input_audio", "audio input is not supported")
-                case RefusalPart():
-                    raise invalid(f"{path}.type", "refusal parts belong to assistant messages")
         return blocks
 
     def image_block(self, part: ImagePart, path: str) -> dict[str, Any]:

@@ -141,6 +141,7 @@ def located(text: str) -> GatewayError:
     match = _ERROR_AT.match(text)
     if match:
         path, problem = match["path"].lstrip("."), match["problem"]
+    problem = problem.replace(" | null`", "`")  # null is accepted as "not sent" everywhere
     missing = _MISSING.match(problem)
     if missing:
         path = f"{path}.{missing['field']}" if path else missing["field"]

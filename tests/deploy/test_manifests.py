@@ -1,0 +1,446 @@
+"""Static checks of deploy/: manifests parse, pods are locked down, and the NATS users in
+nats.yaml grant each service exactly the subjects it uses (derived from ezat_common.subjects).
+
+Fast and offline: YAML and a small parser for the NATS config, no cluster, no server.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+import yaml
+from ezat_common.config import parse_config
+from ezat_common.subjects import (
+    QUEUE_BILLING,
+    QUEUE_FETCHER,
+    QUEUE_ROUTER,
+    QUEUE_TRANSLATOR,
+    Subjects,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+K8S = ROOT / "deploy" / "k8s"
+SERVICES = ("edge", "translator", "router", "billing", "fetcher")
+S = Subjects(prefix="ezat")
+DURABLE = "billing-outbox"  # ezat_billing.drain.DURABLE (asserted below)
+
+
+def docs(path: Path) -> list[dict[str, Any]]:
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # safe either way, C is faster
+    return [d for d in yaml.load_all(path.read_text(), Loader=loader) if d]
+
+
+ALL_FILES = sorted([*K8S.rglob("*.yaml"), *(ROOT / "deploy" / "overlays").rglob("*.yaml")])
+ALL_DOCS = [(p, d) for p in ALL_FILES for d in docs(p)]
+
+
+# ---- manifests --------------------------------------------------------------------------------
+
+
+def test_every_yaml_file_parses() -> None:
+    assert len(ALL_FILES) >= 12
+    assert {p for p, _ in ALL_DOCS} == set(ALL_FILES)  # every file has a document
+    for path, d in ALL_DOCS:
+        assert isinstance(d, dict) and ("kind" in d or "resources" in d), path
+
+
+def pod_specs() -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    for path, d in ALL_DOCS:
+        if d.get("kind") in ("Deployment", "StatefulSet", "Job", "DaemonSet"):
+            out.append((f"{path.name}:{d['metadata']['name']}", d["spec"]["template"]["spec"]))
+    return out
+
+
+def test_every_container_is_locked_down() -> None:
+    specs = pod_specs()
+    assert {n.split(":")[1] for n, _ in specs} >= {f"ezat-{s}" for s in SERVICES} | {"nats"}
+    for name, spec in specs:
+        pod_sc = spec.get("securityContext", {})
+        for c in spec.get("initContainers", []) + spec["containers"]:
+            sc = c.get("securityContext", {})
+            where = f"{name}/{c['name']}"
+            assert sc.get("runAsNonRoot", pod_sc.get("runAsNonRoot")) is True, where
+            assert sc.get("runAsUser", pod_sc.get("runAsUser", 1)) != 0, where
+            assert sc.get("readOnlyRootFilesystem") is True, where
+            assert sc.get("allowPrivilegeEscalation") is False, where
+            assert sc.get("privileged", False) is False, where
+            assert "ALL" in sc.get("capabilities", {}).get("drop", []), where
+
+
+def test_each_service_runs_ezat_serve() -> None:
+    found = {}
+    for _, d in ALL_DOCS:
+        if d.get("kind") == "Deployment" and d["metadata"]["name"].startswith("ezat-"):
+            svc = d["metadata"]["name"].removeprefix("ezat-")
+            main = d["spec"]["template"]["spec"]["containers"][0]
+            found[svc] = main["command"]
+    assert found == {s: ["ezat", "serve", s] for s in SERVICES}
+
+
+def test_edge_drains_and_probes() -> None:
+    edge = next(d for _, d in ALL_DOCS if d.get("kind") == "Deployment" and "edge" in str(d))
+    spec = edge["spec"]["template"]["spec"]
+    c = spec["containers"][0]
+    assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert "preStop" in c["lifecycle"]
+    assert spec["terminationGracePeriodSeconds"] >= 120
+    kinds = {d["kind"] for p, d in ALL_DOCS if p.name == "edge.yaml"}
+    assert {"Deployment", "Service", "HorizontalPodAutoscaler", "PodDisruptionBudget"} <= kinds
+
+
+def test_billing_stops_one_replica_at_a_time() -> None:
+    pdb = next(
+        d for p, d in ALL_DOCS if p.name == "billing.yaml" and d["kind"] == "PodDisruptionBudget"
+    )
+    assert pdb["spec"]["maxUnavailable"] == 1
+    dep = next(d for p, d in ALL_DOCS if p.name == "billing.yaml" and d["kind"] == "Deployment")
+    assert dep["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+
+
+def test_production_config_is_valid_and_keys_are_provided() -> None:
+    cm = next(d for p, d in ALL_DOCS if p.name == "configmap.yaml")
+    cfg = parse_config(cm["data"]["ezat.toml"], "configmap.yaml")
+    assert {d.region for d in cfg.deployments} == {"us-east-1", "eu-west-1"}
+    assert all(d.api_key is None and d.api_key_env for d in cfg.deployments)
+    for section in (cfg.router, cfg.translator, cfg.billing, cfg.fetcher):
+        assert section.metrics_listen == "0.0.0.0:9464"
+    router = next(d for p, d in ALL_DOCS if p.name == "router.yaml" and d["kind"] == "Deployment")
+    env = {e["name"]: e for e in router["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert {d.api_key_env for d in cfg.deployments} <= set(env)
+    assert env["EZAT_ROUTER_REGION"]["valueFrom"]["configMapKeyRef"]["name"] == "ezat-region"
+    for region in ("us-east-1", "eu-west-1"):
+        overlay = docs(ROOT / "deploy" / "overlays" / region / "kustomization.yaml")[0]
+        gen = {g["name"]: g["literals"] for g in overlay["configMapGenerator"]}
+        assert gen["ezat-region"] == [f"region={region}"]
+
+
+# ---- the NATS config parser -------------------------------------------------------------------
+
+_TOKEN = re.compile(
+    r'\s*(?:(?P<comment>(?:#|//)[^\n]*)|(?P<str>"(?:[^"\\]|\\.)*")|(?P<punct>[{}\[\],:=])'
+    r"|(?P<word>[^\s{}\[\],:=\"#]+))"
+)
+
+
+def _tokens(text: str) -> list[str]:
+    out, pos = [], 0
+    text = text.rstrip()
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        assert m, f"cannot parse NATS config at {text[pos : pos + 40]!r}"
+        pos = m.end()
+        if m["comment"] is None:
+            out.append(m[0].strip())
+    return out
+
+
+def parse_nats_conf(text: str) -> dict[str, Any]:
+    """The subset of the NATS config syntax nats.yaml uses: maps, arrays, strings, words."""
+    toks = _tokens(text)
+    i = 0
+
+    def value() -> Any:
+        nonlocal i
+        t = toks[i]
+        i += 1
+        if t == "{":
+            return members("}")
+        if t == "[":
+            items = []
+            while toks[i] != "]":
+                items.append(value())
+                if toks[i] == ",":
+                    i += 1
+            i += 1
+            return items
+        if t.startswith('"'):
+            return msgspec.json.decode(t)
+        return {"true": True, "false": False}.get(t, t)
+
+    def members(end: str | None) -> dict[str, Any]:
+        nonlocal i
+        out: dict[str, Any] = {}
+        while i < len(toks) and toks[i] != end:
+            key = toks[i].strip('"')
+            i += 1
+            if toks[i] in (":", "="):
+                i += 1
+            out[key] = value()
+            if i < len(toks) and toks[i] == ",":
+                i += 1
+        i += 1
+        return out
+
+    return members(None)
+
+
+def nats_users() -> dict[str, dict[str, Any]]:
+    cm = next(d for p, d in ALL_DOCS if p.name == "nats.yaml" and d["kind"] == "ConfigMap")
+    assert 'include "auth.conf"' in cm["data"]["nats.conf"]
+    auth = parse_nats_conf(cm["data"]["auth.conf"])
+    users = auth["accounts"]["EZAT"]["users"]
+    assert auth["accounts"]["EZAT"]["jetstream"] == "enabled"
+    return {u["user"]: u.get("permissions", {}) for u in users}
+
+
+# ---- NATS subject matching --------------------------------------------------------------------
+
+
+def matches(pattern: str, subject: str) -> bool:
+    """NATS wildcards: `*` is exactly one token, `>` one or more trailing tokens. A wildcard
+    inside a subject (a subscription) matches only if the pattern covers it."""
+    p, s = pattern.split("."), subject.split(".")
+    for k, tok in enumerate(p):
+        if tok == ">":
+            return len(s) > k
+        if k >= len(s):
+            return False
+        if tok == "*":
+            if s[k] == ">":
+                return False
+            continue
+        if tok != s[k]:
+            return False
+    return len(p) == len(s)
+
+
+def test_matcher() -> None:
+    assert matches("a.*.c", "a.b.c") and not matches("a.*.c", "a.b.d")
+    assert matches("a.>", "a.b.c") and not matches("a.>", "a")
+    assert matches("a.*", "a.*") and not matches("a.b", "a.*") and not matches("a.*", "a.>")
+    assert not matches("a.b", "a.b.c") and not matches("a.b.c", "a.b")
+
+
+def _split(entry: str) -> tuple[str, str | None]:
+    subject, _, queue = entry.partition(" ")
+    return subject, queue or None
+
+
+def may(perms: dict[str, Any], kind: str, subject: str, queue: str | None = None) -> bool:
+    """Whether `perms` lets the user publish/subscribe `subject` (NATS allow/deny semantics:
+    deny wins; a queue-restricted allow needs that queue group)."""
+    rules = perms.get(kind, {})
+    if isinstance(rules, list):
+        rules = {"allow": rules}
+    allow, deny = rules.get("allow"), rules.get("deny", [])
+
+    def hit(entries: list[str]) -> bool:
+        for e in entries:
+            subj, q = _split(e)
+            if matches(subj, subject) and (q is None or q == queue):
+                return True
+        return False
+
+    if hit(deny):
+        return False
+    return True if allow is None and kind in rules else hit(allow or [])
+
+
+# ---- what each service uses (from the code; see docs/architecture.md) --------------------------
+
+BUCKET = S.object_bucket
+OBJ = f"OBJ_{BUCKET}"
+OUTBOX = S.outbox_stream
+EDGE_INBOX = S.inbox("edge-0123456789ab") + ".7"
+TRANSLATOR_INBOX = S.inbox("translator-0123456789ab") + ".7"
+NO_ROUTER = S.inbox("translator-0123456789ab") + ".nr." + EDGE_INBOX
+REQUEST_INBOX = "_INBOX.Fj3Yq0o7x9Cw2ZkL5mN8pQ.1"  # nats-py request()/JetStream replies
+
+# Claim checks (bus.Claims): the object store's stream API, its $O subjects, ordered consumers.
+CLAIMS_PUB = [
+    f"$JS.API.STREAM.INFO.{OBJ}",
+    f"$JS.API.STREAM.CREATE.{OBJ}",
+    "$JS.API.STREAM.NAMES",
+    f"$JS.API.STREAM.PURGE.{OBJ}",
+    f"$JS.API.STREAM.MSG.GET.{OBJ}",
+    f"$JS.API.CONSUMER.CREATE.{OBJ}.abc.$O.{BUCKET}.C.xyz",
+    f"$JS.API.CONSUMER.DELETE.{OBJ}.abc",
+    f"$JS.FC.{OBJ}.abc.1",
+    f"$O.{BUCKET}.C.xyz",
+    f"$O.{BUCKET}.M.bmFtZQ==",
+]
+OUTBOX_SETUP = [f"$JS.API.STREAM.INFO.{OUTBOX}", f"$JS.API.STREAM.CREATE.{OUTBOX}"]
+
+# kind -> list of (subject, queue group or None)
+USES: dict[str, dict[str, list[tuple[str, str | None]]]] = {
+    "edge": {
+        "publish": [
+            (S.translate, None),
+            (S.cancel, None),
+            (S.usage_query, None),
+            *[(S.health(s), None) for s in ("translator", "router", "billing", "fetcher")],
+            *[(x, None) for x in CLAIMS_PUB],
+        ],
+        "subscribe": [
+            (S.inbox("edge-0123456789ab") + ".*", None),
+            (S.keys_revoked, None),
+            (REQUEST_INBOX, None),
+        ],
+    },
+    "translator": {
+        "publish": [
+            (S.route, None),
+            (S.fetch, None),
+            (EDGE_INBOX, None),
+            *[(x, None) for x in CLAIMS_PUB],
+        ],
+        "subscribe": [
+            (S.translate, QUEUE_TRANSLATOR),
+            (S.cancel, None),
+            (S.health("translator"), None),
+            (S.inbox("translator-0123456789ab") + ".*", None),
+            (S.inbox("translator-0123456789ab") + ".nr.>", None),
+            (REQUEST_INBOX, None),
+        ],
+    },
+    "router": {
+        "publish": [
+            (EDGE_INBOX, None),
+            (TRANSLATOR_INBOX, None),
+            (S.usage_record, None),
+            (S.usage_outbox, None),
+            *[(x, None) for x in OUTBOX_SETUP + CLAIMS_PUB],
+        ],
+        "subscribe": [
+            (S.route, QUEUE_ROUTER),
+            (S.cancel, None),
+            (S.health("router"), None),
+            (REQUEST_INBOX, None),
+        ],
+    },
+    "billing": {
+        "publish": [
+            (S.usage_outbox, None),
+            *[(x, None) for x in OUTBOX_SETUP],
+            (f"$JS.API.CONSUMER.INFO.{OUTBOX}.{DURABLE}", None),
+            (f"$JS.API.CONSUMER.CREATE.{OUTBOX}.{DURABLE}.{S.usage_outbox}", None),
+            (f"$JS.API.CONSUMER.DURABLE.CREATE.{OUTBOX}.{DURABLE}", None),
+            (f"$JS.API.CONSUMER.MSG.NEXT.{OUTBOX}.{DURABLE}", None),
+            (f"$JS.ACK.{OUTBOX}.{DURABLE}.1.5.5.1700000000000000000.0", None),
+        ],
+        "subscribe": [
+            (S.usage_record, QUEUE_BILLING),
+            (S.usage_query, QUEUE_BILLING),
+            (S.health("billing"), None),
+            (REQUEST_INBOX, None),
+        ],
+    },
+    "fetcher": {
+        "publish": [(x, None) for x in CLAIMS_PUB],
+        "subscribe": [(S.fetch, QUEUE_FETCHER), (S.health("fetcher"), None), (REQUEST_INBOX, None)],
+    },
+}
+# Services that answer requests they receive (health probes, fetches, usage records/queries).
+RESPONDERS = {"translator", "router", "billing", "fetcher"}
+
+
+def application_subjects() -> dict[str, str]:
+    """Every subject spelled in subjects.py, by attribute name: a new one must be placed."""
+    out: dict[str, str] = {}
+    for name, member in inspect.getmembers(Subjects):
+        if isinstance(member, property):
+            out[name] = getattr(S, name)
+    for svc in SERVICES:
+        out[f"health({svc})"] = S.health(svc)
+    return out
+
+
+NOT_SUBJECTS = {"object_bucket", "outbox_stream"}  # names of JetStream things, checked above
+
+
+def test_every_subject_in_subjects_py_is_accounted_for() -> None:
+    used = {subj for kinds in USES.values() for lst in kinds.values() for subj, _ in lst}
+    unplaced = [
+        f"{name} = {subj}"
+        for name, subj in application_subjects().items()
+        if name not in NOT_SUBJECTS and subj not in used and name != "health(edge)"
+    ]
+    assert not unplaced, f"subjects.py has subjects no service uses here; add them: {unplaced}"
+    # The billing outbox consumer's durable name (read, not imported: importing billing is slow).
+    drain = (ROOT / "services/billing/src/ezat_billing/drain.py").read_text()
+    assert f'DURABLE = "{DURABLE}"' in drain
+
+
+@pytest.mark.parametrize("service", SERVICES)
+def test_nats_user_grants_what_the_service_uses(service: str) -> None:
+    perms = nats_users()[service]
+    for kind, uses in USES[service].items():
+        for subject, queue in uses:
+            assert may(perms, kind, subject, queue), f"{service} may not {kind} {subject}"
+    assert bool(perms.get("allow_responses")) == (service in RESPONDERS)
+
+
+@pytest.mark.parametrize("service", SERVICES)
+def test_nats_user_grants_nothing_else(service: str) -> None:
+    perms = nats_users()[service]
+    used = {(k, s) for k, lst in USES[service].items() for s, _ in lst}
+    others = [*application_subjects().values(), f"$JS.API.STREAM.DELETE.{OUTBOX}"]
+    others += [f"$JS.API.STREAM.DELETE.{OBJ}", f"$JS.API.STREAM.PURGE.{OUTBOX}", "$JS.API.>"]
+    others += [NO_ROUTER, EDGE_INBOX, TRANSLATOR_INBOX, "ezat.>", ">"]
+    for kind in ("publish", "subscribe"):
+        for subject in others:
+            if (kind, subject) in used:
+                continue
+            # Inbox tokens carry the instance ("edge-<id>"): NATS has no partial-token wildcard,
+            # so a service granted one app inbox gets the others of the same shape.
+            app_inboxes = (EDGE_INBOX, TRANSLATOR_INBOX, NO_ROUTER)
+            if subject in app_inboxes and any(
+                s.startswith(S.inbox("")) for k, s in used if k == kind
+            ):
+                continue
+            assert not may(perms, kind, subject), f"{service} may {kind} {subject}"
+        # Queue subjects only within the service's own queue group.
+        for subject, queue in USES[service].get("subscribe", []):
+            if queue is not None:
+                assert not may(perms, "subscribe", subject, None), f"{service}: {subject}"
+                assert not may(perms, "subscribe", subject, "other"), f"{service}: {subject}"
+    # Wildcards only as whole tokens ("edge-*" would silently match nothing).
+    for rules in (perms.get("publish", {}), perms.get("subscribe", {})):
+        for entry in rules.get("allow", []) + rules.get("deny", []):
+            tokens = _split(entry)[0].split(".")
+            assert all(t in ("*", ">") or ("*" not in t and ">" not in t) for t in tokens), entry
+
+
+def test_only_billing_consumes_usage() -> None:
+    users = nats_users()
+    for user, perms in users.items():
+        for subject in (S.usage_record, S.usage_query):
+            for queue in (None, QUEUE_BILLING):
+                allowed = may(perms, "subscribe", subject, queue)
+                assert allowed == (user == "billing" and queue == QUEUE_BILLING), (user, subject)
+        # The outbox is consumed through billing's durable pull consumer, never subscribed.
+        assert not may(perms, "subscribe", S.usage_outbox, QUEUE_BILLING), user
+        consumer = f"$JS.API.CONSUMER.MSG.NEXT.{OUTBOX}.{DURABLE}"
+        assert may(perms, "publish", consumer) == (user == "billing"), user
+
+
+def test_fetcher_publishes_only_replies_and_claim_checks() -> None:
+    perms = nats_users()["fetcher"]
+    assert perms["allow_responses"] is True
+    for entry in perms["publish"]["allow"]:
+        assert entry.startswith((f"$O.{BUCKET}.", "$JS.API.", f"$JS.FC.{OBJ}.")), entry
+        assert entry == "$JS.API.STREAM.NAMES" or OBJ in entry or BUCKET in entry, entry
+    assert not may(perms, "publish", "_INBOX.>")
+    assert not may(perms, "publish", "ezat.fetcher.image.fetch")
+
+
+def test_every_service_has_its_own_nats_secret() -> None:
+    for svc in SERVICES:
+        dep = next(
+            d
+            for _, d in ALL_DOCS
+            if d.get("kind") == "Deployment" and d["metadata"]["name"] == f"ezat-{svc}"
+        )
+        env = {e["name"]: e for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]}
+        assert env["NATS_URL"]["valueFrom"]["secretKeyRef"]["name"] == f"ezat-{svc}-nats"
+    nats = next(d for _, d in ALL_DOCS if d.get("kind") == "StatefulSet")
+    env = {e["name"] for e in nats["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert {f"NATS_{u.upper()}_PASSWORD" for u in nats_users()} <= env
+    assert nats["spec"]["replicas"] == 3
