@@ -109,45 +109,65 @@ class Relay:
         self, call: Call, head: ReplyHead, queue: asyncio.Queue[Msg]
     ) -> web.StreamResponse:
         resp = web.StreamResponse(headers={**SSE_HEADERS, **call.extra_headers, **head.headers})
-        await resp.prepare(call.request)
-        m.FIRST_BYTE.labels(call.envelope.api).observe(time.monotonic() - call.started)
         m.ACTIVE_STREAMS.inc()
         state = _StreamState(time.monotonic())
-        pinger = asyncio.create_task(self._keepalive(call, resp, queue, state))
+        pinger: asyncio.Task[None] | None = None
         try:
             while True:
                 msg = await queue.get()
-                if msg is _IDLE:
-                    frame = stream_error_frame(
-                        call.fmt, call.rid, 504, "timeout_error", "the model stopped responding"
-                    )
-                    await resp.write(frame)
+                # Everything that has already arrived goes out in one write: fewer syscalls per
+                # event under load, and no waiting for anything that has not arrived.
+                data, final = self._collect(call, msg, queue, state)
+                if not resp.prepared:
+                    # Headers leave with the first bytes of the body, in the same write.
+                    await resp.prepare(call.request)
+                    m.FIRST_BYTE.labels(call.envelope.api).observe(time.monotonic() - call.started)
+                    pinger = asyncio.create_task(self._keepalive(call, resp, queue, state))
+                if final:
+                    await resp.write_eof(data)
                     break
-                state.last = time.monotonic()
-                reply = self._decode(msg)
-                match reply:
-                    case ReplyChunk():
-                        await resp.write(reply.data)
-                    case ReplyEnd():
-                        if reply.data:
-                            await resp.write(reply.data)
-                        break
-                    case ReplyError():
-                        frame = stream_error_frame(
-                            call.fmt, call.rid, reply.status, reply.type, reply.message
-                        )
-                        await resp.write(frame)
-                        break
-                    case _:
-                        log.warning("ignored %s inside a stream", type(reply).__name__)
-            await resp.write_eof()
+                if data:
+                    await resp.write(data)
         except (ConnectionResetError, ConnectionError):
             m.DISCONNECTS.inc()
             await self._cancel(call.rid)
         finally:
-            pinger.cancel()
+            if pinger is not None:
+                pinger.cancel()
             m.ACTIVE_STREAMS.dec()
         return resp
+
+    def _collect(
+        self, call: Call, msg: Msg, queue: asyncio.Queue[Msg], state: _StreamState
+    ) -> tuple[bytes, bool]:
+        """Bytes of this message and of every one already queued behind it; True when final."""
+        parts: list[bytes] = []
+        while True:
+            if msg is _IDLE:
+                frame = stream_error_frame(
+                    call.fmt, call.rid, 504, "timeout_error", "the model stopped responding"
+                )
+                parts.append(frame)
+                return b"".join(parts), True
+            state.last = time.monotonic()
+            reply = self._decode(msg)
+            match reply:
+                case ReplyChunk():
+                    parts.append(reply.data)
+                case ReplyEnd():
+                    parts.append(reply.data)
+                    return b"".join(parts), True
+                case ReplyError():
+                    frame = stream_error_frame(
+                        call.fmt, call.rid, reply.status, reply.type, reply.message
+                    )
+                    parts.append(frame)
+                    return b"".join(parts), True
+                case _:
+                    log.warning("ignored %s inside a stream", type(reply).__name__)
+            if queue.empty():
+                return parts[0] if len(parts) == 1 else b"".join(parts), False
+            msg = queue.get_nowait()
 
     async def _keepalive(
         self, call: Call, resp: web.StreamResponse, queue: asyncio.Queue[Msg], state: _StreamState
