@@ -4,6 +4,7 @@ NATS/PostgreSQL/Redis, started once per session. Clients are the official SDKs."
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -11,11 +12,13 @@ from typing import Any
 import aiohttp
 import anthropic
 import asyncpg
+import nats
+import nats.js.errors
 import openai
 import pytest
 from ezat_cli.infra import Infra, free_port
 from ezat_cli.stack import Stack
-from ezat_common import db
+from ezat_common import db, envelopes
 
 TEST_CONFIG = """
 [edge]
@@ -103,6 +106,9 @@ api_key = "sim-key"
 """
 
 
+PREFIX = "e2e"  # this stack's NATS subjects and streams; other suites share the NATS server
+
+
 class Gateway:
     """Addresses and a key of the running stack, plus helpers the tests share."""
 
@@ -131,14 +137,45 @@ class Gateway:
                     return entry
         raise AssertionError(f"no deployment received {request_id}")
 
-    async def usage_row(self, request_id: str) -> asyncpg.Record | None:
+    async def usage_row(self, request_id: str, wait: float = 5.0) -> asyncpg.Record | None:
+        """The request's usage row, waiting up to ``wait`` s for it.
+
+        The final event is released once the record is durable in the JetStream outbox; billing
+        drains it into PostgreSQL milliseconds later (docs/billing.md), hence the short wait.
+        For "no row" assertions the full wait elapses, so a late row is still caught.
+        """
+        deadline = time.monotonic() + wait
         conn = await asyncpg.connect(self.database_url)
         try:
-            return await conn.fetchrow(
-                "SELECT * FROM usage_records WHERE request_id = $1", request_id
-            )
+            while True:
+                row = await conn.fetchrow(
+                    "SELECT * FROM usage_records WHERE request_id = $1", request_id
+                )
+                if row is not None or time.monotonic() >= deadline:
+                    return row
+                await asyncio.sleep(0.02)
         finally:
             await conn.close()
+
+    async def record_is_durable(self, request_id: str) -> bool:
+        """Right now, without waiting: is the usage record in PostgreSQL or in the JetStream
+        outbox? (Billing moves it from the second to the first; it is always in one of them.)"""
+        if await self.usage_row(request_id, wait=0) is not None:
+            return True
+        nc = await nats.connect(self.stack.infra.nats_url)  # type: ignore[union-attr]
+        try:
+            js = nc.jetstream()
+            info = await js.stream_info(f"{PREFIX}_billing_outbox")
+            for seq in range(info.state.first_seq, info.state.last_seq + 1):
+                try:
+                    msg = await js.get_msg(f"{PREFIX}_billing_outbox", seq)
+                except nats.js.errors.NotFoundError:
+                    continue
+                if envelopes.decode_usage_record(msg.data or b"").request_id == request_id:
+                    return True
+        finally:
+            await nc.close()
+        return await self.usage_row(request_id, wait=0) is not None
 
     async def sim_requests(self, sim: str, limit: int = 50) -> list[dict[str, Any]]:
         async with aiohttp.ClientSession() as s, s.get(f"{sim}/_sim/requests?limit={limit}") as r:
@@ -177,7 +214,13 @@ def gateway(infra: Infra, database_url: str, data_dir: Path) -> Iterator[Gateway
     folder.mkdir()
     config, ports = _write_config(folder)
     stack_infra = Infra(infra.nats_url, database_url, infra.redis_url)
-    stack = Stack(config_path=config, data_dir=folder, infra=stack_infra)
+    # Its own subjects: other suites' stacks share this NATS server.
+    stack = Stack(
+        config_path=config,
+        data_dir=folder,
+        infra=stack_infra,
+        extra_env={"EZAT_SUBJECT_PREFIX": PREFIX},
+    )
     try:
         stack.start(timeout=90)
     except BaseException:

@@ -15,7 +15,8 @@ async def test_non_stream_request_has_a_usage_row(gateway: Gateway) -> None:
         messages=[{"role": "user", "content": "bill me [sim:tokens=6]"}],
     )
     message = await raw.parse()
-    # The row must already exist when the body arrives: no polling.
+    # Durable (outbox or PostgreSQL) when the body arrives; the row itself follows within ms.
+    assert await gateway.record_is_durable(raw.headers["request-id"])
     row = await gateway.usage_row(raw.headers["request-id"])
     assert row is not None
     assert row["status"] == "complete"
@@ -37,6 +38,7 @@ async def test_stream_has_a_usage_row_when_message_stop_arrives(gateway: Gateway
         rid = stream.response.headers["request-id"]
         async for event in stream:
             if event.type == "message_stop":
+                assert await gateway.record_is_durable(rid), "message_stop before durability"
                 row = await gateway.usage_row(rid)
                 assert row is not None, "message_stop arrived before the usage was durable"
                 assert row["output_tokens"] == 4

@@ -18,7 +18,7 @@ async def test_count_tokens_with_sdk_and_no_usage_row(gateway: Gateway) -> None:
     )
     counted = await raw.parse()
     assert counted.input_tokens > 0
-    assert await gateway.usage_row(raw.headers["request-id"]) is None
+    assert await gateway.usage_row(raw.headers["request-id"], wait=1.0) is None
 
 
 async def test_max_tokens_and_stream_are_ignored_and_beta_not_passed(

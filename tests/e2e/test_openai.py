@@ -50,7 +50,7 @@ async def sse_lines(
                 lines.append(line)
             if line == "data: [DONE]":
                 # [DONE] is released only after billing made the row durable.
-                lines.append(f"row:{await gateway.usage_row(rid) is not None}")
+                lines.append(f"row:{await gateway.record_is_durable(rid)}")
     return lines
 
 

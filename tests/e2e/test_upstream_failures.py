@@ -67,7 +67,7 @@ async def test_upstream_error_is_mapped_when_every_deployment_fails(
         assert int(err.response.headers["retry-after"]) >= 1
     message = err.body["error"]["message"]  # type: ignore[index]
     assert "127.0.0.1" not in message and "http://" not in message
-    assert await gateway.usage_row(err.response.headers["request-id"]) is None
+    assert await gateway.usage_row(err.response.headers["request-id"], wait=1.0) is None
 
 
 async def test_failover_on_connection_refused(gateway: Gateway) -> None:

@@ -1,4 +1,4 @@
-"""core.selection: candidates, regions, affinity outcomes, rendezvous, weighted least-outstanding."""
+"""core.selection: candidates, regions, affinity outcomes, rendezvous, least-outstanding."""
 
 from __future__ import annotations
 

@@ -129,7 +129,7 @@ async def _new_key(database_url: str) -> str:
         _, secret = await db.create_key(conn, "routing")
     finally:
         await conn.close()
-    return secret
+    return str(secret)
 
 
 def _wait_for_line(path: Path, text: str, timeout: float) -> None:
@@ -177,6 +177,8 @@ def routing(infra: Infra, database_url: str, data_dir: Path) -> Iterator[Routing
         config_path=config,
         data_dir=folder,
         infra=Infra(infra.nats_url, database_url, redis_url),
+        # Its own subjects: other suites' stacks share this NATS server.
+        extra_env={"EZAT_SUBJECT_PREFIX": "routing"},
     )
     try:
         stack.start(timeout=90)

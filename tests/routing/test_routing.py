@@ -38,7 +38,7 @@ async def ask(
     raw = await gw.anthropic().messages.with_raw_response.create(
         model=model,
         max_tokens=8,
-        messages=messages or [{"role": "user", "content": text}],
+        messages=messages or [{"role": "user", "content": text}],  # type: ignore[arg-type]
         extra_headers=headers,
         **kw,
     )
@@ -266,7 +266,7 @@ async def test_redis_stopped_mid_test_routing_keeps_working(gw: Routing) -> None
     await asyncio.sleep(0.2)  # the binding is written after the answer
     r = aioredis.from_url(gw.redis_url)
     try:
-        assert await r.keys("ezat:aff:*"), "bindings are stored again once Redis is back"
+        assert await r.keys("routing:aff:*"), "bindings are stored again once Redis is back"
     finally:
         await r.aclose()
     again, _ = await ask(gw, session)

@@ -13,7 +13,8 @@ after an error the hot path stops calling it until the sync loop reaches it agai
 routing works from hashing alone (``selection``: same home on every replica while the fleet is
 healthy) and health is per replica. No Redis error ever reaches a client.
 
-Keys (``ezat:`` prefix): ``aff:<region>:<model>:<digest of session key>`` -> deployment name;
+Keys, under the subject prefix (``ezat:`` by default):
+``aff:<region>:<model>:<digest of session key>`` -> deployment name;
 ``health:<deployment>`` hash (``cooldown_until``, ``failures``, ``open_until``, ``changed_at``);
 ``probe:<deployment>`` -> the replica holding the half-open probe (``SET NX PX``).
 """
@@ -29,6 +30,7 @@ from hashlib import blake2b
 from typing import Any
 
 from ezat_common.config import RouterConfig
+from ezat_common.subjects import from_env
 from redis import asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
@@ -84,6 +86,8 @@ class SharedState:
     ) -> None:
         self._cfg = cfg
         self._region = region
+        # Keys live under the subject prefix, so stacks sharing one Redis never see each other.
+        self._ns = from_env().prefix
         self._names = list(deployments)
         self._clock = clock
         self.board = HealthBoard(policy_of(cfg))
@@ -101,6 +105,7 @@ class SharedState:
         # Until then, the hot path leaves Redis alone (set after an error; the sync loop clears it).
         self._down_until = 0.0
         self.up = self._redis is not None
+        metrics.SHARED_STATE_UP.set(1 if self.up else 0)
         self._tasks: set[asyncio.Task[None]] = set()
         self._sync_task: asyncio.Task[None] | None = None
 
@@ -157,7 +162,7 @@ class SharedState:
 
     def _binding_key(self, model: str, session: str) -> str:
         digest = blake2b(session.encode(), digest_size=16).hexdigest()
-        return f"ezat:aff:{self._region}:{model}:{digest}"
+        return f"{self._ns}:aff:{self._region}:{model}:{digest}"
 
     async def binding(self, model: str, session: str, ttl: float) -> str | None:
         """The deployment the session is bound to (TTL refreshed), or None."""
@@ -224,7 +229,7 @@ class SharedState:
             return True
         lease_ms = int(self.board.policy.probe_lease_seconds * 1000)
         try:
-            won = await redis.set(f"ezat:probe:{name}", self._replica, nx=True, px=lease_ms)
+            won = await redis.set(f"{self._ns}:probe:{name}", self._replica, nx=True, px=lease_ms)
         except _ERRORS as exc:
             self._failed("probe", exc)
             return True
@@ -245,7 +250,7 @@ class SharedState:
 
     async def _failed_shared(self, name: str, now: float) -> None:
         assert self._redis is not None
-        key = f"ezat:health:{name}"
+        key = f"{self._ns}:health:{name}"
         try:
             async with self._redis.pipeline(transaction=True) as pipe:
                 pipe.hincrby(key, "failures", 1)
@@ -265,7 +270,7 @@ class SharedState:
             self._count_transition(name, before, after)
             if after.open_until != float(open_until or 0.0):
                 await self._redis.hset(key, "open_until", after.open_until)
-                await self._redis.delete(f"ezat:probe:{name}")
+                await self._redis.delete(f"{self._ns}:probe:{name}")
         except _ERRORS as exc:
             self._failed("health_write", exc)
 
@@ -273,15 +278,15 @@ class SharedState:
         assert self._redis is not None
         try:
             async with self._redis.pipeline(transaction=True) as pipe:
-                pipe.hset(name=f"ezat:health:{name}", mapping={f: 0 for f in _FIELDS})
-                pipe.delete(f"ezat:probe:{name}")
+                pipe.hset(name=f"{self._ns}:health:{name}", mapping={f: 0 for f in _FIELDS})
+                pipe.delete(f"{self._ns}:probe:{name}")
                 await pipe.execute()
         except _ERRORS as exc:
             self._failed("health_write", exc)
 
     async def _write(self, name: str, fields: dict[str, float]) -> None:
         assert self._redis is not None
-        key = f"ezat:health:{name}"
+        key = f"{self._ns}:health:{name}"
         try:
             async with self._redis.pipeline(transaction=True) as pipe:
                 pipe.hset(key, mapping=fields)  # type: ignore[arg-type]
@@ -299,7 +304,7 @@ class SharedState:
         try:
             async with self._redis.pipeline(transaction=False) as pipe:
                 for name in self._names:
-                    pipe.hgetall(f"ezat:health:{name}")
+                    pipe.hgetall(f"{self._ns}:health:{name}")
                 rows = await pipe.execute()
         except _ERRORS as exc:
             self._failed("health_sync", exc)
