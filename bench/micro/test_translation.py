@@ -4,33 +4,26 @@ Run by ``make bench`` (``bench/run.py``), never by ``make test`` (``testpaths`` 
 
     .venv/bin/pytest bench/micro --benchmark-only
 
-Per request: ``translate_create`` (the translator's whole work for an Anthropic request) and, when
-present, the OpenAI translations. Per stream event: ``decode_event``, ``SseParser.feed``, the
+Per request: ``translate_create`` (the translator's whole work for an Anthropic request) and the
+OpenAI translations both ways. Per stream event: ``decode_event``, ``SseParser.feed``, the
 router's ``StreamStep.step`` and the OpenAI ``ChatStream.feed``, each on one text delta; plus one
 whole 20-token stream through parser and step.
 """
 
 from __future__ import annotations
 
-import importlib
-
-import pytest
 from conftest import delta_event, frame, stream_frames
 from ezat_common.schemas.anthropic import decode_event
 from ezat_common.sse import SseParser
 from ezat_router.core.stream import StreamStep
 from ezat_router.core.usage import UsageAccumulator
+from ezat_translator.core.anthropic_to_openai import to_chat_completion
+from ezat_translator.core.chat_stream import ChatStream
 from ezat_translator.core.messages import translate_create
+from ezat_translator.core.openai_to_anthropic import to_messages_request
 
 DELTA = frame(delta_event())
 DELTA_DATA = DELTA.split(b"data: ", 1)[1].rstrip(b"\n")
-
-
-def _optional(module: str):  # type: ignore[no-untyped-def]
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        return None
 
 
 def test_translate_create_per_request(benchmark, catalogue, request_body):  # type: ignore[no-untyped-def]
@@ -69,10 +62,7 @@ def test_router_whole_stream_parse_and_step(benchmark):  # type: ignore[no-untyp
 
 
 def test_openai_chat_stream_per_event(benchmark):  # type: ignore[no-untyped-def]
-    mod = _optional("ezat_translator.core.chat_stream")
-    if mod is None:
-        pytest.skip("ezat_translator.core.chat_stream is not there yet")
-    stream = mod.ChatStream(
+    stream = ChatStream(
         request_id="bench", response_model="claude-sonnet-5-5", created=0, include_usage=True
     )
     stream.feed(stream_frames()[0] + stream_frames()[1])
@@ -81,22 +71,16 @@ def test_openai_chat_stream_per_event(benchmark):  # type: ignore[no-untyped-def
 
 
 def test_openai_response_per_request(benchmark, response_body):  # type: ignore[no-untyped-def]
-    mod = _optional("ezat_translator.core.anthropic_to_openai")
-    if mod is None:
-        pytest.skip("ezat_translator.core.anthropic_to_openai is not there yet")
     kw = {"request_id": "bench", "response_model": "claude-sonnet-5-5", "created": 0}
-    body, _ = benchmark(mod.to_chat_completion, response_body, **kw)
+    body, _ = benchmark(to_chat_completion, response_body, **kw)
     assert b"chat.completion" in body
 
 
 def test_openai_request_per_request(benchmark, catalogue):  # type: ignore[no-untyped-def]
-    mod = _optional("ezat_translator.core.openai_to_anthropic")
-    translate = getattr(mod, "translate_chat", None) if mod else None
-    if translate is None:
-        pytest.skip("ezat_translator.core.openai_to_anthropic.translate_chat is not there yet")
     body = (
         b'{"model":"claude-sonnet-5-5","max_tokens":256,"stream":true,'
         b'"messages":[{"role":"system","content":"You are concise."},'
         b'{"role":"user","content":"Tell me about the quick brown fox."}]}'
     )
-    benchmark(translate, body, catalogue)
+    result = benchmark(to_messages_request, body, catalogue, session_header=None, cache_header=None)
+    assert result.stream
