@@ -30,6 +30,10 @@ class ClientRequest(Struct, kw_only=True, tag_field="t", tag="client_request"):
     key_id: str
     reply_to: str
     received_at: float
+    # Unique per request, made by the edge: the identity of the request inside the gateway
+    # (usage primary key, cancellation, per-request state). ``request_id`` is the client-visible
+    # id, which a client may choose and reuse, so it never identifies a request on its own.
+    uid: str = ""
     body: bytes = b""
     # Claim check: the body lives in the JetStream object store under this name (> max_payload).
     body_ref: str | None = None
@@ -50,6 +54,7 @@ class RouteRequest(Struct, kw_only=True, tag_field="t", tag="route_request"):
     key_id: str
     model: str
     response_model: str
+    uid: str = ""
     stream: bool
     reply_to: str
     received_at: float
@@ -108,10 +113,16 @@ class ReplyError(Struct, kw_only=True, tag_field="t", tag="error"):
 Reply = ReplyHead | ReplyChunk | ReplyEnd | ReplyBody | ReplyError
 
 
+def identity(uid: str, request_id: str) -> str:
+    """The key of a request inside the gateway: its uid (older producers sent none)."""
+    return uid or request_id
+
+
 class CancelRequest(Struct, kw_only=True, tag_field="t", tag="cancel"):
     """edge -> routers and translators: the client disconnected."""
 
     request_id: str
+    uid: str = ""
 
 
 UsageStatus = Literal["complete", "client_closed", "failed"]
@@ -126,6 +137,7 @@ class UsageRecord(Struct, kw_only=True, tag_field="t", tag="usage"):
     api: Api
     stream: bool
     status: UsageStatus
+    uid: str = ""
     deployment: str = ""
     region: str = ""
     input_tokens: int = 0

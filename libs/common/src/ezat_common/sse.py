@@ -62,6 +62,8 @@ class SseParser:
 
     def feed(self, chunk: bytes) -> list[Frame]:
         buf = self._buf + chunk if self._buf else chunk
+        if _CR_BYTE not in buf:
+            return self._feed_lf(buf)
         frames: list[Frame] = []
         start = 0
         scan = self._scan
@@ -90,6 +92,37 @@ class SseParser:
         if len(self._buf) > self._max_frame:
             raise SseError(f"an event exceeds {self._max_frame} bytes")
         return frames
+
+    def _feed_lf(self, buf: bytes) -> list[Frame]:
+        """The common case, LF line endings only: one split finds every complete frame."""
+        parts = buf.split(b"\n\n")
+        rest = parts.pop()  # after the last terminator: the start of an incomplete frame
+        frames: list[Frame] = []
+        for part in parts:
+            if part[:1] == b"\n":  # extra blank lines between frames carry nothing
+                part = part.lstrip(b"\n")
+            if part:
+                frames.append(_lf_frame(part))
+        if rest[:1] == b"\n" and not rest.strip(b"\n"):
+            rest = b"\n"  # keep one LF: it may be the first half of the next terminator
+        self._buf = rest
+        self._scan = max(0, len(rest) - 2)
+        if len(rest) > self._max_frame:
+            raise SseError(f"an event exceeds {self._max_frame} bytes")
+        return frames
+
+
+_CR_BYTE = b"\r"
+
+
+def _lf_frame(body: bytes) -> Frame:
+    """A frame's fields from its LF-separated lines (``body`` excludes the blank line)."""
+    if body[:7] == b"event: ":
+        nl = body.find(b"\n")
+        if nl > 0 and body[nl + 1 : nl + 7] == b"data: " and body.find(b"\n", nl + 1) < 0:
+            # "event: X" then one "data: Y" line: the shape of every Anthropic event.
+            return Frame(body[7:nl], body[nl + 7 :], body + b"\n\n")
+    return parse_frame(body + b"\n\n", len(body))
 
 
 def _terminator(buf: bytes, start: int) -> int:
