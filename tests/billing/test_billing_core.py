@@ -67,6 +67,18 @@ def test_a_normal_record_has_no_problem() -> None:
     assert problem_of(record()) is None
 
 
+def test_row_key_is_the_uid_and_falls_back_to_the_request_id() -> None:
+    with_uid = to_row(record(request_id="same", uid="u1"), SONNET, 0)
+    assert (with_uid.uid, with_uid.request_id) == ("u1", "same")
+    legacy = to_row(record(request_id="same"), SONNET, 0)  # producer that sends no uid
+    assert (legacy.uid, legacy.request_id) == ("same", "same")
+
+
+def test_overlong_uid_is_refused() -> None:
+    found = problem_of(record(uid="u" * 257))
+    assert found is not None and found.startswith("uid: ")
+
+
 def test_cursor_round_trips_to_the_microsecond() -> None:
     at = datetime.datetime(2025, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
     pos = Position(at, "req_1")
@@ -104,6 +116,7 @@ def test_filters_turn_epoch_seconds_into_utc_and_clamp_the_far_future() -> None:
 
 def _row(i: int) -> dict[str, object]:
     return {
+        "uid": f"uid_{i}",
         "request_id": f"req_{i}",
         "model": "m",
         "api": "messages",
@@ -133,7 +146,9 @@ def test_page_shape_and_next_cursor_from_the_last_shown_row() -> None:
     assert body["object"] == "list"
     assert [d["request_id"] for d in body["data"]] == ["req_0", "req_1"]
     assert body["has_more"] is True
-    assert decode_cursor(body["next_cursor"]).request_id == "req_1"
+    # The cursor's tie-break is the unique uid; request ids may repeat.
+    assert decode_cursor(body["next_cursor"]).uid == "uid_1"
+    assert "uid" not in body["data"][0]  # internal: the client sees its request id only
     item = body["data"][0]
     assert item["received_at"] == "2025-01-02T03:04:05.678Z"
     assert item["cost_usd"] == 1.5 and item["cost_micros"] == 1_500_000

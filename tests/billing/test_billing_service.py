@@ -311,3 +311,28 @@ async def wait_subscribed(running: Running) -> None:
             return
         await asyncio.sleep(0.05)
     raise AssertionError("billing never subscribed")
+
+
+async def test_same_request_id_different_uids_are_two_rows_same_uid_one(
+    billing: Running, pool: asyncpg.Pool, key_id: str
+) -> None:
+    """The key is the uid: a reused x-request-id is billed per request, a retried record once."""
+    first = record(key_id=key_id, request_id="req-reused", uid=uuid.uuid4().hex)
+    second = record(key_id=key_id, request_id="req-reused", uid=uuid.uuid4().hex)
+    acks = [await billing.record(envelopes.encode(r)) for r in (first, second, first, second)]
+    assert all(a.ok for a in acks)
+    assert [a.cost_micros for a in acks] == [4_500] * 4
+    # The outbox de-duplicates on the uid too: the same uid again is one message, one row.
+    js = billing.nc.jetstream()
+    await js.publish(
+        billing.subjects.usage_outbox, envelopes.encode(first), headers={"Nats-Msg-Id": first.uid}
+    )
+    for _ in range(100):
+        info = await js.stream_info(billing.subjects.outbox_stream)
+        if info.state.messages == 0:
+            break
+        await asyncio.sleep(0.05)
+    assert await count_rows(pool, key_id) == 2
+    page = await billing.query(key_id=key_id)
+    assert [d["request_id"] for d in page["data"]] == ["req-reused", "req-reused"]
+    assert page["totals"]["cost_micros"] == 9_000

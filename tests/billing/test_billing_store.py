@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import uuid
+from importlib import resources
 
 import asyncpg
 import pytest
@@ -186,9 +188,9 @@ async def test_probe_waits_for_a_write_still_in_flight(pool: asyncpg.Pool, key_i
     async with pool.acquire() as other:
         await other.execute("BEGIN")
         await other.execute(
-            "INSERT INTO usage_records (request_id, key_id, model, api, stream, deployment,"
+            "INSERT INTO usage_records (uid, request_id, key_id, model, api, stream, deployment,"
             " region, status, cost_micros, prices, received_at)"
-            " VALUES ($1, $2, 'm', 'messages', false, '', '', 'complete', 77, '{}', now())",
+            " VALUES ($1, $1, $2, 'm', 'messages', false, '', '', 'complete', 77, '{}', now())",
             r.request_id,
             key_id,
         )
@@ -197,3 +199,118 @@ async def test_probe_waits_for_a_write_still_in_flight(pool: asyncpg.Pool, key_i
         assert not probe.done()  # it cannot answer "absent" while the other write may commit
         await other.execute("COMMIT")
     assert await probe == {r.request_id: 77}
+
+
+# ---- identity: the uid is the key, the request id is only shown --------------------------------
+
+
+async def test_same_request_id_with_different_uids_is_two_rows(
+    pool: asyncpg.Pool, key_id: str
+) -> None:
+    """A key reusing its x-request-id (or two tenants picking the same one) pays per request."""
+    first = row(key_id=key_id, request_id="req-reused", uid=f"{key_id}-1", input_tokens=1000)
+    second = row(key_id=key_id, request_id="req-reused", uid=f"{key_id}-2", input_tokens=3000)
+    assert await store.insert_batch(pool, [first]) == {
+        first.uid: store.Stored(first.cost_micros, True)
+    }
+    assert await store.insert_batch(pool, [second]) == {
+        second.uid: store.Stored(second.cost_micros, True)
+    }
+    assert await count_rows(pool, key_id) == 2
+    ids = await pool.fetch(
+        "SELECT uid, request_id FROM usage_records WHERE key_id=$1 ORDER BY uid", key_id
+    )
+    assert [(r["uid"], r["request_id"]) for r in ids] == [
+        (first.uid, "req-reused"),
+        (second.uid, "req-reused"),
+    ]
+
+
+async def test_two_tenants_with_the_same_request_id_each_get_their_row(
+    pool: asyncpg.Pool, key_id: str
+) -> None:
+    other_key = f"{key_id}-other"
+    mine = row(key_id=key_id, request_id="req-collide", uid=f"{key_id}-u")
+    theirs = row(key_id=other_key, request_id="req-collide", uid=f"{other_key}-u")
+    result = await store.insert_batch(pool, [mine, theirs])  # even inside one batch
+    assert {uid: s.inserted for uid, s in result.items()} == {mine.uid: True, theirs.uid: True}
+    assert await count_rows(pool, key_id) == 1 and await count_rows(pool, other_key) == 1
+    page = await store.query_usage(pool, key_id, None, None, None, 10, None)
+    assert [i.request_id for i in page.data] == ["req-collide"]
+
+
+async def test_same_uid_three_times_is_one_row_with_the_first_cost(
+    pool: asyncpg.Pool, key_id: str
+) -> None:
+    first = row(key_id=key_id, uid=f"{key_id}-same", input_tokens=1000)
+    retry = row(key_id=key_id, uid=first.uid, request_id=first.request_id, input_tokens=9_999)
+    results = [await store.insert_batch(pool, [r]) for r in (first, retry, first)]
+    assert [res[first.uid] for res in results] == [
+        store.Stored(first.cost_micros, True),
+        store.Stored(first.cost_micros, False),  # duplicate: looked up by uid
+        store.Stored(first.cost_micros, False),
+    ]
+    assert await count_rows(pool, key_id) == 1
+    probe = await store.probe_stored(pool, [retry])
+    assert probe == {first.uid: first.cost_micros}
+
+
+async def test_pages_walk_records_sharing_request_id_and_instant(
+    pool: asyncpg.Pool, key_id: str
+) -> None:
+    rows = [
+        row(key_id=key_id, request_id="req-dup", uid=f"{key_id}-{i}", received_at=DAY1)
+        for i in "abc"
+    ]
+    await store.insert_batch(pool, rows)
+    seen: list[str] = []
+    cursor = None
+    while True:
+        page = await store.query_usage(pool, key_id, None, None, None, 1, cursor)
+        seen += [item.request_id for item in page.data]
+        if not page.has_more:
+            break
+        cursor = page.next_cursor
+    assert seen == ["req-dup"] * 3  # the uid breaks the tie: none skipped, none repeated
+
+
+async def test_migration_0002_moves_the_primary_key_to_uid(pool: asyncpg.Pool) -> None:
+    """0001's table with a row, then 0002: the old row keeps its request id as its uid."""
+    folder = resources.files("ezat_common") / "migrations"
+    schema = f"m_{uuid.uuid4().hex[:10]}"
+    async with pool.acquire() as conn:
+        try:
+            await conn.execute(f"CREATE SCHEMA {schema}; SET search_path TO {schema}")
+            await conn.execute((folder / "0001_init.sql").read_text())
+            await conn.execute(
+                "INSERT INTO usage_records (request_id, key_id, model, api, stream, deployment,"
+                " region, status, cost_micros, prices, received_at) VALUES ('old-req', 'k', 'm',"
+                " 'messages', false, 'd', 'r', 'complete', 5, '{}', now())"
+            )
+            await conn.execute((folder / "0002_usage_uid.sql").read_text())
+            got = await conn.fetchrow("SELECT uid, request_id FROM usage_records")
+            assert (got["uid"], got["request_id"]) == ("old-req", "old-req")
+            pkey = await conn.fetchval(
+                "SELECT pg_get_constraintdef(oid) FROM pg_constraint"
+                " WHERE conrelid = 'usage_records'::regclass AND contype = 'p'"
+            )
+            assert pkey == "PRIMARY KEY (uid)"
+            # request_id is a plain column now (repeats allowed), still indexed
+            await conn.execute(
+                "INSERT INTO usage_records (uid, request_id, key_id, model, api, stream,"
+                " deployment, region, status, cost_micros, prices, received_at) VALUES"
+                " ('new-uid', 'old-req', 'k', 'm', 'messages', false, 'd', 'r', 'complete', 5,"
+                " '{}', now())"
+            )
+            indexes = await conn.fetch(
+                "SELECT indexdef FROM pg_indexes WHERE schemaname = $1", schema
+            )
+            assert any("(request_id)" in r["indexdef"] for r in indexes)
+            with pytest.raises(asyncpg.NotNullViolationError):
+                await conn.execute(
+                    "INSERT INTO usage_records (request_id, key_id, model, api, stream,"
+                    " deployment, region, status, cost_micros, prices, received_at) VALUES"
+                    " ('x', 'k', 'm', 'messages', false, 'd', 'r', 'complete', 5, '{}', now())"
+                )
+        finally:
+            await conn.execute(f"SET search_path TO DEFAULT; DROP SCHEMA {schema} CASCADE")

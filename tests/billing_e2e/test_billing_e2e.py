@@ -176,9 +176,9 @@ async def test_budget_exceeded_is_403_and_nothing_goes_upstream(
     key_id, secret = await billing_stack.new_key("budgeted", monthly_budget_micros=5_000)
     # Spend this month already above the budget: $0.006 against $0.005.
     await billing_stack.fetch(
-        "INSERT INTO usage_records (request_id, key_id, model, api, stream, deployment, region,"
-        " status, cost_micros, prices, received_at) VALUES ($1, $2, $3, 'messages', false,"
-        " 'sonnet-sim', 'local', 'complete', 6000, '{}'::jsonb, now())",
+        "INSERT INTO usage_records (uid, request_id, key_id, model, api, stream, deployment,"
+        " region, status, cost_micros, prices, received_at) VALUES ($1, $1, $2, $3, 'messages',"
+        " false, 'sonnet-sim', 'local', 'complete', 6000, '{}'::jsonb, now())",
         f"req_{uuid.uuid4().hex}",
         key_id,
         "anthropic/claude-sonnet-5-5",

@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import msgspec
 import nats
@@ -64,6 +65,7 @@ class Stack:
     def request(self, **overrides: object) -> RouteRequest:
         fields: dict[str, object] = {
             "request_id": f"req-{uuid.uuid4().hex[:12]}",
+            "uid": uuid.uuid4().hex,  # as the edge makes it: unique per request
             "api": "messages",
             "key_id": "key-1",
             "model": MODEL,
@@ -376,7 +378,7 @@ async def test_cancel_closes_the_upstream_and_records_client_closed(nats_url: st
             nonlocal cancelled_at
             if isinstance(reply, ReplyChunk) and text.encode() in reply.data and not cancelled_at:
                 cancelled_at = time.monotonic()
-                cancel = CancelRequest(request_id=req.request_id)
+                cancel = CancelRequest(request_id=req.request_id, uid=req.uid)
                 await stack.nc.publish(stack.subjects.cancel, envelopes.encode(cancel))
 
         with pytest.raises(TimeoutError):  # no final reply: the client is gone
@@ -390,8 +392,8 @@ async def test_cancel_closes_the_upstream_and_records_client_closed(nats_url: st
             6,
             True,
         )
-        assert rec.deployment == "a"
-        assert req.request_id not in stack.service.handlers.tasks
+        assert (rec.deployment, rec.uid) == ("a", req.uid)
+        assert req.uid not in stack.service.handlers.tasks
 
 
 # ---- non-streaming -----------------------------------------------------------------------------
@@ -484,3 +486,74 @@ async def test_silent_billing_releases_the_end_after_the_outbox_stored_the_recor
         assert stored.data is not None
         rec = envelopes.decode_usage_record(stored.data)
         assert rec.request_id == stack.records[0].request_id and rec.status == "complete"
+
+
+# ---- identity: uid, not the client-chosen request id ---------------------------------------------
+
+
+async def test_two_requests_sharing_a_request_id_are_two_records_in_the_outbox(
+    nats_url: str,
+) -> None:
+    """A reused (or colliding) x-request-id: the outbox de-duplicates on the uid, so both stay."""
+    async with running_stack(nats_url, [("a", "eu")], billing="silent") as stack:
+        up = stack.upstream
+        up.scripts["a"] = up.sse(STREAM_WRITES)
+        first = stack.request(request_id="req-reused", uid=uuid.uuid4().hex)
+        second = stack.request(request_id="req-reused", uid=uuid.uuid4().hex, key_id="key-2")
+        for req in (first, second):
+            assert isinstance((await stack.send(req))[-1], ReplyEnd)
+        js = stack.nc.jetstream()
+        info = await js.stream_info(stack.subjects.outbox_stream)
+        assert info.state.messages == 2  # formerly one: the second was dropped as a duplicate
+        assert sorted(r.uid for r in stack.records) == sorted([first.uid, second.uid])
+        assert {r.request_id for r in stack.records} == {"req-reused"}
+
+
+async def test_cancel_with_another_uid_leaves_the_request_running(nats_url: str) -> None:
+    async with running_stack(nats_url, [("a", "eu")]) as stack:
+        up = stack.upstream
+        up.scripts["a"] = up.hanging_sse("a", [message_start(input_tokens=40) + BLOCK_START])
+        req = stack.request(request_id="req-shared", uid="uid-victim")
+        reply_sub = await stack.nc.subscribe(req.reply_to)
+        await stack.nc.publish(stack.subjects.route, envelopes.encode(req))
+        await reply_sub.next_msg(timeout=3)  # the stream started
+        other = CancelRequest(request_id="req-shared", uid="uid-someone-else")
+        await stack.nc.publish(stack.subjects.cancel, envelopes.encode(other))
+        await asyncio.sleep(0.3)
+        assert "uid-victim" in stack.service.handlers.tasks
+        assert "a" not in up.disconnected_at
+        own = CancelRequest(request_id="req-shared", uid="uid-victim")
+        await stack.nc.publish(stack.subjects.cancel, envelopes.encode(own))
+        rec = await stack.record_of("req-shared")
+        assert (rec.uid, rec.status) == ("uid-victim", "client_closed")
+        await reply_sub.unsubscribe()
+
+
+# ---- count_tokens is never recorded, even cancelled --------------------------------------------
+
+
+@pytest.mark.parametrize("stopping", [False, True])
+async def test_cancelled_count_tokens_records_nothing(nats_url: str, stopping: bool) -> None:
+    async with running_stack(nats_url, [("a", "eu")]) as stack:
+        answered, release = asyncio.Event(), asyncio.Event()
+
+        async def hang(request: object) -> Any:
+            answered.set()
+            await release.wait()  # until the test ends (the server's cleanup would wait for it)
+
+        stack.upstream.scripts["a"] = hang
+        req = stack.request(api="count_tokens", stream=False)
+        await stack.nc.publish(stack.subjects.route, envelopes.encode(req))
+        await asyncio.wait_for(answered.wait(), 3)  # the upstream call is under way
+        stack.service.router.stopping = stopping  # a replica shutting down cancels it the same
+        cancel = CancelRequest(request_id=req.request_id, uid=req.uid)
+        await stack.nc.publish(stack.subjects.cancel, envelopes.encode(cancel))
+        for _ in range(100):
+            if not stack.service.handlers.tasks:
+                break
+            await asyncio.sleep(0.02)
+        assert not stack.service.handlers.tasks
+        await asyncio.sleep(0.2)
+        release.set()
+        assert stack.records == []
+        assert stack.service.billing.pending == 0

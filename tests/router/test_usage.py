@@ -71,7 +71,7 @@ def test_complete_stream_uses_exact_counts() -> None:
         message_delta(output_tokens=42),
     ]:
         acc.feed(event)
-    rec = acc.record(BASE, "complete", body_len=999)
+    rec = acc.record(BASE, "complete")
     assert (rec.input_tokens, rec.cache_read_tokens, rec.cache_write_5m_tokens) == (10, 100, 20)
     assert (rec.cache_write_1h_tokens, rec.output_tokens, rec.estimated) == (0, 42, False)
     assert rec.status == "complete"
@@ -82,7 +82,7 @@ def test_later_non_null_values_win() -> None:
     acc = UsageAccumulator()
     acc.feed(start(input_tokens=10, cache_read_input_tokens=5))
     acc.feed(message_delta(input_tokens=12, output_tokens=7, cache_read_input_tokens=None))
-    rec = acc.record(BASE, "complete", 0)
+    rec = acc.record(BASE, "complete")
     assert (rec.input_tokens, rec.cache_read_tokens, rec.output_tokens) == (12, 5, 7)
 
 
@@ -96,7 +96,7 @@ def test_cache_write_breakdown_splits_5m_and_1h() -> None:
         )
     )
     acc.feed(message_delta(output_tokens=1))
-    rec = acc.record(BASE, "complete", 0)
+    rec = acc.record(BASE, "complete")
     assert (rec.cache_write_5m_tokens, rec.cache_write_1h_tokens) == (10, 20)
 
 
@@ -107,7 +107,7 @@ def test_closed_stream_estimates_output_from_text_thinking_and_tool_json() -> No
     acc.feed(delta_text("b" * 7))
     acc.feed(delta_json('{"x": 1}'))  # 8 characters
     assert acc.estimated_output() == 7  # ceil(25 / 4)
-    rec = acc.record(BASE, "client_closed", body_len=10_000)
+    rec = acc.record(BASE, "client_closed")
     assert rec.input_tokens == 50  # exact, from message_start
     assert rec.output_tokens == 7
     assert rec.reasoning_tokens == 3  # ceil(10 / 4)
@@ -120,13 +120,23 @@ def test_output_already_final_is_exact_even_when_closed() -> None:
     acc.feed(start(input_tokens=5))
     acc.feed(delta_text("x" * 100))
     acc.feed(message_delta(output_tokens=9))
-    rec = acc.record(BASE, "client_closed", 0)
+    rec = acc.record(BASE, "client_closed")
     assert (rec.output_tokens, rec.estimated) == (9, False)
 
 
-def test_nothing_received_estimates_input_from_the_body() -> None:
-    rec = UsageAccumulator().record(BASE, "client_closed", body_len=4001)
-    assert (rec.input_tokens, rec.output_tokens, rec.estimated) == (1001, 0, True)
+def test_closed_before_message_start_is_free_whatever_the_body() -> None:
+    # C5: the deployment reported nothing; the body (e.g. a 20 MB base64 image) is no measure of
+    # input tokens. Formerly ceil(body bytes / 4) = millions of tokens were billed here.
+    rec = UsageAccumulator().record(BASE, "client_closed")
+    assert (rec.input_tokens, rec.output_tokens, rec.estimated) == (0, 0, True)
+    assert (rec.cache_read_tokens, rec.cache_write_5m_tokens, rec.reasoning_tokens) == (0, 0, 0)
+
+
+def test_closed_after_message_start_bills_the_reported_input() -> None:
+    acc = UsageAccumulator()
+    acc.feed(start(input_tokens=1500, cache_read_input_tokens=20))
+    rec = acc.record(BASE, "client_closed")
+    assert (rec.input_tokens, rec.cache_read_tokens, rec.estimated) == (1500, 20, True)
 
 
 @pytest.mark.parametrize(
@@ -144,18 +154,18 @@ def test_reasoning_tokens(
     acc.feed(start(input_tokens=1))
     acc.feed(delta_thinking("t" * thinking_chars))
     acc.feed(message_delta(output_tokens=output, reasoning_tokens=reported))
-    assert acc.record(BASE, "complete", 0).reasoning_tokens == expected
+    assert acc.record(BASE, "complete").reasoning_tokens == expected
 
 
 def test_non_streamed_response_usage_and_content() -> None:
     acc = UsageAccumulator()
     acc.feed_usage(Usage(input_tokens=3, output_tokens=20), final=True)
     acc.feed_content([{"type": "thinking", "thinking": "x" * 16}, {"type": "text", "text": "hi"}])
-    rec = acc.record(BASE, "complete", 0)
+    rec = acc.record(BASE, "complete")
     assert (rec.input_tokens, rec.output_tokens, rec.reasoning_tokens) == (3, 20, 4)
     assert rec.estimated is False
 
 
 def test_error_type_is_carried() -> None:
-    rec = UsageAccumulator().record(BASE, "failed", 0, error_type="overloaded_error")
+    rec = UsageAccumulator().record(BASE, "failed", error_type="overloaded_error")
     assert (rec.status, rec.error_type) == ("failed", "overloaded_error")

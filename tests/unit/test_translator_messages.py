@@ -160,3 +160,77 @@ def test_prefix_hash_depends_on_model_system_and_tools_only() -> None:
 def test_cache_ttl_is_the_largest_breakpoint(system: Any, ttl: str | None) -> None:
     body = {"model": "cached", "max_tokens": 1, "messages": MSGS, "system": system}
     assert translate_create(enc(body), CAT).cache_ttl == ttl
+
+
+# ---- bodies nested too deeply (C8) ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("translate", [translate_create, translate_count])
+def test_deeply_nested_body_is_a_400_not_a_recursion_error(translate: Any) -> None:
+    depth = 100_000
+    body = b'{"model":"cached","max_tokens":5,"messages":' + b"[" * depth + b"]" * depth + b"}"
+    with pytest.raises(GatewayError) as info:
+        translate(body, CAT)
+    assert info.value.status == 400
+    assert info.value.message == "request body: is nested too deeply"
+
+
+def test_deeply_nested_chat_body_is_a_400() -> None:
+    from ezat_translator.core.openai_to_anthropic import decode_chat_request
+
+    depth = 100_000
+    body = b'{"model":"cached","messages":[],"metadata":' + b"[" * depth + b"]" * depth + b"}"
+    with pytest.raises(GatewayError) as info:
+        decode_chat_request(body)
+    assert (info.value.status, info.value.message) == (400, "request body: is nested too deeply")
+
+
+def test_strip_cache_control_is_iterative() -> None:
+    from ezat_translator.core.messages import largest_cache_ttl, strip_cache_control
+
+    node: Any = {"cache_control": {"type": "ephemeral"}}
+    root = node
+    for _ in range(50_000):  # far deeper than the interpreter's recursion limit
+        node["next"] = [{"cache_control": {"type": "ephemeral", "ttl": "5m"}}]
+        node = node["next"][0]
+    assert largest_cache_ttl(root) == "5m"
+    strip_cache_control(root)
+    assert largest_cache_ttl(root) is None
+
+
+# ---- image blocks with a URL source (SPEC §2) --------------------------------------------------
+
+
+def test_url_images_are_found_with_their_paths() -> None:
+    url = {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}
+    inline = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": ""}}
+    body = {
+        "model": "cached",
+        "max_tokens": 5,
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "x"}, url, inline]},
+            {"role": "assistant", "content": "plain"},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "t", "content": [inline, url]},
+                    {"type": "image", "source": {"type": "url", "url": 7}},  # deployment says
+                ],
+            },
+        ],
+    }
+    out = translate_create(msgspec.json.encode(body), CAT)
+    assert out.body == b""
+    assert out.data is not None and "model" not in out.data
+    assert [(p.path, p.message_index, p.block_index, p.inner_index) for p in out.image_urls] == [
+        ("messages[0].content[1].source.url", 0, 1, None),
+        ("messages[2].content[0].content[1].source.url", 2, 0, 1),
+    ]
+    assert all(p.url == "https://example.com/a.png" for p in out.image_urls)
+
+
+def test_without_url_images_the_body_is_encoded() -> None:
+    body = {"model": "cached", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}]}
+    out = translate_create(msgspec.json.encode(body), CAT)
+    assert out.data is None and out.image_urls == []
+    assert msgspec.json.decode(out.body) == {"max_tokens": 5, "messages": body["messages"]}

@@ -26,7 +26,9 @@ class EdgeConfig(Struct, forbid_unknown_fields=True, kw_only=True):
     listen: str = "127.0.0.1:8080"
     max_body_bytes: int = DEFAULT_MAX_BODY
     # Seconds a request may wait for its first reply from the translator/router before a 504.
-    first_reply_timeout: float = 120.0
+    # Unset: derived at start-up from [router] (max_attempts x (connect_timeout +
+    # first_byte_timeout) + 15 s), so the router always answers first.
+    first_reply_timeout: float | None = None
     # Seconds between ": ping" / "event: ping" keep-alives on a quiet stream.
     ping_interval: float = 10.0
     # Seconds an auth result stays cached (revocation is also broadcast, so this is a fallback).

@@ -1,10 +1,12 @@
 """The usage outbox: a JetStream stream where a usage record is made durable when the billing
 request/reply cannot confirm it (billing down or slow, PostgreSQL down).
 
-File storage, work-queue retention (a message is gone once billing acked it after its commit),
-and de-duplication on ``Nats-Msg-Id`` = request id, so the router and billing publishing the same
-record, or one of them retrying, leaves one message. A ``PubAck`` means the server stored it.
-Billing drains the stream into PostgreSQL (``INSERT … ON CONFLICT DO NOTHING``).
+File storage, work-queue retention (a message is gone once billing acked it after its commit), and
+de-duplication on ``Nats-Msg-Id`` = the request's identity (``envelopes.identity``: its uid, never
+the client-chosen request id alone), so the router and billing publishing the same record, or one of
+them retrying, leaves one message, and two requests sharing a request id leave two. A ``PubAck``
+means the server stored it. Billing drains the stream into PostgreSQL (``INSERT … ON CONFLICT DO
+NOTHING``).
 """
 
 from __future__ import annotations
@@ -68,8 +70,9 @@ class Outbox:
                     )  # created meanwhile by another process
             self._ready = True
 
-    async def put(self, request_id: str, data: bytes, timeout: float) -> bool:
-        """Store the encoded ``UsageRecord``; False if JetStream did not confirm within timeout."""
+    async def put(self, msg_id: str, data: bytes, timeout: float) -> bool:
+        """Store the encoded ``UsageRecord`` under ``msg_id`` (its uid, the de-duplication key);
+        False if JetStream did not confirm within timeout."""
         loop = asyncio.get_running_loop()
         end = loop.time() + timeout
         try:
@@ -82,7 +85,7 @@ class Outbox:
                     data,
                     timeout=left,
                     stream=self._subjects.outbox_stream,
-                    headers={MSG_ID: request_id},
+                    headers={MSG_ID: msg_id},
                 )
         except (nats.errors.Error, TimeoutError, OSError) as exc:
             log.warning("usage outbox refused the record: %r", exc)

@@ -46,6 +46,11 @@ class BatcherStopped(Exception):
     """The service is stopping and did not store the record."""
 
 
+class StoppedInDoubt(BatcherStopped):
+    """The service stopped while the record's write was unconfirmed: it may be stored. Not an
+    answer that allows telling the client "not charged"."""
+
+
 class _State(enum.Enum):
     QUEUED = "queued"
     WRITING = "writing"
@@ -156,7 +161,8 @@ class Batcher:
                 pass
         for waiter in [*inflight, *self._queue]:
             if waiter.state in (_State.QUEUED, _State.WRITING):
-                _fail(waiter, BatcherStopped(_stopped(waiter)))
+                cls = StoppedInDoubt if waiter.in_doubt else BatcherStopped
+                _fail(waiter, cls(_stopped(waiter)))
         self._queue.clear()
 
     async def _run(self) -> None:
@@ -228,7 +234,7 @@ class Batcher:
         self.batches += 1
         metrics.BATCH_SIZE.observe(len(batch))
         for waiter in batch:
-            result = stored[waiter.row.request_id]
+            result = stored[waiter.row.uid]
             _count(waiter.row, result)
             _resolve(waiter, result)
         return True
@@ -241,7 +247,7 @@ class Batcher:
             self._requeue(batch)
             return False
         for waiter in batch:
-            cost = found.get(waiter.row.request_id)
+            cost = found.get(waiter.row.uid)
             if cost is None:
                 _fail(waiter, DeadlineExceeded(_LATE))
             else:

@@ -1,6 +1,6 @@
 """The outbox drain: a durable JetStream pull consumer that stores outbox records in PostgreSQL.
 
-Each fetched batch is priced, inserted in one transaction (``ON CONFLICT (request_id) DO
+Each fetched batch is priced, inserted in one transaction (``ON CONFLICT (uid) DO
 NOTHING``, so a record also stored by the fast path, published twice, or redelivered after a lost
 ack stays one row) and acknowledged only after the commit. A batch that cannot be stored is
 handed back (``nak`` with a delay) and retried until PostgreSQL returns; an unreadable or invalid
@@ -102,7 +102,12 @@ class Drain:
                 continue
             problem = problem_of(record)
             if problem is not None:
-                log.error("outbox record %s invalid, dropped: %s", record.request_id, problem)
+                log.error(
+                    "outbox record %s (request %s) invalid, dropped: %s",
+                    envelopes.identity(record.uid, record.request_id),
+                    record.request_id,
+                    problem,
+                )
                 await msg.term()
                 continue
             rows.append(self._row_for(record))

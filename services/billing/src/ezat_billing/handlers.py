@@ -3,14 +3,18 @@
 ``usage_record`` (router -> billing, request/reply): price, store durably, answer a ``UsageAck``.
 Durable means committed in PostgreSQL or, when PostgreSQL does not confirm within the deadline
 (down, slow, billing stopping), stored in the JetStream outbox that ``drain`` empties into
-PostgreSQL later. An ``ok=false`` answer means neither happened (or the record is invalid): the
-router reports the request failed and it is not charged.
+PostgreSQL later. An ``ok=false`` answer means neither happened and never will (or the record is
+invalid): the router reports the request failed and it is not charged. So ``ok=false`` is only
+given when the batcher says the row is certainly not stored; how long that takes is the
+batcher's business (``Batcher.submit`` gives up on a queued row at its deadline, and waits for
+the verdict of a row whose transaction is in flight). When the outcome stays unknown (billing
+stopped mid-write) and the outbox cannot take a copy either, no answer is sent: the router
+times out, the documented "lost acknowledgement" window, instead of a false "not charged".
 ``usage_query`` (edge/CLI -> billing, request/reply): one page of a key's usage as public JSON.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 import asyncpg
@@ -22,7 +26,7 @@ from ezat_common.outbox import Outbox
 from nats.aio.msg import Msg
 
 from . import metrics, store
-from .batcher import Batcher, BatcherStopped, DeadlineExceeded
+from .batcher import Batcher, BatcherStopped, DeadlineExceeded, StoppedInDoubt
 from .config import Settings
 from .core.page import UsageError, encode_page
 from .core.pricing import FREE, cost_micros
@@ -46,11 +50,14 @@ class Handlers:
 
     async def on_usage_record(self, msg: Msg) -> None:
         ack = await self.ack_for(msg.data)
+        if ack is None:  # outcome unknown: no answer rather than a wrong one
+            return
         if msg.reply:  # a record published without a reply subject is stored all the same
             await msg.respond(envelopes.encode(ack))
 
-    async def ack_for(self, data: bytes) -> UsageAck:
-        """Store the encoded record and say whether (and at what cost) it is durable."""
+    async def ack_for(self, data: bytes) -> UsageAck | None:
+        """Store the encoded record and say whether (and at what cost) it is durable; None when
+        that cannot be known (then nothing must be answered)."""
         try:
             record = envelopes.decode_usage_record(data)
         except msgspec.DecodeError as exc:
@@ -65,20 +72,32 @@ class Handlers:
         row = self.row_for(record)
         settings = self._settings
         deadline = settings.ack_deadline if self._batcher.healthy else settings.degraded_deadline
+        in_doubt = False
         try:
-            # A write in flight at the deadline is waited for a little, never forever: whatever
-            # its outcome, the outbox copy below is idempotent on the request id.
-            stored = await asyncio.wait_for(
-                self._batcher.submit(row, deadline=deadline), deadline + 0.1
-            )
+            # No outer timeout here: cancelling submit while the row's transaction is in flight
+            # would answer "not stored" for a row that may still commit. submit itself gives up
+            # only on a row that is certainly not stored (DeadlineExceeded, BatcherStopped).
+            stored = await self._batcher.submit(row, deadline=deadline)
             return UsageAck(request_id=record.request_id, ok=True, cost_micros=stored.cost_micros)
-        except (DeadlineExceeded, BatcherStopped, TimeoutError) as exc:
-            reason = "stopping" if isinstance(exc, BatcherStopped) else "deadline"
-        if await self._outbox.put(record.request_id, data, timeout=settings.outbox_timeout):
+        except StoppedInDoubt:
+            reason, in_doubt = "stopping", True
+        except BatcherStopped:
+            reason = "stopping"
+        except DeadlineExceeded:
+            reason = "deadline"
+        # Not stored (or, in doubt, perhaps stored): the outbox copy is idempotent on the uid.
+        if await self._outbox.put(row.uid, data, timeout=settings.outbox_timeout):
             metrics.OUTBOXED.labels(reason).inc()
             return UsageAck(request_id=record.request_id, ok=True, cost_micros=row.cost_micros)
         metrics.ACK_FAILURES.labels(reason).inc()
-        log.warning("usage record not stored: %s", NOT_DURABLE)
+        if in_doubt:
+            log.error(
+                "usage record outcome unknown (billing stopped mid-write, outbox unavailable); "
+                "not answered",
+                extra={"fields": {"uid": row.uid}},
+            )
+            return None
+        log.warning("usage record not stored: %s", NOT_DURABLE, extra={"fields": {"uid": row.uid}})
         return UsageAck(request_id=record.request_id, ok=False, error=NOT_DURABLE)
 
     def row_for(self, record: UsageRecord) -> UsageRow:

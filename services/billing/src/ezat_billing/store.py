@@ -1,8 +1,10 @@
 """PostgreSQL adapter of the usage records: idempotent batch inserts and the usage listing.
 
-Idempotency comes from the table's primary key on ``request_id``: a batch is one
-``INSERT … SELECT FROM unnest(…) ON CONFLICT (request_id) DO NOTHING`` in one transaction, and a
+Idempotency comes from the table's primary key on ``uid`` (the request's identity, never the
+client-chosen ``request_id``, which a client may reuse; migration 0002): a batch is one
+``INSERT … SELECT FROM unnest(…) ON CONFLICT (uid) DO NOTHING`` in one transaction, and a
 duplicate reports the cost already stored, so every retry of a record answers the same amount.
+Results are keyed by uid.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from .core.rows import UsageRow
 
 # (column, PostgreSQL array type of its unnest parameter)
 _COLUMNS: tuple[tuple[str, str], ...] = (
+    ("uid", "text"),
     ("request_id", "text"),
     ("key_id", "text"),
     ("model", "text"),
@@ -50,16 +53,16 @@ _INSERT = (
     f"SELECT {', '.join('r.prices::jsonb' if n == 'prices' else 'r.' + n for n, _ in _COLUMNS)} "
     f"FROM unnest({', '.join(f'${i}::{t}[]' for i, (_, t) in enumerate(_COLUMNS, 1))}) "
     f"AS r({_NAMES}) "
-    "ON CONFLICT (request_id) DO NOTHING RETURNING request_id, cost_micros"
+    "ON CONFLICT (uid) DO NOTHING RETURNING uid, cost_micros"
 )
 # A separate statement on purpose: it takes a fresh snapshot, so it also sees a duplicate that a
 # concurrent transaction committed while our INSERT waited on its lock.
-_EXISTING = "SELECT request_id, cost_micros FROM usage_records WHERE request_id = ANY($1::text[])"
+_EXISTING = "SELECT uid, cost_micros FROM usage_records WHERE uid = ANY($1::text[])"
 _json = msgspec.json.Encoder()
 
 
 class Stored(Struct, frozen=True):
-    """The cost stored for a request id; ``inserted`` is False when the row was already there."""
+    """The cost stored for a uid; ``inserted`` is False when the row was already there."""
 
     cost_micros: int
     inserted: bool
@@ -73,7 +76,7 @@ class OutcomeUnknown(Exception):
 async def insert_batch(
     pool: asyncpg.Pool, rows: Sequence[UsageRow], timeout: float | None = None
 ) -> dict[str, Stored]:
-    """Store ``rows`` in one transaction; for each request id, the cost actually stored.
+    """Store ``rows`` in one transaction; for each uid, the cost actually stored.
 
     The INSERT is a single statement, hence its own transaction: one round trip per batch.
     ``OutcomeUnknown`` means the statement was sent but its answer was lost (the rows may be
@@ -86,7 +89,7 @@ async def insert_batch(
     async with pool.acquire(timeout=left()) as conn:
         try:
             new = await conn.fetch(_INSERT, *_columns(unique), timeout=left())
-            stored = {r["request_id"]: Stored(r["cost_micros"], True) for r in new}
+            stored = {r["uid"]: Stored(r["cost_micros"], True) for r in new}
             # Committed from here on: a failure below must not read as "nothing written".
             await _add_existing(conn, unique, stored, left)
         except Exception as exc:
@@ -112,7 +115,7 @@ async def probe_stored(
         await conn.execute("BEGIN", timeout=left())
         try:
             new = await conn.fetch(_INSERT, *_columns(unique), timeout=left())
-            stored = {r["request_id"]: Stored(r["cost_micros"], True) for r in new}
+            stored = {r["uid"]: Stored(r["cost_micros"], True) for r in new}
             await _add_existing(conn, unique, stored, left)
         finally:
             await _rollback(conn)
@@ -120,8 +123,8 @@ async def probe_stored(
 
 
 def _unique(rows: Sequence[UsageRow]) -> list[UsageRow]:
-    # One row per request id (the first one wins), as the primary key would keep it.
-    return list({row.request_id: row for row in reversed(rows)}.values())
+    # One row per uid (the first one wins), as the primary key would keep it.
+    return list({row.uid: row for row in reversed(rows)}.values())
 
 
 def _not_written(exc: Exception) -> bool:
@@ -147,10 +150,10 @@ async def _add_existing(
     left: Callable[[], float | None],
 ) -> None:
     """Fill in the rows the INSERT skipped as duplicates, with the cost stored earlier."""
-    missing = [row.request_id for row in rows if row.request_id not in stored]
+    missing = [row.uid for row in rows if row.uid not in stored]
     if missing:
         for r in await conn.fetch(_EXISTING, missing, timeout=left()):
-            stored[r["request_id"]] = Stored(r["cost_micros"], False)
+            stored[r["uid"]] = Stored(r["cost_micros"], False)
 
 
 def _columns(rows: Sequence[UsageRow]) -> list[list[Any]]:
@@ -175,7 +178,7 @@ async def _rollback(conn: asyncpg.Connection) -> None:
 # ---- the usage listing ------------------------------------------------------------------------
 
 _RECORD_COLUMNS = (
-    "request_id, model, api, stream, status, deployment, region, "
+    "uid, request_id, model, api, stream, status, deployment, region, "
     f"{', '.join(TOKEN_COLUMNS)}, estimated, cost_micros, received_at, ttft_ms, total_ms"
 )
 _SUMS = ", ".join(f"sum({c})::int8 AS {c}" for c in TOKEN_COLUMNS)
@@ -201,11 +204,12 @@ async def query_usage(
     page_where, page_args = where, list(args)
     if f.after is not None:
         n = len(page_args)
-        page_where += f" AND (received_at, request_id) < (${n + 1}, ${n + 2})"
-        page_args += [f.after.received_at, f.after.request_id]
+        # uid breaks ties: request ids may repeat, uids never do.
+        page_where += f" AND (received_at, uid) < (${n + 1}, ${n + 2})"
+        page_args += [f.after.received_at, f.after.uid]
     records_sql = (
         f"SELECT {_RECORD_COLUMNS} FROM usage_records WHERE {page_where} "
-        f"ORDER BY received_at DESC, request_id DESC LIMIT {f.limit + 1}"
+        f"ORDER BY received_at DESC, uid DESC LIMIT {f.limit + 1}"
     )
     totals_sql = (
         f"SELECT count(*) AS requests, {_SUMS}, sum(cost_micros)::int8 AS cost_micros "

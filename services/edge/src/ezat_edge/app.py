@@ -67,7 +67,7 @@ class Edge:
             self.subjects,
             inbox,
             bus.Claims(self.nc, self.subjects),
-            first_reply_timeout=self.cfg.edge.first_reply_timeout,
+            first_reply_timeout=first_reply_timeout(self.cfg),
             ping_interval=self.cfg.edge.ping_interval,
             idle_timeout=self.cfg.router.between_events_timeout + 30,
         )
@@ -115,6 +115,10 @@ class Edge:
             raise
         except asyncio.IncompleteReadError:
             return from_gateway_error(fmt, rid, GatewayError(400, "request body: is incomplete"))
+        except Exception:
+            # Never aiohttp's text/plain 500: the client gets the error format of its API.
+            log.exception("request failed")
+            return from_gateway_error(fmt, rid, GatewayError(500, "internal error; retry"))
         finally:
             logs.request_id.reset(token)
 
@@ -148,9 +152,16 @@ class Edge:
             await self.budgets.check(self.nc, key)  # 403 before anything is sent upstream
         limit_headers = await self.limiter.check(key)
         body = await read_limited(request, self.cfg.edge.max_body_bytes)
+        if key.tpm is not None and api != "count_tokens":
+            # Estimated input tokens (limits.py); count_tokens runs no model, so only its
+            # request counts (RPM).
+            limit_headers.update(await self.limiter.check_tokens(key, len(body), limit_headers))
         headers = request.headers
         env = envelopes.ClientRequest(
             request_id=rid,
+            # The request's identity inside the gateway; ``rid`` may be chosen (and reused) by
+            # clients, so it never identifies a request on its own.
+            uid=uuid.uuid4().hex,
             api=api,
             key_id=key.id,
             reply_to="",
@@ -246,6 +257,22 @@ class Edge:
             ]
         )
         return app
+
+
+# Seconds past the router's worst case before a first reply (every attempt timing out) that the
+# edge still waits: the router answers first (with its own error) unless it is gone.
+FIRST_REPLY_MARGIN = 15.0
+
+
+def first_reply_timeout(cfg: Config) -> float:
+    """``edge.first_reply_timeout`` when set, else longer than the router may take to answer:
+    ``max_attempts`` x (connect + first byte) plus a margin. A shorter edge timeout would show
+    the client a 504 for a request the router still runs (and bills)."""
+    if cfg.edge.first_reply_timeout is not None:
+        return float(cfg.edge.first_reply_timeout)
+    router = cfg.router
+    per_attempt = router.connect_timeout + router.first_byte_timeout
+    return float(max(1, router.max_attempts) * per_attempt + FIRST_REPLY_MARGIN)
 
 
 def _http_message(exc: web.HTTPException, request: web.Request) -> str:

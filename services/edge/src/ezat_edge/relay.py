@@ -3,8 +3,13 @@
 Replies arrive on this process's inbox (one wildcard subscription, a queue per request). The
 sequence is ``ReplyHead`` -> ``ReplyChunk``* -> a final ``ReplyEnd``/``ReplyError`` for streams, or
 a single ``ReplyBody``/``ReplyError``. Chunks are written as they arrive: nothing is buffered.
-A client that goes away cancels the handler; we broadcast a ``CancelRequest`` so the router stops
-the upstream call.
+A client that goes away cancels the handler; we broadcast a ``CancelRequest`` (carrying the
+request's ``uid``, its gateway-internal identity) so the router stops the upstream call. The same
+broadcast follows a first-reply timeout: the client saw a 504, so the request must not run on.
+
+Streams have one writer, this handler's loop. A watchdog task, started when ``ReplyHead`` arrives,
+queues a ping when nothing has been written for ``ping_interval`` (pings count as writes), and an
+end-of-stream marker when nothing has been *received* for ``idle_timeout``.
 """
 
 from __future__ import annotations
@@ -12,11 +17,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from aiohttp import web
 from ezat_common import bus, envelopes
 from ezat_common.envelopes import ReplyBody, ReplyChunk, ReplyEnd, ReplyError, ReplyHead
+from ezat_common.errors import GatewayError
 from ezat_common.subjects import Subjects
 from nats.aio.msg import Msg
 
@@ -24,10 +32,12 @@ from . import metrics as m
 from .responses import JSON, Format, error_response, stream_error_frame
 
 log = logging.getLogger("ezat.edge.relay")
+_T = TypeVar("_T")
 
 ANTHROPIC_PING = b'event: ping\ndata: {"type": "ping"}\n\n'
 OPENAI_PING = b": ping\n\n"
 _IDLE = object()
+_PING = object()
 SSE_HEADERS = {"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache"}
 
 
@@ -67,18 +77,20 @@ class Relay:
         env = call.envelope
         env.reply_to = subject
         try:
-            env.body, env.body_ref = await self.claims.pack(body)
+            env.body, env.body_ref = await self._claim(self.claims.pack(body))
             await self.nc.publish(self.subjects.translate, envelopes.encode(env), reply=subject)
             try:
                 msg = await asyncio.wait_for(queue.get(), self.first_reply_timeout)
             except TimeoutError:
+                # The client is told it failed: stop the request so it is neither run nor billed.
+                await self._cancel(call)
                 return self._error(call, 504, "timeout_error", "the model took too long to answer")
             first = self._decode(msg)
             match first:
                 case ReplyHead():
                     return await self._stream(call, first, queue)
                 case ReplyBody():
-                    data = await self.claims.unpack(first.data, first.data_ref)
+                    data = await self._claim(self.claims.unpack(first.data, first.data_ref))
                     headers = {**call.extra_headers, **first.headers}
                     return web.Response(
                         status=first.status, body=data, content_type=JSON, headers=headers
@@ -90,10 +102,21 @@ class Relay:
                     return self._error(call, 500, "api_error", "internal error; retry")
         except asyncio.CancelledError:
             m.DISCONNECTS.inc()
-            await self._cancel(call.rid)
+            await self._cancel(call)
             raise
         finally:
             self.inbox.close(token)
+
+    @staticmethod
+    async def _claim(op: Awaitable[_T]) -> _T:
+        """An object-store operation (claim check); its failure is a 503 the client may retry."""
+        try:
+            return await op
+        except Exception as exc:
+            log.warning("object store unavailable: %s", type(exc).__name__)
+            raise GatewayError(
+                503, "the gateway could not move the request body; retry shortly", retry_after=2
+            ) from None
 
     def _decode(self, msg: Msg) -> envelopes.Reply:
         if bus.is_no_responders(msg):
@@ -110,8 +133,10 @@ class Relay:
     ) -> web.StreamResponse:
         resp = web.StreamResponse(headers={**SSE_HEADERS, **call.extra_headers, **head.headers})
         m.ACTIVE_STREAMS.inc()
-        state = _StreamState(time.monotonic())
-        pinger: asyncio.Task[None] | None = None
+        now = time.monotonic()
+        state = _StreamState(received=now, written=now)
+        # The watchdog runs from ReplyHead on: a stream can stall before its first chunk too.
+        watchdog = asyncio.create_task(self._watchdog(call, queue, state))
         try:
             while True:
                 msg = await queue.get()
@@ -122,18 +147,24 @@ class Relay:
                     # Headers leave with the first bytes of the body, in the same write.
                     await resp.prepare(call.request)
                     m.FIRST_BYTE.labels(call.envelope.api).observe(time.monotonic() - call.started)
-                    pinger = asyncio.create_task(self._keepalive(call, resp, queue, state))
                 if final:
                     await resp.write_eof(data)
                     break
                 if data:
                     await resp.write(data)
-        except (ConnectionResetError, ConnectionError):
+                    state.written = time.monotonic()
+        except (ConnectionError, RuntimeError):
+            # The client went away (aiohttp raises ConnectionResetError, or RuntimeError on a
+            # closed transport).
             m.DISCONNECTS.inc()
-            await self._cancel(call.rid)
+            await self._cancel(call)
+        except Exception:
+            await self._cancel(call)
+            if not resp.prepared:
+                raise  # the middleware answers with a JSON 500
+            log.exception("stream relay failed")
         finally:
-            if pinger is not None:
-                pinger.cancel()
+            watchdog.cancel()
             m.ACTIVE_STREAMS.dec()
         return resp
 
@@ -142,6 +173,7 @@ class Relay:
     ) -> tuple[bytes, bool]:
         """Bytes of this message and of every one already queued behind it; True when final."""
         parts: list[bytes] = []
+        ping = False
         while True:
             if msg is _IDLE:
                 frame = stream_error_frame(
@@ -149,46 +181,59 @@ class Relay:
                 )
                 parts.append(frame)
                 return b"".join(parts), True
-            state.last = time.monotonic()
-            reply = self._decode(msg)
-            match reply:
-                case ReplyChunk():
-                    parts.append(reply.data)
-                case ReplyEnd():
-                    parts.append(reply.data)
-                    return b"".join(parts), True
-                case ReplyError():
-                    frame = stream_error_frame(
-                        call.fmt, call.rid, reply.status, reply.type, reply.message
-                    )
-                    parts.append(frame)
-                    return b"".join(parts), True
-                case _:
-                    log.warning("ignored %s inside a stream", type(reply).__name__)
+            if msg is _PING:
+                ping = True
+            else:
+                state.received = time.monotonic()
+                reply = self._decode(msg)
+                match reply:
+                    case ReplyChunk():
+                        parts.append(reply.data)
+                    case ReplyEnd():
+                        parts.append(reply.data)
+                        return b"".join(parts), True
+                    case ReplyError():
+                        frame = stream_error_frame(
+                            call.fmt, call.rid, reply.status, reply.type, reply.message
+                        )
+                        parts.append(frame)
+                        return b"".join(parts), True
+                    case _:
+                        log.warning("ignored %s inside a stream", type(reply).__name__)
             if queue.empty():
+                if not parts:
+                    # A ping only when nothing else is written now (any write keeps it alive).
+                    return (self._ping(call) if ping else b""), False
                 return parts[0] if len(parts) == 1 else b"".join(parts), False
             msg = queue.get_nowait()
 
-    async def _keepalive(
-        self, call: Call, resp: web.StreamResponse, queue: asyncio.Queue[Msg], state: _StreamState
-    ) -> None:
-        """Pings during pauses, and an end to streams whose upstream went silent."""
-        ping = OPENAI_PING if call.fmt == "openai" else ANTHROPIC_PING
-        try:
-            while True:
-                await asyncio.sleep(self.ping_interval)
-                idle = time.monotonic() - state.last
-                if idle >= self.idle_timeout:
-                    queue.put_nowait(_IDLE)  # type: ignore[arg-type]
-                    return
-                if idle >= self.ping_interval:
-                    await resp.write(ping)
-        except (ConnectionResetError, ConnectionError):
-            return
+    @staticmethod
+    def _ping(call: Call) -> bytes:
+        return OPENAI_PING if call.fmt == "openai" else ANTHROPIC_PING
 
-    async def _cancel(self, rid: str) -> None:
+    async def _watchdog(self, call: Call, queue: asyncio.Queue[Msg], state: _StreamState) -> None:
+        """Queue a ping ``ping_interval`` after the last write, and an end to streams whose
+        upstream went silent for ``idle_timeout``. It never writes itself: the handler's loop is
+        the only writer, so nothing races ``write_eof``."""
+        while True:
+            now = time.monotonic()
+            wake = min(state.written + self.ping_interval, state.received + self.idle_timeout)
+            if wake > now:
+                await asyncio.sleep(wake - now)
+                now = time.monotonic()
+            if now - state.received >= self.idle_timeout:
+                queue.put_nowait(_IDLE)  # type: ignore[arg-type]
+                return
+            if now - state.written >= self.ping_interval:
+                # Counted as written now, so a ping still queued behind a slow write is not
+                # queued again on every wake-up.
+                state.written = now
+                queue.put_nowait(_PING)  # type: ignore[arg-type]
+
+    async def _cancel(self, call: Call) -> None:
         try:
-            cancel = envelopes.encode(envelopes.CancelRequest(request_id=rid))
+            env = call.envelope
+            cancel = envelopes.encode(envelopes.CancelRequest(request_id=call.rid, uid=env.uid))
             await self.nc.publish(self.subjects.cancel, cancel)
         except Exception:
             log.warning("could not broadcast the cancellation")
@@ -212,4 +257,5 @@ class Relay:
 
 @dataclass(slots=True)
 class _StreamState:
-    last: float
+    received: float  # last reply received (the idle timeout)
+    written: float  # last write to the client, pings included (the ping schedule)

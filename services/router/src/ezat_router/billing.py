@@ -1,16 +1,20 @@
 """Usage records made durable before the final event: the JetStream outbox first, billing's
 request/reply when JetStream cannot take them.
 
-``record`` returns True once the record is durable, which is what releases the final event
-(SPEC §6). The fast path publishes the encoded record to the outbox stream (file storage,
-``Nats-Msg-Id`` = request id) and waits for JetStream's PubAck: ~0.6 ms p50, where a PostgreSQL
+``record`` returns True once the record is durable, which is what releases the final event (SPEC
+§6). The fast path publishes the encoded record to the outbox stream (file storage, ``Nats-Msg-Id``
+= the request's identity, its uid) and waits for JetStream's PubAck: ~0.6 ms p50, where a PostgreSQL
 commit measured ~7 ms p50 on this machine kind (docs/billing.md). Billing drains the stream into
 PostgreSQL idempotently. When JetStream does not confirm, billing's request/reply (a PostgreSQL
 group commit) is tried with the time left. Everything is bounded by ``DEADLINE``: past it the
 request is reported failed and not charged.
 
-``record_later`` is the same, fire-and-forget, for records nobody waits on (client gone,
-request failed), tracked so shutdown can let them finish.
+``record_later`` is for records nobody waits on (client gone, request failed): a ``client_closed``
+record is billable, so it is not given up after one bounded attempt. It is retried with backoff
+(``RETRY_FIRST`` doubling to ``RETRY_MAX``) for up to ``RETRY_FOR``; every attempt is idempotent on
+the record's uid (outbox de-duplication, ``ON CONFLICT`` in billing). At shutdown ``drain`` retries
+the pending ones at once and keeps trying for its grace period; the uid of every record still not
+durable then is logged at error level.
 """
 
 from __future__ import annotations
@@ -30,6 +34,12 @@ from nats.aio.client import Client
 # The whole budget of one record, and the part of it given to the outbox's PubAck.
 DEADLINE = 2.0
 OUTBOX_TIMEOUT = 1.0
+# Fire-and-forget records: first retry delay, largest delay, and how long they are retried.
+RETRY_FIRST = 0.5
+RETRY_MAX = 10.0
+RETRY_FOR = 600.0
+# While stopping, the pending records are retried at least this often.
+STOPPING_RETRY = 0.25
 
 log = logging.getLogger("ezat.router.billing")
 
@@ -41,22 +51,35 @@ class Billing:
         subjects: Subjects,
         deadline: float = DEADLINE,
         outbox_timeout: float = OUTBOX_TIMEOUT,
+        *,
+        outbox: Outbox | None = None,
+        retry_first: float = RETRY_FIRST,
+        retry_max: float = RETRY_MAX,
+        retry_for: float = RETRY_FOR,
     ) -> None:
         self._nc = nc
         self._subject = subjects.usage_record
         self._deadline = deadline
         self._outbox_timeout = min(outbox_timeout, deadline)
-        self._outbox = Outbox(nc, subjects)
-        self._pending: set[asyncio.Task[bool]] = set()
+        self._outbox = outbox if outbox is not None else Outbox(nc, subjects)
+        self._retry_first = retry_first
+        self._retry_max = retry_max
+        self._retry_for = retry_for
+        # Fire-and-forget records not yet durable, with the record each task carries.
+        self._pending: dict[asyncio.Task[bool], UsageRecord] = {}
+        # Set at shutdown: sleeping retries wake up (``_sleepers``) and retry without backoff.
+        self._stopping = False
+        self._sleepers: set[asyncio.Future[None]] = set()
 
     async def record(self, rec: UsageRecord) -> bool:
         """True once the record is durable (the outbox or PostgreSQL); False on any failure."""
         loop = asyncio.get_running_loop()
         end = loop.time() + self._deadline
         data = envelopes.encode(rec)
-        if await self._outbox.put(rec.request_id, data, timeout=self._outbox_timeout):
+        uid = envelopes.identity(rec.uid, rec.request_id)
+        if await self._outbox.put(uid, data, timeout=self._outbox_timeout):
             return True
-        fields = {"status": rec.status}
+        fields = {"status": rec.status, "uid": uid}
         left = end - loop.time()
         try:
             if left <= 0:
@@ -75,10 +98,91 @@ class Billing:
         return bool(ack.ok)
 
     def record_later(self, rec: UsageRecord) -> None:
-        task = asyncio.get_running_loop().create_task(self.record(rec))
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
+        """Make ``rec`` durable in the background, retrying until it is (or ``retry_for``)."""
+        task = asyncio.get_running_loop().create_task(self._record_until_durable(rec))
+        self._pending[task] = rec
+        task.add_done_callback(self._done)
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    def _done(self, task: asyncio.Task[bool]) -> None:
+        self._pending.pop(task, None)
+
+    async def _record_until_durable(self, rec: UsageRecord) -> bool:
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + self._retry_for
+        delay = self._retry_first
+        attempts = 0
+        while True:
+            attempts += 1
+            if await self.record(rec):
+                if attempts > 1:
+                    log.info(
+                        "usage made durable after %d attempts",
+                        attempts,
+                        extra={"fields": {"uid": envelopes.identity(rec.uid, rec.request_id)}},
+                    )
+                return True
+            if self._stopping:
+                delay = min(delay, STOPPING_RETRY)
+            if loop.time() + delay > give_up:
+                log.error(
+                    "usage record lost: not durable after %d attempts over %gs",
+                    attempts,
+                    self._retry_for,
+                    extra={"fields": _lost_fields(rec)},
+                )
+                return False
+            await self._pause(delay)
+            delay = min(delay * 2, self._retry_max)
+
+    async def _pause(self, delay: float) -> None:
+        """Sleep ``delay`` seconds, or until shutdown begins."""
+        loop = asyncio.get_running_loop()
+        wake: asyncio.Future[None] = loop.create_future()
+        timer = loop.call_later(delay, _wake, wake)
+        self._sleepers.add(wake)
+        try:
+            await wake
+        finally:
+            timer.cancel()
+            self._sleepers.discard(wake)
 
     async def drain(self, timeout: float) -> None:
-        if self._pending:
-            await asyncio.wait(set(self._pending), timeout=timeout)
+        """At shutdown: retry the pending records now, for up to ``timeout`` seconds; log (at
+        error level) and abandon whatever is still not durable after that."""
+        self._stopping = True
+        for wake in list(self._sleepers):
+            _wake(wake)
+        if not self._pending:
+            return
+        _, left = await asyncio.wait(set(self._pending), timeout=timeout)
+        for task in left:
+            rec = self._pending.get(task)
+            task.cancel()
+            if rec is not None:
+                log.error(
+                    "usage record not durable at shutdown, lost unless an attempt in flight "
+                    "stored it",
+                    extra={"fields": _lost_fields(rec)},
+                )
+        if left:
+            await asyncio.wait(left, timeout=1.0)
+
+
+def _wake(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+def _lost_fields(rec: UsageRecord) -> dict[str, object]:
+    return {
+        "uid": envelopes.identity(rec.uid, rec.request_id),
+        "request_id": rec.request_id,
+        "key_id": rec.key_id,
+        "status": rec.status,
+        "input_tokens": rec.input_tokens,
+        "output_tokens": rec.output_tokens,
+    }

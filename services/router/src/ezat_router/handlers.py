@@ -1,16 +1,24 @@
 """NATS callbacks: decode, hand the request to the router in its own task, track it for cancel.
 
 A subscription's callback runs messages one at a time, so ``on_route`` only decodes and spawns.
-Tasks are kept by request id so a ``CancelRequest`` (broadcast to every replica) can cancel the
-one this replica runs. A cancel can overtake its request on the way (the client left while the
-translator was still working); recently cancelled ids are remembered so that request is dropped.
+Tasks are kept by the request's identity (``envelopes.identity``: its gateway-made ``uid``, the
+client-chosen ``request_id`` only from producers that send no uid), never by the request id
+alone: a client may reuse its ``x-request-id`` and two tenants may pick the same one, and a
+cancel (broadcast to every replica) must only ever stop the one request it is about.
+
+A cancel can overtake its request on the way (the client left while the translator was still
+working); recently cancelled identities are remembered for ``CANCEL_MEMORY_SECONDS`` so that
+request is dropped when it arrives. Past that the request arrives too late to matter, and the
+memory must not drop a later request that happens to share a (uid-less) id.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import OrderedDict
+from collections.abc import Callable
 
 import msgspec
 from ezat_common import envelopes
@@ -21,15 +29,26 @@ from .routing import Router
 log = logging.getLogger("ezat.router")
 
 _BAD_MESSAGE = (msgspec.DecodeError, msgspec.ValidationError)
-# Cancels for requests this replica does not (yet) run; bounded, oldest forgotten first.
+# Cancels for requests this replica does not (yet) run; bounded, oldest forgotten first, and
+# forgotten anyway after CANCEL_MEMORY_SECONDS.
 REMEMBERED_CANCELS = 4096
+CANCEL_MEMORY_SECONDS = 30.0
 
 
 class Handlers:
-    def __init__(self, router: Router) -> None:
+    def __init__(
+        self,
+        router: Router,
+        clock: Callable[[], float] = time.monotonic,
+        cancel_memory: float = CANCEL_MEMORY_SECONDS,
+    ) -> None:
         self._router = router
+        self._clock = clock
+        self._cancel_memory = cancel_memory
+        # In-flight requests by identity (uid, or request id from uid-less producers).
         self.tasks: dict[str, asyncio.Task[None]] = {}
-        self._cancelled: OrderedDict[str, None] = OrderedDict()
+        # Remembered cancels: identity -> when the memory of it expires (clock time).
+        self._cancelled: OrderedDict[str, float] = OrderedDict()
 
     async def on_route(self, msg: Msg) -> None:
         try:
@@ -37,26 +56,40 @@ class Handlers:
         except _BAD_MESSAGE as exc:
             log.warning("undecodable route request dropped", extra={"fields": {"err": str(exc)}})
             return
-        if req.request_id in self._cancelled:
-            del self._cancelled[req.request_id]
+        key = envelopes.identity(req.uid, req.request_id)
+        self._expire_cancels()
+        if self._cancelled.pop(key, None) is not None:
             return  # the client is already gone
         task = asyncio.get_running_loop().create_task(self._router.run(req))
-        self.tasks[req.request_id] = task
-        task.add_done_callback(lambda done: self._forget(req.request_id, done))
+        self.tasks[key] = task
+        task.add_done_callback(lambda done: self._forget(key, done))
 
     async def on_cancel(self, msg: Msg) -> None:
         try:
             cancel = envelopes.decode_cancel(msg.data)
         except _BAD_MESSAGE:
             return
-        task = self.tasks.get(cancel.request_id)
+        key = envelopes.identity(cancel.uid, cancel.request_id)
+        task = self.tasks.get(key)
         if task is not None:
             task.cancel()
             return
-        self._cancelled[cancel.request_id] = None
-        if len(self._cancelled) > REMEMBERED_CANCELS:
+        self._expire_cancels()
+        self._cancelled[key] = self._clock() + self._cancel_memory
+        self._cancelled.move_to_end(key)
+        while len(self._cancelled) > REMEMBERED_CANCELS:
             self._cancelled.popitem(last=False)
 
-    def _forget(self, request_id: str, task: asyncio.Task[None]) -> None:
-        if self.tasks.get(request_id) is task:
-            del self.tasks[request_id]
+    def _expire_cancels(self) -> None:
+        """Forget the remembered cancels whose time is up (kept oldest first)."""
+        now = self._clock()
+        cancelled = self._cancelled
+        while cancelled:
+            key, expires = next(iter(cancelled.items()))
+            if expires > now:
+                break
+            del cancelled[key]
+
+    def _forget(self, key: str, task: asyncio.Task[None]) -> None:
+        if self.tasks.get(key) is task:
+            del self.tasks[key]

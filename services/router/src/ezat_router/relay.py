@@ -52,7 +52,6 @@ class RequestState:
 
     __slots__ = (
         "attempts",
-        "body_len",
         "final_sent",
         "first_token_at",
         "head_sent",
@@ -64,7 +63,6 @@ class RequestState:
 
     def __init__(self) -> None:
         self.attempts = 0
-        self.body_len = 0
         self.target: Target | None = None
         self.usage = UsageAccumulator()
         self.upstream_started_at = 0.0
@@ -84,6 +82,7 @@ def usage_base(req: RouteRequest, state: RequestState, finished_at: float) -> Us
     dep = state.target.dep if state.target is not None else None
     return UsageRecord(
         request_id=req.request_id,
+        uid=req.uid,
         key_id=req.key_id,
         model=req.model,
         api=req.api,
@@ -200,9 +199,7 @@ class Relay:
         self, req: RouteRequest, state: RequestState, final: ReplyEnd | ReplyBody
     ) -> Failure | None:
         """Make the usage durable, then release the final reply (SPEC §6)."""
-        record = state.usage.record(
-            usage_base(req, state, self._clock()), "complete", state.body_len
-        )
+        record = state.usage.record(usage_base(req, state, self._clock()), "complete")
         if not await self._billing.record(record):
             return UNRECORDED_FAILURE
         if isinstance(final, ReplyBody):

@@ -4,7 +4,8 @@ Failover happens only before the first byte reached the client (``ReplyHead``): 
 errors, timeouts before the headers, 429, 5xx, 529 and the other failures
 ``core.upstream_errors`` marks retryable. After exhausting ``max_attempts`` the last failure is
 what the client gets. A cancelled request closes its upstream connection (the ``finally`` in
-``_attempt``) and records ``client_closed`` usage, fire-and-forget since nobody waits for it.
+``_attempt``) and records ``client_closed`` usage in the background (``Billing.record_later``,
+retried until durable) since nobody waits for it; ``count_tokens`` is never recorded.
 """
 
 from __future__ import annotations
@@ -148,7 +149,6 @@ class Router:
 
     async def _route(self, req: RouteRequest, state: RequestState, decision: Decision) -> str:
         body = await self._claims.unpack(req.body, req.body_ref)
-        state.body_len = len(body)
         deployments = self._deployments.get(req.model)
         if not deployments:
             err = model_not_found(req.response_model)
@@ -230,10 +230,10 @@ class Router:
             return "ok"
         await self._publish(req, _with_headers(failure.error, state.reply_headers))
         state.final_sent = True
-        if state.head_sent:
+        if state.head_sent and req.api != "count_tokens":
             # The stream started and broke: recorded as failed (not billed) for the usage list.
             record = state.usage.record(
-                usage_base(req, state, self._clock()), "failed", state.body_len, failure.error.type
+                usage_base(req, state, self._clock()), "failed", failure.error.type
             )
             self._billing.record_later(record)
         return failure.reason
@@ -349,10 +349,9 @@ class Router:
             outcome = "shutdown"
         else:
             status, outcome = "client_closed", "client_closed"
-        if state.upstream_started_at:
-            record = state.usage.record(
-                usage_base(req, state, self._clock()), status, state.body_len
-            )
+        # count_tokens is free and never recorded (docs/billing.md), cancelled or not.
+        if state.upstream_started_at and req.api != "count_tokens":
+            record = state.usage.record(usage_base(req, state, self._clock()), status)
             self._billing.record_later(record)
         return outcome
 

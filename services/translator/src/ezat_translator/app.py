@@ -19,8 +19,9 @@ from ezat_common.subjects import QUEUE_TRANSLATOR, from_env
 from nats.aio.msg import Msg
 
 from . import metrics as m
-from .chat import ChatPath
-from .core.messages import Translated, translate_count, translate_create
+from .chat import NO_ROUTER_TAG, ChatPath
+from .core.messages import TOO_DEEP, Translated, encode_body, translate_count, translate_create
+from .images import inline_images
 from .thinking_store import ThinkingStore
 
 log = logging.getLogger("ezat.translator")
@@ -63,7 +64,8 @@ class Translator:
         task.add_done_callback(self.tasks.discard)
 
     async def on_cancel(self, msg: Msg) -> None:
-        self.chat.cancel(envelopes.decode_cancel(msg.data).request_id)
+        cancel = envelopes.decode_cancel(msg.data)
+        self.chat.cancel(envelopes.identity(cancel.uid, cancel.request_id))
 
     async def check(self) -> str | None:
         return None if self.nc.is_connected else "NATS is not connected"
@@ -86,37 +88,76 @@ class Translator:
                 await self.chat.route(req, body)
                 return
             translated = self.translate(req, body)
-            inline, ref = await self.claims.pack(translated.body)
-            route = envelopes.RouteRequest(
-                request_id=req.request_id,
-                api=req.api,
-                key_id=req.key_id,
-                model=translated.model.id,
-                response_model=translated.response_model,
-                stream=translated.stream,
-                reply_to=req.reply_to,
-                client_reply_to=req.reply_to,
-                received_at=req.received_at,
-                body=inline,
-                body_ref=ref,
-                session_key=req.session,
-                prefix_hash=translated.prefix_hash,
-                cache_ttl=translated.cache_ttl,
-                beta=req.beta if req.api == "messages" else None,
-            )
-            await self.nc.publish(
-                self.subjects.route,
-                envelopes.encode(route),
-                reply=self.no_router_prefix + req.reply_to,
-            )
-        except GatewayError as err:
-            m.REJECTED.labels(req.api, str(err.status)).inc()
-            await self.reply_error(req.reply_to, err)
-        except Exception:
-            log.exception("translation failed")
-            await self.reply_error(req.reply_to, GatewayError(500, "internal error; retry"))
+            if translated.image_urls:
+                # Downloads must not hold up the subscription (see on_request).
+                self._spawn(self.route_with_images(req, translated))
+                return
+            await self.route(req, translated, translated.body)
+        except BaseException as exc:
+            await self.fail(req, exc)
         finally:
             logs.request_id.reset(token)
+
+    async def route_with_images(self, req: envelopes.ClientRequest, translated: Translated) -> None:
+        """SPEC §2: image blocks with a URL source go to the deployment inline."""
+        token = logs.request_id.set(req.request_id)
+        try:
+            assert translated.data is not None
+            await inline_images(
+                self.nc,
+                self.subjects,
+                self.claims,
+                req.request_id,
+                translated.data,
+                translated.image_urls,
+            )
+            await self.route(req, translated, encode_body(translated.data))
+        except BaseException as exc:
+            await self.fail(req, exc)
+        finally:
+            logs.request_id.reset(token)
+
+    async def route(
+        self, req: envelopes.ClientRequest, translated: Translated, body: bytes
+    ) -> None:
+        inline, ref = await self.claims.pack(body)
+        route = envelopes.RouteRequest(
+            request_id=req.request_id,
+            uid=req.uid,
+            api=req.api,
+            key_id=req.key_id,
+            model=translated.model.id,
+            response_model=translated.response_model,
+            stream=translated.stream,
+            reply_to=req.reply_to,
+            client_reply_to=req.reply_to,
+            received_at=req.received_at,
+            body=inline,
+            body_ref=ref,
+            session_key=req.session,
+            prefix_hash=translated.prefix_hash,
+            cache_ttl=translated.cache_ttl,
+            beta=req.beta if req.api == "messages" else None,
+        )
+        await self.nc.publish(
+            self.subjects.route,
+            envelopes.encode(route),
+            reply=self.no_router_prefix + req.reply_to,
+        )
+
+    async def fail(self, req: envelopes.ClientRequest, exc: BaseException) -> None:
+        """Tell the edge why the request failed (re-raises what is not an error: cancellation)."""
+        if isinstance(exc, RecursionError):
+            # A structure deeper than the decoder caught, met by a recursive walk later on.
+            exc = GatewayError(400, TOO_DEEP)
+        if isinstance(exc, GatewayError):
+            m.REJECTED.labels(req.api, str(exc.status)).inc()
+            await self.reply_error(req.reply_to, exc)
+        elif isinstance(exc, Exception):
+            log.error("translation failed", exc_info=exc)
+            await self.reply_error(req.reply_to, GatewayError(500, "internal error; retry"))
+        else:
+            raise exc
 
     def translate(self, req: envelopes.ClientRequest, body: bytes) -> Translated:
         if req.api == "count_tokens":
@@ -138,7 +179,15 @@ class Translator:
         if not bus.is_no_responders(msg):
             return
         m.NO_ROUTER.inc()
-        edge_inbox = msg.subject[len(self.no_router_prefix) :]
+        rest = msg.subject[len(self.no_router_prefix) :]
+        if rest.startswith(NO_ROUTER_TAG):
+            # A chat route: its state goes, and the edge inbox is the state's.
+            found = self.chat.no_router(rest[len(NO_ROUTER_TAG) :])
+            if found is None:
+                return
+            edge_inbox = found
+        else:
+            edge_inbox = rest
         err = GatewayError(529, "no router is available to run the request; retry shortly")
         err.retry_after = 2
         await self.reply_error(edge_inbox, err)

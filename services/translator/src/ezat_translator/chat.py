@@ -3,8 +3,14 @@ convert the router's Anthropic replies into OpenAI responses on their way to the
 
 Unlike the Anthropic API, the format changes on the way back, so the router replies to this
 process's inbox; one wildcard subscription dispatches by sequence number to the request's state
-(no task per request or per event). State is dropped on the final reply, on cancellation, or by a
-sweep for requests whose router vanished.
+(no task per request or per event). State is dropped on the final reply, on cancellation (matched
+on the request's ``uid``: a client-chosen request id may be shared by other requests), when no
+router is there, or by a sweep for requests whose router vanished.
+
+Replies are converted and published inline, in arrival order; nothing on that path waits for
+Redis or the object store, except in a task of its own: a final event after which thinking must
+be kept (the task stores it, *then* publishes the final event, because the client can only send
+the turn that needs it after that event), and a body that comes or goes as a claim check.
 """
 
 from __future__ import annotations
@@ -13,7 +19,9 @@ import asyncio
 import itertools
 import logging
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 
 import msgspec
 from ezat_common import bus, envelopes, logs
@@ -32,11 +40,15 @@ log = logging.getLogger("ezat.translator.chat")
 
 _encode_json = msgspec.json.Encoder().encode
 STATE_MAX_AGE = 3600.0
+# After the no-router prefix: the reply subject of a chat route names its state, not the edge.
+NO_ROUTER_TAG = "chat."
 
 
 @dataclass(slots=True)
 class ChatState:
     request_id: str
+    uid: str
+    key_id: str
     edge_reply_to: str
     response_model: str
     created: int
@@ -64,7 +76,9 @@ class ChatPath:
         self.no_router_prefix = no_router_prefix
         self.seq = itertools.count(1)
         self.states: dict[str, ChatState] = {}
+        # uid (gateway-internal request identity) -> token
         self.by_request: dict[str, str] = {}
+        self.tasks: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
         await self.nc.subscribe(self.prefix + ".*", cb=self.on_reply)
@@ -80,9 +94,11 @@ class ChatPath:
                 self.nc, self.subjects, self.claims, req.request_id, ct.body, ct.image_urls
             )
         if ct.thinking_requested and ct.tool_turns:
-            await self._restore_thinking(ct)
+            await self._restore_thinking(req.key_id, ct)
         token = str(next(self.seq))
         created = int(time.time())
+        uid = envelopes.identity(req.uid, req.request_id)
+        inline, ref = await self.claims.pack(_encode_json(ct.body))
         stream = (
             ChatStream(
                 request_id=req.request_id,
@@ -93,13 +109,14 @@ class ChatPath:
             if ct.stream
             else None
         )
+        # Registered only once nothing can fail before the publish: no state is left behind.
         self.states[token] = ChatState(
-            req.request_id, req.reply_to, ct.response_model, created, stream
+            req.request_id, uid, req.key_id, req.reply_to, ct.response_model, created, stream
         )
-        self.by_request[req.request_id] = token
-        inline, ref = await self.claims.pack(_encode_json(ct.body))
+        self.by_request[uid] = token
         route = envelopes.RouteRequest(
             request_id=req.request_id,
+            uid=req.uid,
             api="chat",
             key_id=req.key_id,
             model=ct.model.id,
@@ -114,15 +131,29 @@ class ChatPath:
             prefix_hash=ct.prefix_hash,
             cache_ttl=ct.cache_ttl,
         )
-        await self.nc.publish(
-            self.subjects.route, envelopes.encode(route), reply=self.no_router_prefix + req.reply_to
-        )
+        try:
+            await self.nc.publish(
+                self.subjects.route,
+                envelopes.encode(route),
+                reply=f"{self.no_router_prefix}{NO_ROUTER_TAG}{token}",
+            )
+        except BaseException:
+            self._forget(token)
+            raise
 
-    async def _restore_thinking(self, ct: ChatTranslation) -> None:
+    def no_router(self, token: str) -> str | None:
+        """No router took the request of ``token``: forget it; the edge inbox to tell, if any."""
+        state = self.states.get(token)
+        if state is None:
+            return None
+        self._forget(token)
+        return state.edge_reply_to
+
+    async def _restore_thinking(self, key_id: str, ct: ChatTranslation) -> None:
         """Put each tool-calling turn's thinking back; if any is gone, drop thinking instead."""
         restored: list[tuple[int, list[dict[str, object]]]] = []
         for index, call_ids in ct.tool_turns:
-            blocks = await self.thinking.find(call_ids)
+            blocks = await self.thinking.find(key_id, call_ids)
             if blocks is None:
                 log.info("thinking blocks of an earlier turn are gone; thinking off for this turn")
                 ct.body.pop("thinking", None)
@@ -146,61 +177,109 @@ class ChatPath:
             return
         rid = logs.request_id.set(state.request_id)
         try:
-            await self._convert(token, state, envelopes.decode_reply(msg.data))
+            out = self._convert(token, state, envelopes.decode_reply(msg.data))
+            if out is not None:
+                await self.nc.publish(state.edge_reply_to, envelopes.encode(out))
         except Exception:
             log.exception("reply conversion failed")
             self._forget(token)
-            err = ReplyError(status=500, type="api_error", message="internal error; retry")
-            await self.nc.publish(state.edge_reply_to, envelopes.encode(err))
+            await self._fail(state)
         finally:
             logs.request_id.reset(rid)
 
-    async def _convert(self, token: str, state: ChatState, reply: envelopes.Reply) -> None:
-        out: envelopes.Reply | None
+    async def _fail(self, state: ChatState) -> None:
+        err = ReplyError(status=500, type="api_error", message="internal error; retry")
+        await self.nc.publish(state.edge_reply_to, envelopes.encode(err))
+
+    def _convert(
+        self, token: str, state: ChatState, reply: envelopes.Reply
+    ) -> envelopes.Reply | None:
+        """The reply to publish now (None: nothing, or a task publishes it later)."""
         match reply:
             case ReplyHead():
-                out = reply
+                return reply
             case ReplyChunk():
                 assert state.stream is not None
                 data = state.stream.feed(reply.data)
-                out = ReplyChunk(data=data) if data else None
+                return ReplyChunk(data=data) if data else None
             case ReplyEnd():
                 assert state.stream is not None
                 data = state.stream.feed(reply.data)
                 self._forget(token)
-                await self._keep(state.stream.kept_thinking)
-                out = ReplyEnd(data=data)
+                kept = state.stream.kept_thinking
+                end = ReplyEnd(data=data)
+                if kept is not None and kept.blocks:
+                    self._spawn(state, self._keep_then_publish(state, kept, end))
+                    return None
+                return end
             case ReplyBody():
                 self._forget(token)
-                anthropic_body = await self.claims.unpack(reply.data, reply.data_ref)
-                data, kept = to_chat_completion(
-                    anthropic_body,
-                    request_id=state.request_id,
-                    response_model=state.response_model,
-                    created=state.created,
-                )
-                await self._keep(kept)
-                inline, ref = await self.claims.pack(data)
-                out = ReplyBody(
-                    status=reply.status, headers=reply.headers, data=inline, data_ref=ref
-                )
+                if reply.data_ref is not None:
+                    self._spawn(state, self._unpack_body(state, reply))
+                    return None
+                data, kept = self._completion(state, reply.data)
+                if (kept is None or not kept.blocks) and len(data) <= self.claims.inline_limit:
+                    return ReplyBody(status=reply.status, headers=reply.headers, data=data)
+                self._spawn(state, self._publish_body(state, reply, data, kept))
+                return None
             case ReplyError():
                 self._forget(token)
-                out = reply
-        if out is not None:
-            await self.nc.publish(state.edge_reply_to, envelopes.encode(out))
+                return reply
+        return None
 
-    async def _keep(self, kept: ThinkingKept | None) -> None:
+    def _completion(
+        self, state: ChatState, anthropic_body: bytes
+    ) -> tuple[bytes, ThinkingKept | None]:
+        return to_chat_completion(
+            anthropic_body,
+            request_id=state.request_id,
+            response_model=state.response_model,
+            created=state.created,
+        )
+
+    async def _unpack_body(self, state: ChatState, reply: ReplyBody) -> None:
+        anthropic_body = await self.claims.unpack(reply.data, reply.data_ref)
+        data, kept = self._completion(state, anthropic_body)
+        await self._publish_body(state, reply, data, kept)
+
+    async def _publish_body(
+        self, state: ChatState, reply: ReplyBody, data: bytes, kept: ThinkingKept | None
+    ) -> None:
+        await self._keep(state.key_id, kept)  # before the body: the next turn may need it
+        inline, ref = await self.claims.pack(data)
+        out = ReplyBody(status=reply.status, headers=reply.headers, data=inline, data_ref=ref)
+        await self.nc.publish(state.edge_reply_to, envelopes.encode(out))
+
+    async def _keep_then_publish(self, state: ChatState, kept: ThinkingKept, end: ReplyEnd) -> None:
+        await self._keep(state.key_id, kept)  # before the final event: the next turn needs it
+        await self.nc.publish(state.edge_reply_to, envelopes.encode(end))
+
+    def _spawn(self, state: ChatState, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(self._guarded(state, coro))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _guarded(self, state: ChatState, coro: Coroutine[Any, Any, None]) -> None:
+        rid = logs.request_id.set(state.request_id)
+        try:
+            await coro
+        except Exception:
+            log.exception("reply conversion failed")
+            await self._fail(state)
+        finally:
+            logs.request_id.reset(rid)
+
+    async def _keep(self, key_id: str, kept: ThinkingKept | None) -> None:
         if kept is not None and kept.blocks:
-            await self.thinking.keep(kept.tool_call_ids, kept.blocks)
+            await self.thinking.keep(key_id, kept.tool_call_ids, kept.blocks)
 
     def _forget(self, token: str) -> None:
         state = self.states.pop(token, None)
-        if state is not None:
-            self.by_request.pop(state.request_id, None)
+        if state is not None and self.by_request.get(state.uid) == token:
+            del self.by_request[state.uid]
 
-    def cancel(self, request_id: str) -> None:
-        token = self.by_request.get(request_id)
+    def cancel(self, uid: str) -> None:
+        token = self.by_request.get(uid)
         if token is not None:
             self._forget(token)
 

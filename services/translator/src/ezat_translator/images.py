@@ -14,7 +14,7 @@ from ezat_common import bus, envelopes
 from ezat_common.errors import GatewayError
 from ezat_common.subjects import Subjects
 
-from .core.openai_to_anthropic import ImageUrlPart
+from .core.openai_messages import ImageUrlPart
 
 MAX_URLS = 20
 MAX_TOTAL_BYTES = 32 * 1024 * 1024
@@ -36,24 +36,44 @@ async def inline_images(
             f"{extra.path}: at most {MAX_URLS} image URLs per request; send the rest inline",
             param=extra.path,
         )
-    results = await asyncio.gather(
-        *(_fetch(nc, subjects, claims, request_id, part) for part in parts)
-    )
+    # Downloads run concurrently; the 32 MB budget is checked as each one arrives, and the first
+    # failure (or the budget running out) cancels the downloads still running.
+    tasks = {
+        asyncio.create_task(_fetch(nc, subjects, claims, request_id, part)): part for part in parts
+    }
     total = 0
-    for part, (media_type, data) in zip(parts, results, strict=True):
-        total += len(data)
-        if total > MAX_TOTAL_BYTES:
-            raise GatewayError(
-                400,
-                f"{part.path}: the request's image downloads exceed 32 MB in all",
-                param=part.path,
-            )
-        block = body["messages"][part.message_index]["content"][part.block_index]
-        block["source"] = {
-            "type": "base64",
-            "media_type": media_type,
-            "data": base64.b64encode(data).decode(),
-        }
+    pending: set[asyncio.Task[tuple[str, bytes]]] = set(tasks)
+    try:
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                part = tasks[task]
+                media_type, data = task.result()
+                total += len(data)
+                if total > MAX_TOTAL_BYTES:
+                    raise GatewayError(
+                        400,
+                        f"{part.path}: the request's image downloads exceed 32 MB in all",
+                        param=part.path,
+                    )
+                _block(body, part)["source"] = {
+                    "type": "base64",
+                    "media_type": media_type,
+                    "data": base64.b64encode(data).decode(),
+                }
+    finally:
+        if pending:
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+
+
+def _block(body: dict[str, Any], part: ImageUrlPart) -> dict[str, Any]:
+    block: dict[str, Any] = body["messages"][part.message_index]["content"][part.block_index]
+    if part.inner_index is not None:
+        inner: dict[str, Any] = block["content"][part.inner_index]
+        return inner
+    return block
 
 
 async def _fetch(

@@ -1,8 +1,10 @@
-"""Thinking blocks kept server-side for OpenAI clients (Redis, keyed by tool-call id).
+"""Thinking blocks kept server-side for OpenAI clients (Redis, keyed by API key + tool-call id).
 
 Anthropic models need the thinking blocks of an assistant turn that called a tool when that turn
 is sent back, but OpenAI clients never see them. After a turn that called tools we store its
 blocks under each tool-call id (TTL 2 h); when a client sends that turn again we put them back.
+The key id is part of the Redis key: a tool-call id is visible to whoever holds the
+conversation, and another tenant presenting it must not get this tenant's thinking.
 Redis trouble only degrades: the caller then drops thinking for that request.
 """
 
@@ -22,8 +24,8 @@ _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder(list[dict[str, Any]]).decode
 
 
-def _key(tool_call_id: str) -> str:
-    return f"ezat:thinking:{tool_call_id}"
+def _key(key_id: str, tool_call_id: str) -> str:
+    return f"ezat:thinking:{key_id}:{tool_call_id}"
 
 
 class ThinkingStore:
@@ -34,25 +36,27 @@ class ThinkingStore:
             else None
         )
 
-    async def keep(self, tool_call_ids: list[str], blocks: list[dict[str, Any]]) -> None:
+    async def keep(
+        self, key_id: str, tool_call_ids: list[str], blocks: list[dict[str, Any]]
+    ) -> None:
         if self.redis is None or not tool_call_ids or not blocks:
             return
         data = _encode(blocks)
         try:
             async with self.redis.pipeline(transaction=False) as pipe:
                 for call_id in tool_call_ids:
-                    pipe.set(_key(call_id), data, ex=TTL_SECONDS)
+                    pipe.set(_key(key_id, call_id), data, ex=TTL_SECONDS)
                 await pipe.execute()
         except (RedisError, OSError) as exc:
             log.warning("thinking blocks not kept: %s", type(exc).__name__)
 
-    async def find(self, tool_call_ids: list[str]) -> list[dict[str, Any]] | None:
+    async def find(self, key_id: str, tool_call_ids: list[str]) -> list[dict[str, Any]] | None:
         """The blocks of the turn that made these calls, or None when they are gone."""
         if self.redis is None or not tool_call_ids:
             return None
         try:
             for call_id in tool_call_ids:
-                data = await self.redis.get(_key(call_id))
+                data = await self.redis.get(_key(key_id, call_id))
                 if data:
                     return _decode(data)
         except (RedisError, OSError, msgspec.DecodeError) as exc:

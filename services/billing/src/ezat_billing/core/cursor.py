@@ -1,6 +1,8 @@
-"""Opaque page cursors of the usage listing: the position ``(received_at, request_id)`` of the
-last record a page showed. Records are listed newest first, so the next page holds the records
-strictly before that position (keyset pagination: stable while new records arrive).
+"""Opaque page cursors of the usage listing: the position ``(received_at, uid)`` of the last record
+a page showed (uid, unique, breaks ties; request ids may repeat; for rows stored before uids existed
+the uid is the request id, so older cursors still read right). Records are listed newest first, so
+the next page holds the records strictly before that position (keyset pagination: stable while new
+records arrive).
 """
 
 from __future__ import annotations
@@ -29,13 +31,13 @@ class InvalidCursor(ValueError):
 
 class Position(msgspec.Struct, frozen=True):
     received_at: datetime.datetime
-    request_id: str
+    uid: str
 
 
 def encode_cursor(position: Position) -> str:
     # Integer microseconds: exactly PostgreSQL's timestamptz resolution, so no float rounding.
     micros = (position.received_at - _EPOCH) // datetime.timedelta(microseconds=1)
-    raw = _encode((_VERSION, micros, position.request_id))
+    raw = _encode((_VERSION, micros, position.uid))
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
@@ -43,10 +45,10 @@ def decode_cursor(cursor: str) -> Position:
     """The position encoded in ``cursor``; ``InvalidCursor`` for anything else."""
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        version, micros, request_id = _decode(raw)
+        version, micros, uid = _decode(raw)
         received_at = _EPOCH + datetime.timedelta(microseconds=micros)
     except (binascii.Error, ValueError, msgspec.DecodeError, OverflowError):
         raise InvalidCursor() from None
-    if version != _VERSION or not request_id:
+    if version != _VERSION or not uid:
         raise InvalidCursor()
-    return Position(received_at=received_at, request_id=request_id)
+    return Position(received_at=received_at, uid=uid)

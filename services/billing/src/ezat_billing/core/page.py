@@ -102,7 +102,7 @@ def to_page(
     next_cursor = None
     if has_more and shown:
         last = shown[-1]
-        next_cursor = encode_cursor(Position(last["received_at"], last["request_id"]))
+        next_cursor = encode_cursor(Position(last["received_at"], last["uid"]))
     return UsagePage(
         data=[to_item(r) for r in shown],
         totals=to_totals(totals),

@@ -1,4 +1,10 @@
-"""The ``usage_records`` row built from one priced usage record (columns of 0001_init.sql)."""
+"""The ``usage_records`` row built from one priced usage record (columns of the migrations).
+
+``uid`` is the row's primary key: the request's identity inside the gateway
+(``envelopes.identity``: the edge-made uid, or the request id from producers that send none).
+``request_id`` is the client-visible id, which a client may choose and reuse: it is shown, never
+used to tell requests apart.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +12,7 @@ import datetime
 import math
 
 from ezat_common.catalogue import Prices
-from ezat_common.envelopes import UsageRecord
+from ezat_common.envelopes import UsageRecord, identity
 from msgspec import Struct
 
 from .pricing import prices_json
@@ -17,6 +23,7 @@ _MAX_EPOCH = 253_402_300_799.0  # the end of year 9999, where datetimes end
 class UsageRow(Struct, frozen=True, kw_only=True):
     """One row to insert; ``received_at`` is timezone-aware UTC, timings are milliseconds."""
 
+    uid: str
     request_id: str
     key_id: str
     model: str
@@ -44,6 +51,7 @@ class UsageRow(Struct, frozen=True, kw_only=True):
 def to_row(record: UsageRecord, prices: Prices, cost: int) -> UsageRow:
     """The row for ``record`` billed ``cost`` micro-dollars at ``prices``."""
     return UsageRow(
+        uid=identity(record.uid, record.request_id),
         request_id=record.request_id,
         key_id=record.key_id,
         model=record.model,
@@ -84,6 +92,8 @@ def problem_of(record: UsageRecord) -> str | None:
     """What makes ``record`` unstorable, or None. A bad record must fail alone, not its batch."""
     if not record.request_id or len(record.request_id) > 256:
         return "request_id: must have 1 to 256 characters"
+    if len(record.uid) > 256:
+        return "uid: must have at most 256 characters"
     if not record.key_id:
         return "key_id: must not be empty"
     for name in (

@@ -5,6 +5,12 @@ non-null value wins, so a cumulative ``message_delta`` corrects ``message_start`
 final output count never arrived (the client closed the stream early), output is estimated
 from the characters generated so far: ``ceil(chars / 4)``, the usual ~4 characters per token
 of English text, counting text, thinking and tool-input JSON.
+
+Input is only ever the upstream's own count. A request cut before ``message_start`` (or before a
+non-streamed response) arrived has no reported input: it is recorded with 0 input tokens,
+``estimated``. The raw body is no measure of input tokens (base64 images and documents are
+megabytes of bytes for a few thousand tokens), and the router cannot cheaply count its text, so
+a request abandoned before the model started is free.
 """
 
 from __future__ import annotations
@@ -132,18 +138,19 @@ class UsageAccumulator:
         return self.cache_write_5m or 0, one_hour
 
     def record(
-        self, base: UsageRecord, status: UsageStatus, body_len: int, error_type: str | None = None
+        self, base: UsageRecord, status: UsageStatus, error_type: str | None = None
     ) -> UsageRecord:
         """``base`` (ids, deployment, timings) completed with the token counts.
 
-        Input never reported (the request was cut before the response) is estimated from the
-        request body size; output never finalised is the larger of the estimate and what
-        message_start said. Either estimate sets ``estimated``.
+        Input never reported (the request was cut before message_start or the response) is 0:
+        the deployment reported nothing and the request body is no measure of its tokens.
+        Output never finalised is the larger of the estimate from the generated characters and
+        what message_start said. Either case sets ``estimated``.
         """
         estimated = False
         input_tokens = self.input_tokens
         if input_tokens is None:
-            input_tokens = estimate_tokens(body_len)
+            input_tokens = 0
             estimated = True
         output = self.output_final
         if output is None:

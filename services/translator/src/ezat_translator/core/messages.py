@@ -16,12 +16,18 @@ from ezat_common.config import ModelConfig
 from ezat_common.errors import GatewayError, invalid, model_not_found
 from msgspec import Struct
 
+from .openai_messages import ImageUrlPart
+
 _decode_json = msgspec.json.Decoder().decode
 _encode_json = msgspec.json.Encoder().encode
 
 
 class Translated(Struct, kw_only=True, frozen=True):
-    """What the router needs: the canonical model, the body without ``model``, and the mode."""
+    """What the router needs: the canonical model, the body without ``model``, and the mode.
+
+    When the request has image blocks with a ``url`` source, ``body`` is empty and ``data`` is
+    the rewritten request: the caller downloads ``image_urls`` into it, then encodes it.
+    """
 
     model: ModelConfig
     response_model: str
@@ -29,6 +35,11 @@ class Translated(Struct, kw_only=True, frozen=True):
     body: bytes
     prefix_hash: str | None = None
     cache_ttl: str | None = None
+    data: dict[str, Any] | None = None
+    image_urls: list[ImageUrlPart] = []
+
+
+TOO_DEEP = "request body: is nested too deeply"
 
 
 def prefix_hash(model_id: str, data: dict[str, Any]) -> str:
@@ -64,6 +75,8 @@ def parse_object(body: bytes) -> dict[str, Any]:
         data = _decode_json(body)
     except msgspec.DecodeError as exc:
         raise GatewayError(400, f"request body: is not valid JSON ({exc})") from None
+    except RecursionError:
+        raise GatewayError(400, TOO_DEEP) from None
     if not isinstance(data, dict):
         raise GatewayError(400, "request body: must be a JSON object")
     return data
@@ -113,27 +126,75 @@ def _check_stream(data: dict[str, Any]) -> bool:
 
 
 def strip_cache_control(node: Any) -> Any:
-    """Remove every ``cache_control`` key, at any depth, in place."""
-    if isinstance(node, dict):
-        node.pop("cache_control", None)
-        for value in node.values():
-            if isinstance(value, dict | list):
-                strip_cache_control(value)
-    elif isinstance(node, list):
-        for item in node:
-            if isinstance(item, dict | list):
-                strip_cache_control(item)
+    """Remove every ``cache_control`` key, at any depth, in place (iteratively: the depth of a
+    client's JSON must not be the depth of our stack)."""
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            item.pop("cache_control", None)
+            stack.extend(v for v in item.values() if isinstance(v, dict | list))
+        elif isinstance(item, list):
+            stack.extend(v for v in item if isinstance(v, dict | list))
     return node
 
 
-def _rewrite(data: dict[str, Any], model: ModelConfig) -> bytes:
+def _url_source(block: Any) -> str | None:
+    """The URL of an image block whose source is ``{"type": "url"}``, else None."""
+    if not isinstance(block, dict) or block.get("type") != "image":
+        return None
+    source = block.get("source")
+    if not isinstance(source, dict) or source.get("type") != "url":
+        return None
+    url = source.get("url")
+    return url if isinstance(url, str) else None  # anything else: the deployment validates it
+
+
+def image_url_parts(data: dict[str, Any]) -> list[ImageUrlPart]:
+    """Image blocks with a URL source (SPEC §2), in messages and inside ``tool_result`` blocks;
+    the fetcher downloads them and they are sent inline."""
+    parts: list[ImageUrlPart] = []
+    messages = data.get("messages")
+    if not isinstance(messages, list):
+        return parts
+    for i, message in enumerate(messages):
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(content, list):
+            continue
+        for j, block in enumerate(content):
+            url = _url_source(block)
+            if url is not None:
+                path = f"messages[{i}].content[{j}].source.url"
+                parts.append(ImageUrlPart(path, url, i, j))
+                continue
+            if not isinstance(block, dict) or block.get("type") != "tool_result":
+                continue
+            inner = block.get("content")
+            if not isinstance(inner, list):
+                continue
+            for k, item in enumerate(inner):
+                url = _url_source(item)
+                if url is not None:
+                    path = f"messages[{i}].content[{j}].content[{k}].source.url"
+                    parts.append(ImageUrlPart(path, url, i, j, k))
+    return parts
+
+
+def _rewrite(data: dict[str, Any], model: ModelConfig) -> dict[str, Any]:
     del data["model"]
     if not model.prompt_caching:
         for key in ("system", "tools", "messages"):
             if key in data:
                 strip_cache_control(data[key])
         data.pop("cache_control", None)
-    return _encode_json(data)
+    return data
+
+
+def encode_body(data: dict[str, Any]) -> bytes:
+    try:
+        return _encode_json(data)
+    except RecursionError:
+        raise GatewayError(400, TOO_DEEP) from None
 
 
 def translate_create(body: bytes, catalogue: Catalogue) -> Translated:
@@ -143,16 +204,27 @@ def translate_create(body: bytes, catalogue: Catalogue) -> Translated:
     _check_max_tokens(data)
     _check_messages(data)
     stream = _check_stream(data)
-    affinity = prefix_hash(model.id, data)
+    affinity = _prefix_hash(model.id, data)
     ttl = largest_cache_ttl(data) if model.prompt_caching else None
+    rewritten = _rewrite(data, model)
+    urls = image_url_parts(rewritten)
     return Translated(
         model=model,
         response_model=name,
         stream=stream,
-        body=_rewrite(data, model),
+        body=b"" if urls else encode_body(rewritten),
         prefix_hash=affinity,
         cache_ttl=ttl,
+        data=rewritten if urls else None,
+        image_urls=urls,
     )
+
+
+def _prefix_hash(model_id: str, data: dict[str, Any]) -> str:
+    try:
+        return prefix_hash(model_id, data)
+    except RecursionError:
+        raise GatewayError(400, TOO_DEEP) from None
 
 
 def translate_count(body: bytes, catalogue: Catalogue) -> Translated:
@@ -162,4 +234,5 @@ def translate_count(body: bytes, catalogue: Catalogue) -> Translated:
     _check_messages(data)
     data.pop("max_tokens", None)
     data.pop("stream", None)
-    return Translated(model=model, response_model=name, stream=False, body=_rewrite(data, model))
+    body = encode_body(_rewrite(data, model))
+    return Translated(model=model, response_model=name, stream=False, body=body)

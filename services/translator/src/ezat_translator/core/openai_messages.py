@@ -44,14 +44,17 @@ _decode_json = msgspec.json.Decoder().decode
 Side = Literal["user", "assistant"]
 
 
-class ImageUrlPart(Struct, frozen=True):
+class ImageUrlPart(Struct, frozen=True, omit_defaults=True):
     """An http(s) image the fetcher must download; the block at ``messages[message_index]
-    .content[block_index]`` is ``{"type": "image", "source": {"type": "url", "url": url}}``."""
+    .content[block_index]`` (or, when ``inner_index`` is set, that block's
+    ``content[inner_index]``: an image inside a ``tool_result``) is
+    ``{"type": "image", "source": {"type": "url", "url": url}}``."""
 
     path: str  # client-facing path, e.g. "messages[0].content[2].image_url.url"
     url: str
     message_index: int
     block_index: int
+    inner_index: int | None = None
 
 
 class SystemPart(Struct, frozen=True):

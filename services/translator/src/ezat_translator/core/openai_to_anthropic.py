@@ -19,7 +19,7 @@ from ezat_common.errors import GatewayError, invalid, model_not_found
 from ezat_common.schemas.openai import ChatRequest
 from msgspec import Struct
 
-from .messages import largest_cache_ttl, prefix_hash
+from .messages import TOO_DEEP, largest_cache_ttl, prefix_hash
 from .openai_messages import Conversation, ImageUrlPart, to_conversation
 from .openai_output import to_output_format
 from .openai_reasoning import Reasoning, to_reasoning
@@ -133,6 +133,8 @@ def decode_chat_request(body: bytes) -> ChatRequest:
         raise located(str(exc)) from None
     except msgspec.DecodeError as exc:
         raise GatewayError(400, f"request body: is not valid JSON ({exc})") from None
+    except RecursionError:
+        raise GatewayError(400, TOO_DEEP) from None
 
 
 def located(text: str) -> GatewayError:
@@ -195,10 +197,10 @@ def output_limit(req: ChatRequest, model: ModelConfig) -> int:
         if value is not None and value < 1:
             raise invalid(name, "must be an integer of at least 1")
     if req.max_completion_tokens is not None:
-        return req.max_completion_tokens
+        return int(req.max_completion_tokens)
     if req.max_tokens is not None:
-        return req.max_tokens
-    return min(DEFAULT_MAX_TOKENS, model.max_output_tokens)
+        return int(req.max_tokens)
+    return int(min(DEFAULT_MAX_TOKENS, model.max_output_tokens))
 
 
 def to_sampling(req: ChatRequest, model: ModelConfig, reasoning: Reasoning) -> dict[str, float]:
