@@ -71,9 +71,11 @@ class RouteRequest(Struct, kw_only=True, tag_field="t", tag="route_request"):
 
 
 class ReplyHead(Struct, kw_only=True, tag_field="t", tag="head"):
-    """The response has started streaming; the edge writes headers now."""
+    """The response has started streaming: its headers and its first SSE bytes, in one message
+    (one publish fewer on the way to the first token)."""
 
     headers: dict[str, str] = {}
+    data: bytes = b""
 
 
 class ReplyChunk(Struct, kw_only=True, tag_field="t", tag="chunk"):

@@ -173,8 +173,8 @@ class Edge:
         call = Call(request, rid, fmt, env, limit_headers, started)
         assert self.relay is not None
         resp = await self.relay.run(call, body)
-        m.REQUESTS.labels(api, str(resp.status)).inc()
-        m.LATENCY.labels(api).observe(time.monotonic() - started)
+        m.REQUESTS_BY(api, str(resp.status)).inc()
+        m.LATENCY_BY(api).observe(time.monotonic() - started)
         return resp
 
     async def list_models(self, request: web.Request) -> web.Response:

@@ -1,6 +1,6 @@
 """Edge instruments, declared once."""
 
-from ezat_common.metrics import LATENCY_BUCKETS
+from ezat_common.metrics import LATENCY_BUCKETS, labelled
 from prometheus_client import Counter, Gauge, Histogram
 
 REQUESTS = Counter("ezat_edge_requests_total", "HTTP requests answered", ["api", "status"])
@@ -16,3 +16,8 @@ FIRST_BYTE = Histogram(
 ACTIVE_STREAMS = Gauge("ezat_edge_active_streams", "Streams open to clients")
 DISCONNECTS = Counter("ezat_edge_client_disconnects_total", "Clients that went away mid-request")
 RATE_LIMITED = Counter("ezat_edge_rate_limited_total", "Requests refused by a key's limits")
+
+# Memoised children for the per-request hot path.
+REQUESTS_BY = labelled(REQUESTS)
+LATENCY_BY = labelled(LATENCY)
+FIRST_BYTE_BY = labelled(FIRST_BYTE)

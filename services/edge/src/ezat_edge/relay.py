@@ -138,6 +138,12 @@ class Relay:
         # The watchdog runs from ReplyHead on: a stream can stall before its first chunk too.
         watchdog = asyncio.create_task(self._watchdog(call, queue, state))
         try:
+            if head.data:
+                # The first read of the upstream travels with the head: write it at once.
+                await resp.prepare(call.request)
+                m.FIRST_BYTE_BY(call.envelope.api).observe(time.monotonic() - call.started)
+                await resp.write(head.data)
+                state.written = time.monotonic()
             while True:
                 msg = await queue.get()
                 # Everything that has already arrived goes out in one write: fewer syscalls per
@@ -146,7 +152,7 @@ class Relay:
                 if not resp.prepared:
                     # Headers leave with the first bytes of the body, in the same write.
                     await resp.prepare(call.request)
-                    m.FIRST_BYTE.labels(call.envelope.api).observe(time.monotonic() - call.started)
+                    m.FIRST_BYTE_BY(call.envelope.api).observe(time.monotonic() - call.started)
                 if final:
                     await resp.write_eof(data)
                     break

@@ -6,7 +6,7 @@ reasons from fixed vocabularies. Per-event counters are incremented once per ups
 
 from __future__ import annotations
 
-from ezat_common.metrics import LATENCY_BUCKETS
+from ezat_common.metrics import LATENCY_BUCKETS, labelled
 from prometheus_client import Counter, Gauge, Histogram
 
 REQUESTS = Counter(
@@ -70,3 +70,9 @@ OUTSTANDING = Gauge(
     "Requests in flight to each deployment from this replica (least-outstanding load balance).",
     ["deployment"],
 )
+
+# Memoised children for the per-request hot path.
+REQUESTS_BY = labelled(REQUESTS)
+AFFINITY_BY = labelled(AFFINITY)
+OUTSTANDING_BY = labelled(OUTSTANDING)
+FIRST_BYTE_BY = labelled(FIRST_BYTE)

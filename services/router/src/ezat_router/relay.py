@@ -2,8 +2,9 @@
 
 The streaming loop is thin: read whatever has arrived, parse it (``core.sse``), run the pure
 step (``core.stream``), publish the result as ONE ``ReplyChunk`` per read. Coalescing is only of
-what already arrived; the loop never waits for more. ``ReplyHead`` goes out right before the
-first chunk: from then on the response belongs to this deployment (no failover). message_stop
+what already arrived; the loop never waits for more. The first read's bytes ride in ``ReplyHead``
+(headers and data in one publish): from then on the response belongs to this deployment (no
+failover). message_stop
 is held until billing acknowledged the usage record, then released as ``ReplyEnd``.
 
 Every method returns ``None`` once it published the final reply, or a ``Failure`` for the
@@ -157,10 +158,12 @@ class Relay:
                     if result.first_delta and not state.first_token_at:
                         state.first_token_at = self._clock()
                     if result.data:
-                        if not state.head_sent:
-                            await publish(reply_to, _encode(ReplyHead(headers=state.reply_headers)))
+                        if state.head_sent:
+                            await publish(reply_to, _encode(ReplyChunk(data=result.data)))
+                        else:
+                            head = ReplyHead(headers=state.reply_headers, data=result.data)
+                            await publish(reply_to, _encode(head))
                             state.head_sent = True
-                        await publish(reply_to, _encode(ReplyChunk(data=result.data)))
                     if result.finished:
                         return result
         except (aiohttp.ClientError, SseError, TimeoutError):

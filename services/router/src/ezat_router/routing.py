@@ -125,9 +125,9 @@ class Router:
                 with contextlib.suppress(Exception):
                     await self._publish(req, INTERNAL)
         finally:
-            metrics.REQUESTS.labels(state.deployment, outcome).inc()
+            metrics.REQUESTS_BY(state.deployment, outcome).inc()
             if decision.affinity:
-                metrics.AFFINITY.labels(decision.affinity).inc()
+                metrics.AFFINITY_BY(decision.affinity).inc()
             log.info(
                 "routed",
                 extra={
@@ -303,13 +303,13 @@ class Router:
         tick = time.perf_counter()
         name = target.dep.name
         self._outstanding[name] = self._outstanding.get(name, 0) + 1
-        metrics.OUTSTANDING.labels(name).inc()
+        metrics.OUTSTANDING_BY(name).inc()
         try:
             try:
                 resp = await self._upstream.open(url, payload, target.request_headers(req))
             except UpstreamUnavailable as exc:
                 return from_transport(exc.kind, req.response_model, self._cfg.first_byte_timeout)
-            metrics.FIRST_BYTE.labels(name).observe(time.perf_counter() - tick)
+            metrics.FIRST_BYTE_BY(name).observe(time.perf_counter() - tick)
             try:
                 if resp.status >= 300:
                     return await self._refused(req, resp)
@@ -323,7 +323,7 @@ class Router:
                 finish(resp)
         finally:
             self._outstanding[name] -= 1
-            metrics.OUTSTANDING.labels(name).dec()
+            metrics.OUTSTANDING_BY(name).dec()
 
     async def _refused(self, req: RouteRequest, resp: aiohttp.ClientResponse) -> Failure:
         """A non-2xx answer; its (small) body says why."""

@@ -81,7 +81,7 @@ class Translator:
 
     async def handle(self, req: envelopes.ClientRequest) -> None:
         token = logs.request_id.set(req.request_id)
-        m.REQUESTS.labels(req.api).inc()
+        m.REQUESTS_BY(req.api).inc()
         try:
             body = await self.claims.unpack(req.body, req.body_ref)
             if req.api == "chat":

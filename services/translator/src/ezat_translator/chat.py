@@ -197,7 +197,8 @@ class ChatPath:
         """The reply to publish now (None: nothing, or a task publishes it later)."""
         match reply:
             case ReplyHead():
-                return reply
+                assert state.stream is not None
+                return ReplyHead(headers=reply.headers, data=state.stream.feed(reply.data))
             case ReplyChunk():
                 assert state.stream is not None
                 data = state.stream.feed(reply.data)

@@ -1,5 +1,6 @@
 """Translator instruments, declared once."""
 
+from ezat_common.metrics import labelled
 from prometheus_client import Counter
 
 REQUESTS = Counter("ezat_translator_requests_total", "Client requests translated", ["api"])
@@ -7,3 +8,6 @@ REJECTED = Counter(
     "ezat_translator_rejected_total", "Client requests refused before routing", ["api", "status"]
 )
 NO_ROUTER = Counter("ezat_translator_no_router_total", "Requests that found no router listening")
+
+# Memoised children for the per-request hot path.
+REQUESTS_BY = labelled(REQUESTS)
