@@ -7,7 +7,7 @@ from typing import Any
 
 import aiohttp
 import anthropic
-import pytest
+import pytest_asyncio
 from ezat_simulator.app import SIM, Settings, Simulator, start
 
 StartSim = Callable[..., Awaitable["Running"]]
@@ -20,7 +20,11 @@ class Running:
         self.url = url
         self.sim = sim
         self.http = http
-        self.client = anthropic.AsyncAnthropic(base_url=url, api_key="test-key", max_retries=0)
+        # A short timeout: an in-process simulator answers in milliseconds, so a stuck call
+        # should fail this test quickly and visibly rather than wait out pytest-timeout.
+        self.client = anthropic.AsyncAnthropic(
+            base_url=url, api_key="test-key", max_retries=0, timeout=15.0
+        )
 
     async def admin(self, method: str, path: str, body: Any = None) -> Any:
         async with self.http.request(method, self.url + path, json=body) as resp:
@@ -32,7 +36,7 @@ class Running:
         return result
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(loop_scope="function")
 async def start_sim() -> AsyncIterator[StartSim]:
     runners = []
     http = aiohttp.ClientSession()
@@ -48,6 +52,6 @@ async def start_sim() -> AsyncIterator[StartSim]:
         await runner.cleanup()
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(loop_scope="function")
 async def sim(start_sim: StartSim) -> Running:
     return await start_sim()

@@ -13,6 +13,10 @@ from ezat_simulator import stream as stream_mod
 
 from .conftest import Running, StartSim
 
+# Each test gets its own event loop: the in-process simulator and its client never share a
+# loop with the session-wide stacks of other suites.
+pytestmark = pytest.mark.asyncio(loop_scope="function")
+
 USER = [{"role": "user", "content": "Hello there"}]
 WEATHER = {
     "name": "get_weather",
