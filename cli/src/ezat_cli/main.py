@@ -49,7 +49,10 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"ezat: configuration error: {exc}", file=sys.stderr)
         return 2
     stack = Stack(config_path=config, data_dir=data_dir().resolve())
+    # Explicit handlers: a shell that starts us in the background leaves SIGINT ignored, and
+    # Python then keeps it ignored; Ctrl-C and a container stop must both drain and stop.
     signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, _interrupt)
     try:
         print("ezat: starting infrastructure and services...", flush=True)
         stack.start(timeout=args.timeout)
