@@ -19,6 +19,8 @@ from typing import Literal
 import msgspec
 from msgspec import Struct
 
+from .errors import GatewayError
+
 Api = Literal["messages", "count_tokens", "chat"]
 
 
@@ -113,6 +115,19 @@ class ReplyError(Struct, kw_only=True, tag_field="t", tag="error"):
 
 
 Reply = ReplyHead | ReplyChunk | ReplyEnd | ReplyBody | ReplyError
+
+
+def error_reply(err: GatewayError, headers: dict[str, str] | None = None) -> ReplyError:
+    """The final reply that tells the client about ``err``."""
+    return ReplyError(
+        status=err.status,
+        type=err.type,
+        message=err.message,
+        param=err.param,
+        code=err.code,
+        retry_after=err.retry_after,
+        headers={**err.headers, **(headers or {})},
+    )
 
 
 def identity(uid: str, request_id: str) -> str:

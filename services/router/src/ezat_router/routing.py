@@ -21,7 +21,7 @@ import aiohttp
 from ezat_common import envelopes, logs
 from ezat_common.bus import Claims
 from ezat_common.config import Config, DeploymentConfig
-from ezat_common.envelopes import Reply, ReplyError, RouteRequest
+from ezat_common.envelopes import Reply, ReplyError, RouteRequest, error_reply
 from ezat_common.errors import model_not_found
 from nats.aio.client import Client
 
@@ -151,15 +151,7 @@ class Router:
         body = await self._claims.unpack(req.body, req.body_ref)
         deployments = self._deployments.get(req.model)
         if not deployments:
-            err = model_not_found(req.response_model)
-            reply = ReplyError(
-                status=err.status,
-                type=err.type,
-                message=err.message,
-                param=err.param,
-                code=err.code,
-            )
-            await self._publish(req, reply)
+            await self._publish(req, error_reply(model_not_found(req.response_model)))
             state.final_sent = True
             return "no_deployment"
         kind: selection.Kind

@@ -165,15 +165,7 @@ class Translator:
         return translate_create(body, self.catalogue)
 
     async def reply_error(self, reply_to: str, err: GatewayError) -> None:
-        reply = envelopes.ReplyError(
-            status=err.status,
-            type=err.type,
-            message=err.message,
-            param=err.param,
-            code=err.code,
-            retry_after=err.retry_after,
-        )
-        await self.nc.publish(reply_to, envelopes.encode(reply))
+        await self.nc.publish(reply_to, envelopes.encode(envelopes.error_reply(err)))
 
     async def on_no_router(self, msg: Msg) -> None:
         if not bus.is_no_responders(msg):
