@@ -154,17 +154,7 @@ class Router:
             await self._publish(req, error_reply(model_not_found(req.response_model)))
             state.final_sent = True
             return "no_deployment"
-        kind: selection.Kind
-        bound: str | None = None
-        ttl = self._session_ttl(req)
-        if req.session_key:
-            kind, key = "session", req.session_key
-            bound = await self._shared.binding(req.model, key, ttl)
-        elif req.prefix_hash and req.cache_ttl and req.api != "count_tokens":
-            # Prefix affinity only matters when the request reads or writes a cache.
-            kind, key = "prefix", req.prefix_hash
-        else:
-            kind, key = "none", req.request_id
+        kind, key, bound, ttl = await self._affinity(req)
         now = self._clock()
         self._budget.deposit(now)
         shared = self._shared
@@ -191,8 +181,42 @@ class Router:
                 if planned.resting:
                     metrics.RETRY_BUDGET_EXHAUSTED.inc()
                 return await self._all_down(req, state, deployments, planned.outcome, now)
+        failure, served = await self._try_in_order(
+            req, state, decision, planned, (kind, bound), order, body
+        )
+        if not state.attempts:  # every candidate's probe was taken by another replica
+            return await self._all_down(req, state, deployments, planned.outcome, now)
+        if kind == "session" and served is not None and served != bound:
+            assert req.session_key is not None
+            shared.bind_later(req.model, req.session_key, served, ttl)
+        if failure is None:
+            return "ok"
+        return await self._report(req, state, failure)
+
+    async def _affinity(self, req: RouteRequest) -> tuple[selection.Kind, str, str | None, float]:
+        """The affinity kind, its key, the session's stored home (if any) and the binding TTL."""
+        ttl = self._session_ttl(req)
+        if req.session_key:
+            bound = await self._shared.binding(req.model, req.session_key, ttl)
+            return "session", req.session_key, bound, ttl
+        if req.prefix_hash and req.cache_ttl and req.api != "count_tokens":
+            # Prefix affinity only matters when the request reads or writes a cache.
+            return "prefix", req.prefix_hash, None, ttl
+        return "none", req.request_id, None, ttl
+
+    async def _try_in_order(
+        self,
+        req: RouteRequest,
+        state: RequestState,
+        decision: Decision,
+        planned: selection.Plan,
+        affinity_of: tuple[selection.Kind, str | None],
+        order: list[DeploymentConfig],
+        body: bytes,
+    ) -> tuple[Failure | None, str | None]:
+        """Attempts down the planned order until one serves (or must not be failed over)."""
+        shared = self._shared
         failure: Failure | None = None
-        served: str | None = None
         for dep in order:
             if state.attempts >= self._max_attempts:
                 break
@@ -204,22 +228,18 @@ class Router:
                 continue  # another request probes it
             if failure is not None and state.target is not None:
                 metrics.FAILOVERS.labels(state.target.dep.name, failure.reason).inc()
-            affinity = selection.outcome_of(planned, kind, bound, dep.name)
+            affinity = selection.outcome_of(planned, *affinity_of, dep.name)
             target = self._targets[dep.name]
             state.reply_headers = {**target.reply_headers, "x-ezat-affinity": affinity}
             decision.affinity = affinity
             failure = await self._attempt(req, state, target, body)
             self._record_health(dep.name, failure, state)
             if failure is None or not failure.retryable or state.head_sent:
-                served = dep.name
-                break
-        if not state.attempts:  # every candidate's probe was taken by another replica
-            return await self._all_down(req, state, deployments, planned.outcome, now)
-        if kind == "session" and served is not None and served != bound:
-            assert req.session_key is not None
-            shared.bind_later(req.model, req.session_key, served, ttl)
-        if failure is None:
-            return "ok"
+                return failure, dep.name
+        return failure, None
+
+    async def _report(self, req: RouteRequest, state: RequestState, failure: Failure) -> str:
+        """The last failure goes to the client; a stream that broke is recorded as failed."""
         await self._publish(req, _with_headers(failure.error, state.reply_headers))
         state.final_sent = True
         if state.head_sent and req.api != "count_tokens":
