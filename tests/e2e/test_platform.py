@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import aiohttp
 
 from .conftest import Gateway
@@ -83,3 +85,32 @@ async def test_health_readiness_and_metrics(gateway: Gateway, http: aiohttp.Clie
     async with http.get(gateway.url + "/metrics") as r:
         text = await r.text()
     assert "ezat_edge_requests_total" in text
+
+
+async def test_usage_query_parameters_are_checked_and_applied(
+    gateway: Gateway, http: aiohttp.ClientSession
+) -> None:
+    auth = {"x-api-key": gateway.key}
+    for query, param in [("limit=0", "limit"), ("limit=x", "limit"), ("from=yesterday", "from")]:
+        async with http.get(f"{gateway.url}/api/usage?{query}", headers=auth) as r:
+            body = await r.json()
+            assert r.status == 400, query
+        assert body["error"]["message"].startswith(param + ":"), body
+    await gateway.anthropic().messages.create(
+        model="claude-instant", max_tokens=4, messages=[{"role": "user", "content": "bill"}]
+    )
+    query = "model=anthropic/claude-instant-sim&limit=1&from=2020-01-01T00:00:00Z"
+    for _ in range(100):  # the row follows the durable outbox record within milliseconds
+        async with http.get(f"{gateway.url}/api/usage?{query}", headers=auth) as r:
+            page = await r.json()
+        if page["data"]:
+            break
+        await asyncio.sleep(0.05)
+    assert [rec["model"] for rec in page["data"]] == ["anthropic/claude-instant-sim"]
+    # The newest row overall is that instant one: a sonnet filter must skip it.
+    async with http.get(
+        f"{gateway.url}/api/usage?model=anthropic/claude-sonnet-5-5&limit=1", headers=auth
+    ) as r:
+        assert [rec["model"] for rec in (await r.json())["data"]] == [MODEL]
+    async with http.get(f"{gateway.url}/api/usage?to=2020-01-01T00:00:00Z", headers=auth) as r:
+        assert (await r.json())["data"] == []

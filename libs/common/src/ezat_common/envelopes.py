@@ -187,6 +187,31 @@ class UsageQuery(Struct, kw_only=True, tag_field="t", tag="usage_query"):
     cursor: str | None = None
 
 
+class UsageItem(Struct, kw_only=True):
+    """One record of the ``GET /api/usage`` page (billing builds it; the edge also renders it
+    as CSV, in this field order)."""
+
+    request_id: str
+    model: str
+    api: str
+    stream: bool
+    status: str
+    deployment: str
+    region: str
+    input_tokens: int
+    cache_read_tokens: int
+    cache_write_5m_tokens: int
+    cache_write_1h_tokens: int
+    output_tokens: int
+    reasoning_tokens: int
+    estimated: bool
+    cost_micros: int
+    cost_usd: float
+    received_at: str
+    ttft_ms: float | None
+    total_ms: float | None
+
+
 class HealthReply(Struct, kw_only=True, tag_field="t", tag="health"):
     service: str
     ok: bool

@@ -77,26 +77,12 @@ async def usage_query(
     return web.Response(body=data, content_type=JSON)
 
 
+# The page's own record schema, identifiers first: one definition for JSON and CSV.
+_FIELDS = [f.name for f in msgspec.structs.fields(envelopes.UsageItem)]
 CSV_COLUMNS = (
     "request_id",
     "received_at",
-    "model",
-    "api",
-    "stream",
-    "status",
-    "deployment",
-    "region",
-    "input_tokens",
-    "cache_read_tokens",
-    "cache_write_5m_tokens",
-    "cache_write_1h_tokens",
-    "output_tokens",
-    "reasoning_tokens",
-    "estimated",
-    "cost_micros",
-    "cost_usd",
-    "ttft_ms",
-    "total_ms",
+    *(f for f in _FIELDS if f not in ("request_id", "received_at")),
 )
 
 

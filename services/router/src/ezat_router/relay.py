@@ -33,7 +33,7 @@ from nats.aio.client import Client
 
 from . import metrics
 from .billing import Billing
-from .core.payload import PayloadError, response_with_model
+from .core.payload import PayloadError, read_response, response_with_model
 from .core.stream import StepResult, StreamStep
 from .core.upstream_errors import (
     UNRECORDED,
@@ -189,7 +189,13 @@ class Relay:
             state.final_sent = True
             return None
         try:
-            out, usage, content = response_with_model(data, req.response_model)
+            if req.api == "chat":
+                # The translator turns this body into a chat.completion with its own model
+                # field: relay the upstream bytes, don't re-encode them here.
+                out = data
+                _, usage, content = read_response(data)
+            else:
+                out, usage, content = response_with_model(data, req.response_model)
         except PayloadError:
             return from_transport("protocol", req.response_model, self._cfg.first_byte_timeout)
         state.usage.feed_usage(usage, final=True)

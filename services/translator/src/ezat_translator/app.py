@@ -22,6 +22,7 @@ from . import metrics as m
 from .chat import NO_ROUTER_TAG, ChatPath
 from .core.messages import TOO_DEEP, Translated, encode_body, translate_count, translate_create
 from .images import inline_images
+from .routes import route_request
 from .thinking_store import ThinkingStore
 
 log = logging.getLogger("ezat.translator")
@@ -121,23 +122,17 @@ class Translator:
         self, req: envelopes.ClientRequest, translated: Translated, body: bytes
     ) -> None:
         inline, ref = await self.claims.pack(body)
-        route = envelopes.RouteRequest(
-            request_id=req.request_id,
-            uid=req.uid,
-            api=req.api,
-            key_id=req.key_id,
+        route = route_request(
+            req,
             model=translated.model.id,
             response_model=translated.response_model,
             stream=translated.stream,
             reply_to=req.reply_to,
-            client_reply_to=req.reply_to,
-            received_at=req.received_at,
             body=inline,
             body_ref=ref,
             session_key=req.session,
             prefix_hash=translated.prefix_hash,
             cache_ttl=translated.cache_ttl,
-            beta=req.beta if req.api == "messages" else None,
         )
         await self.nc.publish(
             self.subjects.route,

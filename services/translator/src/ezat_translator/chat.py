@@ -34,6 +34,7 @@ from .core.anthropic_to_openai import ThinkingKept, to_chat_completion
 from .core.chat_stream import ChatStream
 from .core.openai_to_anthropic import ChatTranslation, to_messages_request
 from .images import inline_images
+from .routes import route_request
 from .thinking_store import ThinkingStore
 
 log = logging.getLogger("ezat.translator.chat")
@@ -114,17 +115,12 @@ class ChatPath:
             req.request_id, uid, req.key_id, req.reply_to, ct.response_model, created, stream
         )
         self.by_request[uid] = token
-        route = envelopes.RouteRequest(
-            request_id=req.request_id,
-            uid=req.uid,
-            api="chat",
-            key_id=req.key_id,
+        route = route_request(
+            req,
             model=ct.model.id,
             response_model=ct.response_model,
             stream=ct.stream,
             reply_to=f"{self.prefix}.{token}",
-            client_reply_to=req.reply_to,
-            received_at=req.received_at,
             body=inline,
             body_ref=ref,
             session_key=ct.session_key,

@@ -55,10 +55,10 @@ class ThinkingStore:
         if self.redis is None or not tool_call_ids:
             return None
         try:
-            for call_id in tool_call_ids:
-                data = await self.redis.get(_key(key_id, call_id))
-                if data:
-                    return _decode(data)
+            found = await self.redis.mget([_key(key_id, call_id) for call_id in tool_call_ids])
+            data = next((d for d in found if d), None)
+            if data:
+                return _decode(data)
         except (RedisError, OSError, msgspec.DecodeError) as exc:
             log.warning("thinking blocks not read: %s", type(exc).__name__)
         return None

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import msgspec
+from ezat_common.envelopes import UsageItem
 from msgspec import Struct
 
 from .cursor import Position, encode_cursor
@@ -23,28 +24,6 @@ TOKEN_COLUMNS = (
     "output_tokens",
     "reasoning_tokens",
 )
-
-
-class UsageItem(Struct, kw_only=True):
-    request_id: str
-    model: str
-    api: str
-    stream: bool
-    status: str
-    deployment: str
-    region: str
-    input_tokens: int
-    cache_read_tokens: int
-    cache_write_5m_tokens: int
-    cache_write_1h_tokens: int
-    output_tokens: int
-    reasoning_tokens: int
-    estimated: bool
-    cost_micros: int
-    cost_usd: float
-    received_at: str
-    ttft_ms: float | None
-    total_ms: float | None
 
 
 class UsageTotals(Struct, kw_only=True):

@@ -63,16 +63,22 @@ def response_with_model(data: bytes, response_model: str) -> tuple[bytes, Usage,
 
     One JSON decode serves both the rewrite and the usage (converted from the decoded dict).
     """
+    document, usage, content = read_response(data)
+    document["model"] = response_model
+    return _encode(document), usage, content
+
+
+def read_response(data: bytes) -> tuple[dict[str, Any], Usage, list[Any]]:
+    """A non-streamed response decoded once: the document, its usage and its content blocks."""
     try:
         document = msgspec.json.decode(data)
     except msgspec.DecodeError:
         raise PayloadError("the response is not JSON") from None
     if not isinstance(document, dict):
         raise PayloadError("the response is not a JSON object")
-    document["model"] = response_model
     try:
         usage = msgspec.convert(document.get("usage") or {}, Usage)
     except msgspec.ValidationError:
         raise PayloadError("the response's usage is malformed") from None
     content = document.get("content")
-    return _encode(document), usage, content if isinstance(content, list) else []
+    return document, usage, content if isinstance(content, list) else []

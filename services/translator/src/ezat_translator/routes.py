@@ -1,0 +1,40 @@
+"""The ``RouteRequest`` both translator paths send: what the client request carries is copied
+in one place, so the Anthropic and the OpenAI path cannot drift apart."""
+
+from __future__ import annotations
+
+from ezat_common import envelopes
+
+
+def route_request(
+    req: envelopes.ClientRequest,
+    *,
+    model: str,
+    response_model: str,
+    stream: bool,
+    reply_to: str,
+    body: bytes,
+    body_ref: str | None,
+    session_key: str | None,
+    prefix_hash: str | None,
+    cache_ttl: str | None,
+) -> envelopes.RouteRequest:
+    return envelopes.RouteRequest(
+        request_id=req.request_id,
+        uid=req.uid,
+        api=req.api,
+        key_id=req.key_id,
+        received_at=req.received_at,
+        client_reply_to=req.reply_to,
+        # anthropic-beta goes upstream on create only (not count_tokens; the OpenAI API has none).
+        beta=req.beta if req.api == "messages" else None,
+        model=model,
+        response_model=response_model,
+        stream=stream,
+        reply_to=reply_to,
+        body=body,
+        body_ref=body_ref,
+        session_key=session_key,
+        prefix_hash=prefix_hash,
+        cache_ttl=cache_ttl,
+    )
