@@ -57,7 +57,7 @@ def _args() -> argparse.Namespace:
     p.add_argument("--warmup", type=float, help="warm-up seconds per phase (default 1)")
     p.add_argument("--levels", help="concurrency levels, comma-separated (default 1,32,256)")
     p.add_argument("--tokens", type=int, default=20, help="reply length of every request")
-    p.add_argument("--open-streams", type=int, default=1000, help="streams held open at once")
+    p.add_argument("--open-streams", type=int, default=1000, help="streams held open at once (0: skip)")
     p.add_argument("--soak", type=float, default=0.0, help="soak seconds (600: the 10-min soak)")
     p.add_argument("--profile", type=Path, help="py-spy the services into this folder")
     p.add_argument("--profile-seconds", type=float, default=15.0)
@@ -177,6 +177,8 @@ class Bench:
 
     async def open_streams(self) -> None:
         n = self.args.open_streams
+        if n <= 0:
+            return
         ms = 50
         tokens = 60 if self.args.quick else 200
         target = self.target("anthropic", "stream", extra=f" token_ms={ms}", tokens=tokens)

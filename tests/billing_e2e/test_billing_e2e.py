@@ -287,5 +287,9 @@ async def test_billing_killed_during_200_streams_loses_and_doubles_nothing(
     # The outbox kept the records while billing was down: all 200 saw message_stop.
     assert len(completed) == 200, f"{200 - len(completed)} streams failed in {elapsed:.1f}s"
     assert billing_stack.stack.children["billing"].restarts >= 1
-    billing_log = (billing_stack.stack.data_dir / "logs" / "billing.log").read_text()
-    assert "from the outbox" in billing_log
+    log_file = billing_stack.stack.data_dir / "logs" / "billing.log"
+
+    async def drained_logged() -> bool:  # info lines reach the file within logs.FLUSH_AFTER
+        return "stored" in log_file.read_text() and "from the outbox" in log_file.read_text()
+
+    await eventually(drained_logged, timeout=5)

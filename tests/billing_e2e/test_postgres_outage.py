@@ -81,5 +81,9 @@ async def test_postgres_stopped_during_load_loses_no_record(
     assert all(r["status"] == "complete" for r in rows)
     # Requests went on completing through the outage (the outbox acknowledged them).
     assert len(completed) >= len(results) - 2, f"outage {outage:.1f}s: {len(results)} requests"
-    billing_log = (pg_stack.stack.data_dir / "logs" / "billing.log").read_text()
-    assert "stored" in billing_log and "from the outbox" in billing_log
+    log_file = pg_stack.stack.data_dir / "logs" / "billing.log"
+
+    async def drained_logged() -> bool:  # info lines reach the file within logs.FLUSH_AFTER
+        return "stored" in log_file.read_text() and "from the outbox" in log_file.read_text()
+
+    await eventually(drained_logged, timeout=5)

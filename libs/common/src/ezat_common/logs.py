@@ -2,15 +2,23 @@
 
 Set the id with ``request_id.set(...)`` at the start of a request's task; every log call inside
 that task (and tasks it spawns) carries it. Nothing secret is logged: keys never reach a logger.
+
+Lines below WARNING are written in batches (``BatchingHandler``): the router logs every routing
+decision, and one ``write`` per line was ~4% of its CPU under load. A batch leaves at the latest
+``FLUSH_AFTER`` seconds after its first line; warnings and errors leave at once, with everything
+before them, and so does everything at interpreter exit.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import contextvars
 import logging
 import os
 import sys
 import time
+from typing import IO
 
 import msgspec
 
@@ -42,8 +50,52 @@ class JsonFormatter(logging.Formatter):
         return _encode(entry).decode()
 
 
+FLUSH_AFTER = 0.1  # seconds an info line may wait for company
+FLUSH_LINES = 256  # or this many lines, whichever comes first
+
+
+class BatchingHandler(logging.Handler):
+    """Formats each record at once, writes them together: one ``write`` per batch of lines."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        super().__init__()
+        self.stream = stream
+        self._lines: list[str] = []
+        self._timer: asyncio.TimerHandle | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self._lines.append(self.format(record))
+        except Exception:
+            self.handleError(record)
+            return
+        if record.levelno >= logging.WARNING or len(self._lines) >= FLUSH_LINES:
+            self.flush()
+        elif self._timer is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # no loop (start-up, tools): nothing would flush it later
+                self.flush()
+                return
+            self._timer = loop.call_later(FLUSH_AFTER, self.flush)
+
+    def flush(self) -> None:
+        with self.lock or contextlib.nullcontext():  # a thread may log while the loop flushes
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            lines, self._lines = self._lines, []
+        if not lines:
+            return
+        try:
+            self.stream.write("\n".join(lines) + "\n")
+            self.stream.flush()
+        except (OSError, ValueError):  # stderr closed: nowhere left to report it
+            pass
+
+
 def setup(service: str) -> logging.Logger:
-    handler = logging.StreamHandler(sys.stderr)
+    handler = BatchingHandler(sys.stderr)
     handler.setFormatter(JsonFormatter(service))
     root = logging.getLogger()
     root.handlers[:] = [handler]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import signal
 import sys
 from collections.abc import Awaitable, Callable
@@ -28,8 +29,26 @@ def run_service(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
                 loop.add_signal_handler(sig, stop.set)
         await main(stop)
 
+    tune_gc()
     try:
         asyncio.run(runner())
     except ConfigError as exc:
         print(f"ezat: configuration error: {exc}", file=sys.stderr)
         sys.exit(2)
+
+
+def tune_gc() -> None:
+    """Fewer, cheaper cyclic collections on the request path.
+
+    Everything imported so far lives as long as the process: ``freeze`` moves it out of the
+    collector's sight, so a full collection no longer walks every module, class and function.
+    Requests allocate many short-lived containers; a larger first-generation threshold collects
+    them in fewer passes (the profile showed young collections on every hop). Reference counting
+    still frees acyclic garbage at once; only cycles wait a little longer.
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(GC_GEN0, GC_GEN1, GC_GEN2)
+
+
+GC_GEN0, GC_GEN1, GC_GEN2 = 20_000, 20, 50

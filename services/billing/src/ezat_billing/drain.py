@@ -33,6 +33,10 @@ DURABLE = "billing-outbox"
 BATCH = 200
 ACK_WAIT = 30.0
 RETRY_DELAY = 1.0
+# After a batch that did not fill up, wait this long before fetching again: records are already
+# durable in the outbox, so a few ms of drain delay cost nothing, while every fetch round trip
+# and every PostgreSQL transaction is paid per batch (bigger batches: less CPU per record).
+LINGER = 0.05
 
 WriteRows = Callable[[Sequence[UsageRow]], Awaitable[object]]
 RowFor = Callable[[UsageRecord], UsageRow]
@@ -71,6 +75,8 @@ class Drain:
                     await asyncio.sleep(RETRY_DELAY)
                     continue
                 await self.store(msgs)
+                if len(msgs) < BATCH:
+                    await asyncio.sleep(LINGER)
 
     async def _subscribe(self) -> JetStreamContext.PullSubscription:
         await self._outbox.ensure_stream()

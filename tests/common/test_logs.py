@@ -1,0 +1,93 @@
+"""The service log: JSON lines, written in batches without losing or reordering any."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import logging
+
+import pytest
+from ezat_common import logs
+
+
+class CountingStream(io.StringIO):
+    """A stderr stand-in that counts ``write`` calls (one per syscall on the real stream)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes = 0
+
+    def write(self, s: str) -> int:
+        self.writes += 1
+        return super().write(s)
+
+    def lines(self) -> list[dict[str, object]]:
+        return [json.loads(line) for line in self.getvalue().splitlines()]
+
+
+@pytest.fixture
+def logger() -> tuple[logging.Logger, CountingStream]:
+    stream = CountingStream()
+    handler = logs.BatchingHandler(stream)
+    handler.setFormatter(logs.JsonFormatter("test"))
+    log = logging.getLogger("ezat.test.batching")
+    log.handlers[:] = [handler]
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    yield log, stream
+    log.handlers[:] = []
+
+
+async def test_info_lines_leave_together_within_the_flush_delay(
+    logger: tuple[logging.Logger, CountingStream],
+) -> None:
+    log, stream = logger
+    for i in range(50):
+        log.info("routed %d", i, extra={"fields": {"deployment": "a"}})
+    assert stream.writes == 0  # held for company
+    await asyncio.sleep(logs.FLUSH_AFTER + 0.05)
+    assert stream.writes == 1
+    lines = stream.lines()
+    assert [line["msg"] for line in lines] == [f"routed {i}" for i in range(50)]
+    assert all(line["service"] == "test" and line["deployment"] == "a" for line in lines)
+
+
+async def test_a_warning_leaves_at_once_with_everything_before_it(
+    logger: tuple[logging.Logger, CountingStream],
+) -> None:
+    log, stream = logger
+    log.info("first")
+    log.warning("trouble")
+    assert [line["msg"] for line in stream.lines()] == ["first", "trouble"]
+    assert stream.lines()[1]["level"] == "warning"
+    await asyncio.sleep(logs.FLUSH_AFTER + 0.05)  # the cancelled timer writes nothing more
+    assert stream.writes == 1
+
+
+async def test_a_full_batch_leaves_without_waiting(
+    logger: tuple[logging.Logger, CountingStream],
+) -> None:
+    log, stream = logger
+    for i in range(logs.FLUSH_LINES):
+        log.info("line %d", i)
+    assert stream.writes == 1
+    assert len(stream.lines()) == logs.FLUSH_LINES
+
+
+def test_without_an_event_loop_every_line_is_written_at_once(
+    logger: tuple[logging.Logger, CountingStream],
+) -> None:
+    log, stream = logger
+    log.info("starting")
+    assert [line["msg"] for line in stream.lines()] == ["starting"]
+
+
+async def test_lines_still_held_are_written_when_logging_shuts_down(
+    logger: tuple[logging.Logger, CountingStream],
+) -> None:
+    log, stream = logger
+    log.info("last words")
+    for handler in log.handlers:
+        handler.flush()  # what logging.shutdown() does at interpreter exit
+    assert [line["msg"] for line in stream.lines()] == ["last words"]
