@@ -57,7 +57,9 @@ def _args() -> argparse.Namespace:
     p.add_argument("--warmup", type=float, help="warm-up seconds per phase (default 1)")
     p.add_argument("--levels", help="concurrency levels, comma-separated (default 1,32,256)")
     p.add_argument("--tokens", type=int, default=20, help="reply length of every request")
-    p.add_argument("--open-streams", type=int, default=1000, help="streams held open at once (0: skip)")
+    p.add_argument(
+        "--open-streams", type=int, default=1000, help="streams held open at once (0: skip)"
+    )
     p.add_argument("--soak", type=float, default=0.0, help="soak seconds (600: the 10-min soak)")
     p.add_argument("--profile", type=Path, help="py-spy the services into this folder")
     p.add_argument("--profile-seconds", type=float, default=15.0)
