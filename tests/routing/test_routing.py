@@ -72,8 +72,12 @@ async def test_a_session_lands_on_one_deployment_from_both_routers(gw: Routing) 
     assert {h["x-ezat-affinity"] for h, _ in answers} == {"hit"}
     # Both replicas took part (the NATS queue group spreads requests between them).
     ids = [h["request-id"] for h, _ in answers]
-    logs = [path.read_text(errors="replace") for path in gw.router_logs]
-    served = [sum(rid in text for rid in ids) for text in logs]
+    served: list[int] = []
+    deadline = time.monotonic() + 5  # "routed" lines are written in batches (logs.FLUSH_AFTER)
+    while sum(served) < 99 and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+        logs = [path.read_text(errors="replace") for path in gw.router_logs]
+        served = [sum(rid in text for rid in ids) for text in logs]
     assert all(count > 0 for count in served), served
     assert sum(served) == 99
 

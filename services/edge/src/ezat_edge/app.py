@@ -23,7 +23,7 @@ from . import metrics as m
 from .auth import Authenticator
 from .bodies import read_limited
 from .budgets import Budgets
-from .ids import request_id
+from .ids import new_uid, request_id
 from .limits import RateLimiter
 from .relay import Call, Relay
 from .responses import JSON, Format, from_gateway_error
@@ -161,7 +161,7 @@ class Edge:
             request_id=rid,
             # The request's identity inside the gateway; ``rid`` may be chosen (and reused) by
             # clients, so it never identifies a request on its own.
-            uid=uuid.uuid4().hex,
+            uid=new_uid(),
             api=api,
             key_id=key.id,
             reply_to="",
