@@ -75,6 +75,40 @@ def to_messages_request(
         model.prompt_caching and not client_cache and (cache_header or "").strip().lower() != "off"
     )
 
+    out = _anthropic_body(
+        req, conversation, tools, choice, reasoning, output_format, sampling, max_tokens, auto_cache
+    )
+    stream = bool(req.stream)
+
+    return ChatTranslation(
+        model=model,
+        response_model=req.model,
+        stream=stream,
+        include_usage=bool(req.stream_options and req.stream_options.include_usage),
+        body=out,
+        session_key=session_key(session_header, req.prompt_cache_key),
+        image_urls=conversation.image_urls,
+        tool_turns=conversation.tool_turns,
+        thinking_requested=reasoning.requested,
+        prefix_hash=prefix_hash(model.id, out),
+        cache_ttl=largest_cache_ttl(out) if model.prompt_caching else None,
+    )
+
+
+def _anthropic_body(
+    req: ChatRequest,
+    conversation: Conversation,
+    tools: list[dict[str, Any]],
+    choice: dict[str, Any] | None,
+    reasoning: Reasoning,
+    output_format: dict[str, Any] | None,
+    sampling: dict[str, Any],
+    max_tokens: int,
+    auto_cache: bool,
+) -> dict[str, Any]:
+    """The Messages request body from the translated parts, in the order Anthropic documents them;
+    with automatic caching, breakpoints on the last system block (or tool) and the newest
+    message."""
     out: dict[str, Any] = {"max_tokens": max_tokens}
     system = to_system(conversation, auto_cache)
     if system is not None:
@@ -99,26 +133,12 @@ def to_messages_request(
     stop = to_stop_sequences(req.stop)
     if stop:
         out["stop_sequences"] = stop
-    stream = bool(req.stream)
-    if stream:
+    if req.stream:
         out["stream"] = True
     if auto_cache:
         mark_newest_message(conversation.messages)
     collapse_single_texts(conversation.messages)
-
-    return ChatTranslation(
-        model=model,
-        response_model=req.model,
-        stream=stream,
-        include_usage=bool(req.stream_options and req.stream_options.include_usage),
-        body=out,
-        session_key=session_key(session_header, req.prompt_cache_key),
-        image_urls=conversation.image_urls,
-        tool_turns=conversation.tool_turns,
-        thinking_requested=reasoning.requested,
-        prefix_hash=prefix_hash(model.id, out),
-        cache_ttl=largest_cache_ttl(out) if model.prompt_caching else None,
-    )
+    return out
 
 
 # ---- decoding -------------------------------------------------------------------------------
