@@ -1,7 +1,7 @@
 """``run.py --profile DIR``: sample the services with py-spy while the load generator drives them.
 
 For each mode (non-streaming, streaming) the gateway's Anthropic API is loaded at concurrency 32
-for ``seconds`` while ``py-spy record --format raw`` samples every named service at once. The raw
+(``EZAT_PROFILE_CONCURRENCY`` to change it) for ``seconds`` while ``py-spy record --format raw`` samples every named service at once. The raw
 (collapsed) stacks are written to ``DIR/{service}-{mode}.txt`` (open them with speedscope or
 ``flamegraph.pl``) and summarised: the functions with the most samples on-CPU at the top of the
 stack ("self") and anywhere in it ("total"). py-spy is a profiling tool, not a dependency:
@@ -11,6 +11,7 @@ stack ("self") and anywhere in it ("total"). py-spy is a profiling tool, not a d
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import sys
 from collections import Counter
@@ -20,6 +21,7 @@ from typing import Any
 import loadgen
 
 TOP = 20
+PROFILE_CONCURRENCY = int(os.environ.get("EZAT_PROFILE_CONCURRENCY", "32"))
 
 
 def _py_spy() -> str | None:
@@ -80,7 +82,7 @@ async def profile(
                 ),
                 path,
             )
-        load = await loadgen.run_phase(target, 32, seconds + 2, warmup=0.5)
+        load = await loadgen.run_phase(target, PROFILE_CONCURRENCY, seconds + 2, warmup=0.5)
         for name, (proc, path) in procs.items():
             _, err = await proc.communicate()
             if proc.returncode != 0 or not path.exists():
