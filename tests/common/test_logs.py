@@ -91,3 +91,22 @@ async def test_lines_still_held_are_written_when_logging_shuts_down(
     for handler in log.handlers:
         handler.flush()  # what logging.shutdown() does at interpreter exit
     assert [line["msg"] for line in stream.lines()] == ["last words"]
+
+
+def test_setup_lines_are_json_with_service_request_id_and_traceback(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    log = logs.setup("edge")
+    token = logs.request_id.set("req-7")
+    try:
+        try:
+            raise ValueError("bad thing")
+        except ValueError:
+            log.exception("handler failed")
+    finally:
+        logs.request_id.reset(token)
+        logging.getLogger().handlers[:] = []
+    line = json.loads(capsys.readouterr().err.strip())
+    assert line["service"] == "edge" and line["level"] == "error"
+    assert line["msg"] == "handler failed" and line["request_id"] == "req-7"
+    assert "ValueError: bad thing" in line["exc"]
