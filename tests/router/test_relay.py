@@ -17,7 +17,7 @@ from typing import Any
 import msgspec
 import nats
 import pytest
-from ezat_common import envelopes
+from ezat_common import envelopes, outbox
 from ezat_common.config import Config, DeploymentConfig, ModelConfig, Price, RouterConfig
 from ezat_common.envelopes import (
     CancelRequest,
@@ -560,3 +560,85 @@ async def test_cancelled_count_tokens_records_nothing(nats_url: str, stopping: b
         release.set()
         assert stack.records == []
         assert stack.service.billing.pending == 0
+
+
+# ---- a receiver that holds the final reply itself (RouteRequest.ack_to) ------------------------
+
+
+async def _held_exchange(
+    stack: Stack, req: RouteRequest, wait: float = 5.0
+) -> tuple[list[Reply], Msg | None]:
+    """Route ``req`` with an ``ack_to`` subject; its replies and the message sent to ``ack_to``
+    (None if nothing came within ``wait`` seconds)."""
+    acks: asyncio.Queue[Msg] = asyncio.Queue()
+    sub = await stack.nc.subscribe(req.ack_to, cb=acks.put)
+    try:
+        replies = await stack.send(req)
+        try:
+            ack: Msg | None = await asyncio.wait_for(acks.get(), wait)
+        except TimeoutError:
+            ack = None
+    finally:
+        await sub.unsubscribe()
+    return replies, ack
+
+
+async def test_with_ack_to_the_final_reply_carries_the_record_and_the_outbox_acks_the_receiver(
+    nats_url: str,
+) -> None:
+    async with running_stack(nats_url, [("a", "eu")], billing="silent") as stack:
+        up = stack.upstream
+        up.scripts["a"] = up.by_stream(up.sse(STREAM_WRITES, gap=0.01), up.json(RESPONSE))
+        for stream in (True, False):
+            body = BODY if stream else BODY.replace(b"true", b"false")
+            req = stack.request(stream=stream, body=body, ack_to=f"_INBOX.test.{uuid.uuid4().hex}")
+            replies, ack = await _held_exchange(stack, req)
+            final = replies[-1]
+            assert isinstance(final, ReplyEnd if stream else ReplyBody), final
+            if isinstance(final, ReplyEnd):
+                assert b"message_stop" in final.data
+            # The record rides with the final reply, for the receiver's fallback to billing.
+            rec = envelopes.decode_usage_record(final.usage)
+            assert (rec.uid, rec.request_id, rec.status) == (req.uid, req.request_id, "complete")
+            assert rec.output_tokens > 0
+            # JetStream stored it and told the receiver, not the router.
+            assert ack is not None and outbox.acknowledged(ack, stack.subjects.outbox_stream)
+            js = stack.nc.jetstream()
+            stored = await js.get_last_msg(
+                stack.subjects.outbox_stream, stack.subjects.usage_outbox
+            )
+            assert stored.data == final.usage
+        # Billing's request/reply was never needed (it is silent here).
+        assert "ack" not in stack.timeline
+
+
+async def test_with_ack_to_and_no_outbox_the_receiver_hears_it_was_not_stored(
+    nats_url: str,
+) -> None:
+    async with running_stack(nats_url, [("a", "eu")], billing="silent") as stack:
+        # The outbox stream's name taken by a stream that does not hold the outbox subject.
+        prefix = stack.subjects.prefix
+        await stack.nc.jetstream().add_stream(
+            name=stack.subjects.outbox_stream, subjects=[f"{prefix}.elsewhere"]
+        )
+        stack.upstream.scripts["a"] = stack.upstream.json(RESPONSE)
+        req = stack.request(
+            stream=False,
+            body=BODY.replace(b"true", b"false"),
+            ack_to=f"_INBOX.test.{uuid.uuid4().hex}",
+        )
+        replies, ack = await _held_exchange(stack, req, wait=1.0)
+        final = replies[-1]
+        # The router cannot know: it sends the held body; the receiver gets no acknowledgement
+        # (here silence: this test's copy-subscriber on the subject means no "no responders")
+        # and must store ``usage`` through billing itself or withhold the body.
+        assert isinstance(final, ReplyBody) and final.usage
+        assert ack is None or not outbox.acknowledged(ack, stack.subjects.outbox_stream)
+
+
+async def test_without_ack_to_nothing_rides_with_the_final_reply(nats_url: str) -> None:
+    async with running_stack(nats_url, [("a", "eu")]) as stack:
+        stack.upstream.scripts["a"] = stack.upstream.sse(STREAM_WRITES, gap=0.01)
+        replies = await stack.send(stack.request())
+        assert isinstance(replies[-1], ReplyEnd) and replies[-1].usage == b""
+        assert stack.timeline.index("stored") < stack.timeline.index("ReplyEnd")

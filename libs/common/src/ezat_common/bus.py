@@ -31,6 +31,8 @@ log = logging.getLogger("ezat.bus")
 # server's max_payload so the envelope around the body still fits.
 INLINE_LIMIT_MARGIN = 64 * 1024
 CLAIM_TTL_SECONDS = 15 * 60
+# First letter of an inbox token that carries acknowledgements (request tokens are digits).
+ACK = "a"
 
 
 def nats_url() -> str:
@@ -136,10 +138,22 @@ class Inbox:
         token = str(next(self._seq))
         queue: asyncio.Queue[Msg] = asyncio.Queue()
         self._queues[token] = queue
+        # The request's acknowledgement subject (``ack_subject``) feeds the same queue.
+        self._queues[ACK + token] = queue
         return token, f"{self._prefix}.{token}", queue
+
+    def ack_subject(self, token: str) -> str:
+        """Where the usage outbox acknowledges this request's record (``RouteRequest.ack_to``);
+        its messages arrive in the request's queue, told apart by ``is_ack``."""
+        return f"{self._prefix}.{ACK}{token}"
+
+    @staticmethod
+    def is_ack(msg: Msg) -> bool:
+        return msg.subject.rsplit(".", 1)[-1].startswith(ACK)
 
     def close(self, token: str) -> None:
         self._queues.pop(token, None)
+        self._queues.pop(ACK + token, None)
 
 
 def is_no_responders(msg: Msg) -> bool:

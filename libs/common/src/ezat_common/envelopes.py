@@ -41,6 +41,10 @@ class ClientRequest(Struct, kw_only=True, tag_field="t", tag="client_request"):
     body_ref: str | None = None
     session: str | None = None
     cache: str | None = None
+    # Where the usage outbox may acknowledge this request's record: set by a receiver that holds
+    # the final reply until that acknowledgement (or billing's) arrives (SPEC §6); empty: the
+    # router holds it, as for every reply that goes through the translator.
+    ack_to: str = ""
     beta: str | None = None
 
 
@@ -70,6 +74,11 @@ class RouteRequest(Struct, kw_only=True, tag_field="t", tag="route_request"):
     beta: str | None = None
     # Where cancellation of the client must be heard; the edge's inbox of this request.
     client_reply_to: str = ""
+    # Non-empty: publish the usage record to the outbox with this reply subject and send the final
+    # reply at once, carrying the record in ``usage``; ``reply_to`` holds it until the outbox's
+    # acknowledgement arrives here (or stores ``usage`` through billing itself). Empty: the
+    # router waits for the acknowledgement before it sends the final reply.
+    ack_to: str = ""
 
 
 class ReplyHead(Struct, kw_only=True, tag_field="t", tag="head"):
@@ -87,9 +96,12 @@ class ReplyChunk(Struct, kw_only=True, tag_field="t", tag="chunk"):
 
 
 class ReplyEnd(Struct, kw_only=True, tag_field="t", tag="end"):
-    """Final SSE bytes of a stream, released only after billing acknowledged the usage."""
+    """Final SSE bytes of a stream, released only after billing acknowledged the usage: by the
+    router before sending it, or (``usage`` non-empty) by the receiver (``RouteRequest.ack_to``)."""
 
     data: bytes = b""
+    # The encoded UsageRecord this final reply waits for (held by the receiver); empty: durable.
+    usage: bytes = b""
 
 
 class ReplyBody(Struct, kw_only=True, tag_field="t", tag="body"):
@@ -99,6 +111,8 @@ class ReplyBody(Struct, kw_only=True, tag_field="t", tag="body"):
     headers: dict[str, str] = {}
     data: bytes = b""
     data_ref: str | None = None
+    # As ReplyEnd.usage: non-empty when the receiver must hold this body until it is durable.
+    usage: bytes = b""
 
 
 class ReplyError(Struct, kw_only=True, tag_field="t", tag="error"):
@@ -112,6 +126,18 @@ class ReplyError(Struct, kw_only=True, tag_field="t", tag="error"):
     code: str | None = None
     retry_after: float | None = None
     headers: dict[str, str] = {}
+
+
+# A completed request whose usage could not be made durable (SPEC §6): it is not completed and
+# not charged. Sent by the router, or written by a receiver that held the final reply itself.
+UNRECORDED = ReplyError(
+    status=500,
+    type="api_error",
+    message=(
+        "the request's usage could not be recorded, so it was not completed and you were not "
+        "charged; retry"
+    ),
+)
 
 
 Reply = ReplyHead | ReplyChunk | ReplyEnd | ReplyBody | ReplyError

@@ -7,6 +7,11 @@ the client-chosen request id alone), so the router and billing publishing the sa
 them retrying, leaves one message, and two requests sharing a request id leave two. A ``PubAck``
 means the server stored it. Billing drains the stream into PostgreSQL (``INSERT … ON CONFLICT DO
 NOTHING``).
+
+Two ways to wait for the ``PubAck``: ``put`` waits for it here; ``publish`` sends the record with
+another process's reply subject and returns at once, and that process (the one holding the final
+reply) checks the acknowledgement with ``acknowledged``. Either way, when the outbox does not
+confirm, ``store_directly`` asks billing to store the record (request/reply, a PostgreSQL commit).
 """
 
 from __future__ import annotations
@@ -14,11 +19,15 @@ from __future__ import annotations
 import asyncio
 import logging
 
+import msgspec
 import nats.errors
 import nats.js.errors
+from msgspec import Struct
 from nats.aio.client import Client
+from nats.aio.msg import Msg
 from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
 
+from . import envelopes
 from .subjects import Subjects
 
 log = logging.getLogger("ezat.outbox")
@@ -26,6 +35,45 @@ log = logging.getLogger("ezat.outbox")
 DUPLICATE_WINDOW = 15 * 60.0  # seconds: longer than any retry of one record
 MAX_AGE = 14 * 24 * 3600.0  # an outage longer than two weeks needs an operator anyway
 MSG_ID = "Nats-Msg-Id"
+EXPECTED_STREAM = "Nats-Expected-Stream"
+
+
+class _PubAck(Struct):
+    """The parts of JetStream's publish acknowledgement (JSON) that tell whether it stored it."""
+
+    stream: str = ""
+    seq: int = 0
+    error: dict[str, object] | None = None
+
+
+_decode_pub_ack = msgspec.json.Decoder(_PubAck).decode
+
+
+def acknowledged(msg: Msg, stream: str) -> bool:
+    """True if ``msg`` is JetStream's acknowledgement that ``stream`` stored the record (a first
+    store or a duplicate of a stored one); False for an error, a no-responders status or junk."""
+    if msg.headers and msg.headers.get("Status"):
+        return False  # e.g. 503: no stream holds the outbox subject
+    try:
+        ack = _decode_pub_ack(msg.data)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return False
+    return ack.error is None and ack.stream == stream and ack.seq > 0
+
+
+async def store_directly(nc: Client, subject: str, data: bytes, timeout: float) -> str | None:
+    """Billing's request/reply for an encoded UsageRecord: None once billing stored it, else why
+    not (billing down, silent past ``timeout``, or refusing the record)."""
+    if timeout <= 0:
+        return "no time left"
+    try:
+        msg = await nc.request(subject, data, timeout=timeout)
+        if msg.headers and msg.headers.get("Status") == "503":
+            return "no billing replica answers"
+        ack = envelopes.decode_usage_ack(msg.data)
+    except (nats.errors.Error, TimeoutError, msgspec.DecodeError, msgspec.ValidationError) as exc:
+        return type(exc).__name__
+    return None if ack.ok else f"refused: {ack.error}"
 
 
 def stream_config(subjects: Subjects) -> StreamConfig:
@@ -69,6 +117,20 @@ class Outbox:
                         self._subjects.outbox_stream
                     )  # created meanwhile by another process
             self._ready = True
+
+    async def publish(self, msg_id: str, data: bytes, reply: str, timeout: float) -> bool:
+        """Send the record with ``reply`` as the subject of its PubAck and return at once; False
+        if it could not even be sent (stream not ensured, connection down)."""
+        try:
+            if not self._ready:
+                async with asyncio.timeout(timeout):
+                    await self.ensure_stream(timeout)
+            headers = {MSG_ID: msg_id, EXPECTED_STREAM: self._subjects.outbox_stream}
+            await self._nc.publish(self._subjects.usage_outbox, data, reply, headers)
+        except (nats.errors.Error, TimeoutError, OSError) as exc:
+            log.warning("usage outbox publish failed: %r", exc)
+            return False
+        return True
 
     async def put(self, msg_id: str, data: bytes, timeout: float) -> bool:
         """Store the encoded ``UsageRecord`` under ``msg_id`` (its uid, the de-duplication key);

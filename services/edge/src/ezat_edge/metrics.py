@@ -15,6 +15,10 @@ FIRST_BYTE = Histogram(
 )
 ACTIVE_STREAMS = Gauge("ezat_edge_active_streams", "Streams open to clients")
 DISCONNECTS = Counter("ezat_edge_client_disconnects_total", "Clients that went away mid-request")
+USAGE_FALLBACKS = Counter(
+    "ezat_edge_usage_fallbacks_total",
+    "Held final replies whose usage the outbox did not acknowledge (billing asked directly)",
+)
 RATE_LIMITED = Counter("ezat_edge_rate_limited_total", "Requests refused by a key's limits")
 
 # Memoised children for the per-request hot path.

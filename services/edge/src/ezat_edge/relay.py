@@ -22,8 +22,15 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from aiohttp import web
-from ezat_common import bus, envelopes
-from ezat_common.envelopes import ReplyBody, ReplyChunk, ReplyEnd, ReplyError, ReplyHead
+from ezat_common import bus, envelopes, outbox
+from ezat_common.envelopes import (
+    UNRECORDED,
+    ReplyBody,
+    ReplyChunk,
+    ReplyEnd,
+    ReplyError,
+    ReplyHead,
+)
 from ezat_common.errors import GatewayError
 from ezat_common.subjects import Subjects
 from nats.aio.msg import Msg
@@ -38,6 +45,10 @@ ANTHROPIC_PING = b'event: ping\ndata: {"type": "ping"}\n\n'
 OPENAI_PING = b": ping\n\n"
 _IDLE = object()
 _PING = object()
+# A held final reply waits this long for the outbox's acknowledgement, then asks billing to store
+# the record itself within what is left of DURABLE_DEADLINE (the router's bounds, billing.md).
+OUTBOX_TIMEOUT = 1.0
+DURABLE_DEADLINE = 2.0
 SSE_HEADERS = {"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache"}
 
 
@@ -71,16 +82,20 @@ class Relay:
         self.first_reply_timeout = first_reply_timeout
         self.ping_interval = ping_interval
         self.idle_timeout = idle_timeout
+        # Confirmations of held final replies whose client left (kept until they finish).
+        self._confirming: set[asyncio.Future[bool]] = set()
 
     async def run(self, call: Call, body: bytes) -> web.StreamResponse:
         token, subject, queue = self.inbox.open()
         env = call.envelope
         env.reply_to = subject
+        env.ack_to = self.inbox.ack_subject(token)
+        held = _Held()
         try:
             env.body, env.body_ref = await self._claim(self.claims.pack(body))
             await self.nc.publish(self.subjects.translate, envelopes.encode(env), reply=subject)
             try:
-                msg = await asyncio.wait_for(queue.get(), self.first_reply_timeout)
+                msg = await self._first_reply(queue, held)
             except TimeoutError:
                 # The client is told it failed: stop the request so it is neither run nor billed.
                 await self._cancel(call)
@@ -88,8 +103,10 @@ class Relay:
             first = self._decode(msg)
             match first:
                 case ReplyHead():
-                    return await self._stream(call, first, queue)
+                    return await self._stream(call, first, queue, held)
                 case ReplyBody():
+                    if first.usage and not await self._durable(queue, held, first.usage):
+                        return self._reply_error(call, UNRECORDED)
                     data = await self._claim(self.claims.unpack(first.data, first.data_ref))
                     headers = {**call.extra_headers, **first.headers}
                     return web.Response(
@@ -118,6 +135,59 @@ class Relay:
                 503, "the gateway could not move the request body; retry shortly", retry_after=2
             ) from None
 
+    async def _first_reply(self, queue: asyncio.Queue[Msg], held: _Held) -> Msg:
+        """The first reply, within ``first_reply_timeout``; an outbox acknowledgement that
+        overtook the final reply it belongs to is kept in ``held``."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + self.first_reply_timeout
+        while True:
+            msg = await asyncio.wait_for(queue.get(), max(end - loop.time(), 0))
+            if not self.inbox.is_ack(msg):
+                return msg
+            held.ack = msg
+
+    async def _durable(self, queue: asyncio.Queue[Msg], held: _Held, usage: bytes) -> bool:
+        """Whether the usage record of a held final reply is durable: the outbox's acknowledgement
+        (already in ``held`` or arriving within ``OUTBOX_TIMEOUT``), else billing's own commit of
+        ``usage``. If the client leaves meanwhile, the confirmation goes on in the background:
+        the record of a completed request must be stored whether or not anyone reads the answer."""
+        while held.ack is None and not queue.empty():
+            self._keep_ack(queue.get_nowait(), held)  # usually already here: no waiting at all
+        if held.ack is not None and outbox.acknowledged(held.ack, self.subjects.outbox_stream):
+            return True
+        try:
+            return await self._confirm(queue, held, usage)
+        except asyncio.CancelledError:
+            task = asyncio.ensure_future(self._confirm(queue, held, usage))
+            self._confirming.add(task)
+            task.add_done_callback(self._confirming.discard)
+            raise
+
+    def _keep_ack(self, msg: Msg, held: _Held) -> None:
+        # After a final reply only its acknowledgement (and watchdog markers) can still arrive.
+        if msg is not _PING and msg is not _IDLE and self.inbox.is_ack(msg):
+            held.ack = msg
+
+    async def _confirm(self, queue: asyncio.Queue[Msg], held: _Held, usage: bytes) -> bool:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        try:
+            async with asyncio.timeout(OUTBOX_TIMEOUT):
+                while held.ack is None:
+                    self._keep_ack(await queue.get(), held)
+        except TimeoutError:
+            pass
+        if held.ack is not None and outbox.acknowledged(held.ack, self.subjects.outbox_stream):
+            return True
+        m.USAGE_FALLBACKS.inc()
+        left = start + DURABLE_DEADLINE - loop.time()
+        problem = await outbox.store_directly(self.nc, self.subjects.usage_record, usage, left)
+        if problem is None:
+            log.info("usage stored by billing directly (the outbox did not acknowledge it)")
+            return True
+        log.warning("usage not made durable, final reply withheld: %s", problem)
+        return False
+
     def _decode(self, msg: Msg) -> envelopes.Reply:
         if bus.is_no_responders(msg):
             return ReplyError(
@@ -129,7 +199,7 @@ class Relay:
         return envelopes.decode_reply(msg.data)
 
     async def _stream(
-        self, call: Call, head: ReplyHead, queue: asyncio.Queue[Msg]
+        self, call: Call, head: ReplyHead, queue: asyncio.Queue[Msg], held: _Held
     ) -> web.StreamResponse:
         resp = web.StreamResponse(headers={**SSE_HEADERS, **call.extra_headers, **head.headers})
         m.ACTIVE_STREAMS.inc()
@@ -148,11 +218,15 @@ class Relay:
                 msg = await queue.get()
                 # Everything that has already arrived goes out in one write: fewer syscalls per
                 # event under load, and no waiting for anything that has not arrived.
-                data, final = self._collect(call, msg, queue, state)
+                data, final, end = self._collect(call, msg, queue, state, held)
                 if not resp.prepared:
                     # Headers leave with the first bytes of the body, in the same write.
                     await resp.prepare(call.request)
                     m.FIRST_BYTE_BY(call.envelope.api).observe(time.monotonic() - call.started)
+                if end is not None:
+                    # Held until its usage is durable; then written with what preceded it.
+                    durable = await self._durable(queue, held, end.usage)
+                    data += end.data if durable else _unrecorded_frame(call)
                 if final:
                     await resp.write_eof(data)
                     break
@@ -175,9 +249,10 @@ class Relay:
         return resp
 
     def _collect(
-        self, call: Call, msg: Msg, queue: asyncio.Queue[Msg], state: _StreamState
-    ) -> tuple[bytes, bool]:
-        """Bytes of this message and of every one already queued behind it; True when final."""
+        self, call: Call, msg: Msg, queue: asyncio.Queue[Msg], state: _StreamState, held: _Held
+    ) -> tuple[bytes, bool, ReplyEnd | None]:
+        """Bytes of this message and of every one already queued behind it; True when final; and
+        the final ``ReplyEnd`` when it must wait for its usage to be durable (not in the bytes)."""
         parts: list[bytes] = []
         ping = False
         while True:
@@ -186,9 +261,11 @@ class Relay:
                     call.fmt, call.rid, 504, "timeout_error", "the model stopped responding"
                 )
                 parts.append(frame)
-                return b"".join(parts), True
+                return b"".join(parts), True, None
             if msg is _PING:
                 ping = True
+            elif self.inbox.is_ack(msg):
+                held.ack = msg  # overtook the ReplyEnd it acknowledges
             else:
                 state.received = time.monotonic()
                 reply = self._decode(msg)
@@ -196,21 +273,23 @@ class Relay:
                     case ReplyChunk():
                         parts.append(reply.data)
                     case ReplyEnd():
+                        if reply.usage:
+                            return b"".join(parts), True, reply
                         parts.append(reply.data)
-                        return b"".join(parts), True
+                        return b"".join(parts), True, None
                     case ReplyError():
                         frame = stream_error_frame(
                             call.fmt, call.rid, reply.status, reply.type, reply.message
                         )
                         parts.append(frame)
-                        return b"".join(parts), True
+                        return b"".join(parts), True, None
                     case _:
                         log.warning("ignored %s inside a stream", type(reply).__name__)
             if queue.empty():
                 if not parts:
                     # A ping only when nothing else is written now (any write keeps it alive).
-                    return (self._ping(call) if ping else b""), False
-                return parts[0] if len(parts) == 1 else b"".join(parts), False
+                    return (self._ping(call) if ping else b""), False, None
+                return parts[0] if len(parts) == 1 else b"".join(parts), False, None
             msg = queue.get_nowait()
 
     @staticmethod
@@ -259,6 +338,18 @@ class Relay:
 
     def _error(self, call: Call, status: int, type: str, message: str) -> web.Response:
         return error_response(call.fmt, call.rid, status, type, message, headers=call.extra_headers)
+
+
+def _unrecorded_frame(call: Call) -> bytes:
+    err = UNRECORDED
+    return stream_error_frame(call.fmt, call.rid, err.status, err.type, err.message)
+
+
+@dataclass(slots=True)
+class _Held:
+    """The outbox's acknowledgement of this request's usage record, once it has arrived."""
+
+    ack: Msg | None = None
 
 
 @dataclass(slots=True)

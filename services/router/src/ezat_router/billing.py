@@ -9,6 +9,12 @@ PostgreSQL idempotently. When JetStream does not confirm, billing's request/repl
 group commit) is tried with the time left. Everything is bounded by ``DEADLINE``: past it the
 request is reported failed and not charged.
 
+``publish_held`` is the overlapped variant (SPEC §10) for a receiver that holds the final reply
+itself (``RouteRequest.ack_to``): the record goes to the outbox with the PubAck addressed to that
+receiver, and the final reply leaves at once carrying the record, so the receiver can ask billing
+directly when the outbox does not confirm. The router then waits for nothing: one NATS hop and
+one wake-up less on the way to the final event.
+
 ``record_later`` is for records nobody waits on (client gone, request failed): a ``client_closed``
 record is billable, so it is not given up after one bounded attempt. It is retried with backoff
 (``RETRY_FIRST`` doubling to ``RETRY_MAX``) for up to ``RETRY_FOR``; every attempt is idempotent on
@@ -22,12 +28,9 @@ from __future__ import annotations
 import asyncio
 import logging
 
-import msgspec
-import nats.errors
 from ezat_common import envelopes
-from ezat_common.bus import is_no_responders
 from ezat_common.envelopes import UsageRecord
-from ezat_common.outbox import Outbox
+from ezat_common.outbox import Outbox, store_directly
 from ezat_common.subjects import Subjects
 from nats.aio.client import Client
 
@@ -79,23 +82,26 @@ class Billing:
         uid = envelopes.identity(rec.uid, rec.request_id)
         if await self._outbox.put(uid, data, timeout=self._outbox_timeout):
             return True
-        fields = {"status": rec.status, "uid": uid}
-        left = end - loop.time()
-        try:
-            if left <= 0:
-                raise TimeoutError
-            msg = await self._nc.request(self._subject, data, timeout=left)
-            if is_no_responders(msg):
-                raise nats.errors.NoRespondersError
-            ack = envelopes.decode_usage_ack(msg.data)
-        except (nats.errors.Error, TimeoutError, msgspec.DecodeError, msgspec.ValidationError):
-            log.warning("usage not made durable", extra={"fields": fields})
+        problem = await store_directly(self._nc, self._subject, data, end - loop.time())
+        if problem is not None:
+            log.warning(
+                "usage not made durable: %s",
+                problem,
+                extra={"fields": {"status": rec.status, "uid": uid}},
+            )
             return False
-        if not ack.ok:
-            log.warning("usage refused by billing: %s", ack.error, extra={"fields": fields})
-        else:
-            log.info("usage stored by billing directly (outbox unavailable)")
-        return bool(ack.ok)
+        log.info("usage stored by billing directly (outbox unavailable)")
+        return True
+
+    async def publish_held(self, rec: UsageRecord, ack_to: str) -> bytes | None:
+        """Send the record to the outbox with its PubAck addressed to ``ack_to`` (the process that
+        holds the final reply) without waiting; the encoded record, or None if it could not be
+        sent (then the caller falls back to ``record``)."""
+        data = envelopes.encode(rec)
+        uid = envelopes.identity(rec.uid, rec.request_id)
+        if await self._outbox.publish(uid, data, ack_to, timeout=self._outbox_timeout):
+            return data
+        return None
 
     def record_later(self, rec: UsageRecord) -> None:
         """Make ``rec`` durable in the background, retrying until it is (or ``retry_for``)."""

@@ -4,8 +4,9 @@ The streaming loop is thin: read whatever has arrived, parse it (``core.sse``), 
 step (``core.stream``), publish the result as ONE ``ReplyChunk`` per read. Coalescing is only of
 what already arrived; the loop never waits for more. The first read's bytes ride in ``ReplyHead``
 (headers and data in one publish): from then on the response belongs to this deployment (no
-failover). message_stop
-is held until billing acknowledged the usage record, then released as ``ReplyEnd``.
+failover). message_stop is held until billing acknowledged the usage record, then released as
+``ReplyEnd``; or, for a receiver that holds it itself (``RouteRequest.ack_to``), sent at once
+with the record while the outbox acknowledges to that receiver.
 
 Every method returns ``None`` once it published the final reply, or a ``Failure`` for the
 router to fail over on (if nothing was sent yet) or to report.
@@ -21,6 +22,7 @@ from ezat_common import envelopes
 from ezat_common.bus import Claims
 from ezat_common.config import RouterConfig
 from ezat_common.envelopes import (
+    UNRECORDED,
     ReplyBody,
     ReplyChunk,
     ReplyEnd,
@@ -35,12 +37,7 @@ from . import metrics
 from .billing import Billing
 from .core.payload import PayloadError, read_response, response_with_model
 from .core.stream import StepResult, StreamStep
-from .core.upstream_errors import (
-    UNRECORDED,
-    Failure,
-    from_stream_error,
-    from_transport,
-)
+from .core.upstream_errors import Failure, from_stream_error, from_transport
 from .core.usage import UsageAccumulator
 from .upstream import Target, Upstream, finish
 
@@ -207,9 +204,13 @@ class Relay:
     async def _complete(
         self, req: RouteRequest, state: RequestState, final: ReplyEnd | ReplyBody
     ) -> Failure | None:
-        """Make the usage durable, then release the final reply (SPEC §6)."""
+        """Make the usage durable, then release the final reply (SPEC §6); or, when the receiver
+        holds the final reply itself (``req.ack_to``), send both at once (``publish_held``)."""
         record = state.usage.record(usage_base(req, state, self._clock()), "complete")
-        if not await self._billing.record(record):
+        held = await self._billing.publish_held(record, req.ack_to) if req.ack_to else None
+        if held is not None:
+            final.usage = held
+        elif not await self._billing.record(record):
             return UNRECORDED_FAILURE
         if isinstance(final, ReplyBody):
             final.data, final.data_ref = await self._claims.pack(final.data)

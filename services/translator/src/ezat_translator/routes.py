@@ -37,4 +37,7 @@ def route_request(
         session_key=session_key,
         prefix_hash=prefix_hash,
         cache_ttl=cache_ttl,
+        # The client's receiver holds the final reply only when the router answers it directly;
+        # replies converted here (chat) are held by the router as before.
+        ack_to=req.ack_to if reply_to == req.reply_to else "",
     )

@@ -27,14 +27,6 @@ from .health import FAULT_COOLDOWN, RATE_LIMIT_COOLDOWN
 TransportKind = Literal["connect", "timeout", "dropped", "protocol"]
 
 DROPPED_MESSAGE = "the deployment stopped mid-response; the request was not charged"
-UNRECORDED = ReplyError(
-    status=500,
-    type="api_error",
-    message=(
-        "the request's usage could not be recorded, so it was not completed and you were not "
-        "charged; retry"
-    ),
-)
 
 
 class Failure(msgspec.Struct, frozen=True, kw_only=True):
