@@ -41,9 +41,9 @@ class ClientRequest(Struct, kw_only=True, tag_field="t", tag="client_request"):
     body_ref: str | None = None
     session: str | None = None
     cache: str | None = None
-    # Where the usage outbox may acknowledge this request's record: set by a receiver that holds
-    # the final reply until that acknowledgement (or billing's) arrives (SPEC §6); empty: the
-    # router holds it, as for every reply that goes through the translator.
+    # Where the usage outbox may acknowledge this request's record: the edge holds the final
+    # reply until that acknowledgement (or billing's) arrives (SPEC §6); empty (an older edge):
+    # the router holds it.
     ack_to: str = ""
     beta: str | None = None
 
@@ -75,9 +75,10 @@ class RouteRequest(Struct, kw_only=True, tag_field="t", tag="route_request"):
     # Where cancellation of the client must be heard; the edge's inbox of this request.
     client_reply_to: str = ""
     # Non-empty: publish the usage record to the outbox with this reply subject and send the final
-    # reply at once, carrying the record in ``usage``; ``reply_to`` holds it until the outbox's
-    # acknowledgement arrives here (or stores ``usage`` through billing itself). Empty: the
-    # router waits for the acknowledgement before it sends the final reply.
+    # reply at once, carrying the record in ``usage`` (the translator keeps it on the reply it
+    # converts); the edge listening here holds the final event until the outbox's acknowledgement
+    # arrives (or stores ``usage`` through billing itself). Empty: the router waits for the
+    # acknowledgement before it sends the final reply.
     ack_to: str = ""
 
 

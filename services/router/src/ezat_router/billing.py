@@ -9,9 +9,9 @@ PostgreSQL idempotently. When JetStream does not confirm, billing's request/repl
 group commit) is tried with the time left. Everything is bounded by ``DEADLINE``: past it the
 request is reported failed and not charged.
 
-``publish_held`` is the overlapped variant (SPEC §10) for a receiver that holds the final reply
-itself (``RouteRequest.ack_to``): the record goes to the outbox with the PubAck addressed to that
-receiver, and the final reply leaves at once carrying the record, so the receiver can ask billing
+``publish_held`` is the overlapped variant (SPEC §10) used when the edge holds the final reply
+itself (``RouteRequest.ack_to``): the record goes to the outbox with the PubAck addressed to the
+edge, and the final reply leaves at once carrying the record, so the edge can ask billing
 directly when the outbox does not confirm. The router then waits for nothing: one NATS hop and
 one wake-up less on the way to the final event.
 

@@ -5,8 +5,8 @@ step (``core.stream``), publish the result as ONE ``ReplyChunk`` per read. Coale
 what already arrived; the loop never waits for more. The first read's bytes ride in ``ReplyHead``
 (headers and data in one publish): from then on the response belongs to this deployment (no
 failover). message_stop is held until billing acknowledged the usage record, then released as
-``ReplyEnd``; or, for a receiver that holds it itself (``RouteRequest.ack_to``), sent at once
-with the record while the outbox acknowledges to that receiver.
+``ReplyEnd``; or, when the edge holds it itself (``RouteRequest.ack_to``), sent at once with the
+record while the outbox acknowledges to the edge.
 
 Every method returns ``None`` once it published the final reply, or a ``Failure`` for the
 router to fail over on (if nothing was sent yet) or to report.
@@ -204,7 +204,7 @@ class Relay:
     async def _complete(
         self, req: RouteRequest, state: RequestState, final: ReplyEnd | ReplyBody
     ) -> Failure | None:
-        """Make the usage durable, then release the final reply (SPEC §6); or, when the receiver
+        """Make the usage durable, then release the final reply (SPEC §6); or, when the edge
         holds the final reply itself (``req.ack_to``), send both at once (``publish_held``)."""
         record = state.usage.record(usage_base(req, state, self._clock()), "complete")
         held = await self._billing.publish_held(record, req.ack_to) if req.ack_to else None

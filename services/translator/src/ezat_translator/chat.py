@@ -7,6 +7,10 @@ process's inbox; one wildcard subscription dispatches by sequence number to the 
 on the request's ``uid``: a client-chosen request id may be shared by other requests), when no
 router is there, or by a sweep for requests whose router vanished.
 
+The final reply keeps the router's ``usage`` (the encoded record the edge holds it for, see
+``RouteRequest.ack_to``): the outbox acknowledges to the edge, which releases the converted final
+event once the record is durable.
+
 Replies are converted and published inline, in arrival order; nothing on that path waits for
 Redis or the object store, except in a task of its own: a final event after which thinking must
 be kept (the task stores it, *then* publishes the final event, because the client can only send
@@ -204,7 +208,8 @@ class ChatPath:
                 data = state.stream.feed(reply.data)
                 self._forget(token)
                 kept = state.stream.kept_thinking
-                end = ReplyEnd(data=data)
+                # The edge holds the converted end until its usage is durable (``usage``).
+                end = ReplyEnd(data=data, usage=reply.usage)
                 if kept is not None and kept.blocks:
                     self._spawn(state, self._keep_then_publish(state, kept, end))
                     return None
@@ -216,7 +221,9 @@ class ChatPath:
                     return None
                 data, kept = self._completion(state, reply.data)
                 if (kept is None or not kept.blocks) and len(data) <= self.claims.inline_limit:
-                    return ReplyBody(status=reply.status, headers=reply.headers, data=data)
+                    return ReplyBody(
+                        status=reply.status, headers=reply.headers, data=data, usage=reply.usage
+                    )
                 self._spawn(state, self._publish_body(state, reply, data, kept))
                 return None
             case ReplyError():
@@ -244,7 +251,9 @@ class ChatPath:
     ) -> None:
         await self._keep(state.key_id, kept)  # before the body: the next turn may need it
         inline, ref = await self.claims.pack(data)
-        out = ReplyBody(status=reply.status, headers=reply.headers, data=inline, data_ref=ref)
+        out = ReplyBody(
+            status=reply.status, headers=reply.headers, data=inline, data_ref=ref, usage=reply.usage
+        )
         await self.nc.publish(state.edge_reply_to, envelopes.encode(out))
 
     async def _keep_then_publish(self, state: ChatState, kept: ThinkingKept, end: ReplyEnd) -> None:

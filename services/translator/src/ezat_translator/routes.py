@@ -37,7 +37,7 @@ def route_request(
         session_key=session_key,
         prefix_hash=prefix_hash,
         cache_ttl=cache_ttl,
-        # The client's receiver holds the final reply only when the router answers it directly;
-        # replies converted here (chat) are held by the router as before.
-        ack_to=req.ack_to if reply_to == req.reply_to else "",
+        # The edge holds the final reply until the outbox acknowledges the usage record to it;
+        # on the chat path the converted final reply carries the record on (chat.py).
+        ack_to=req.ack_to,
     )

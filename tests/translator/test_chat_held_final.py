@@ -1,0 +1,91 @@
+"""The chat path keeps the router's ``usage`` on the final reply it converts: the edge holds the
+converted end / body until that record is durable (RouteRequest.ack_to, docs/billing.md)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import msgspec
+import nats
+import pytest
+from ezat_common import bus, envelopes
+from ezat_common.envelopes import ReplyBody, ReplyEnd, ReplyHead, UsageRecord
+from ezat_common.subjects import Subjects
+from ezat_translator.chat import ChatPath, ChatState
+from ezat_translator.core.chat_stream import ChatStream
+from nats.aio.client import Client
+
+USAGE = envelopes.encode(
+    UsageRecord(
+        request_id="r1", uid="u1", key_id="k", model="m", api="chat", stream=True, status="complete"
+    )
+)
+START = (
+    b'event: message_start\ndata: {"type":"message_start","message":{"id":"msg_1","type":'
+    b'"message","role":"assistant","model":"m","content":[],"stop_reason":null,'
+    b'"usage":{"input_tokens":5,"output_tokens":1}}}\n\n'
+)
+END = (
+    b'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"end_turn"},'
+    b'"usage":{"output_tokens":3}}\n\n'
+    b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
+)
+BODY = msgspec.json.encode(
+    {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "m",
+        "content": [{"type": "text", "text": "hi"}],
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 5, "output_tokens": 3},
+    }
+)
+
+
+@pytest.fixture
+async def nc(nats_url: str) -> AsyncIterator[Client]:
+    conn = await nats.connect(nats_url)
+    yield conn
+    await conn.close()
+
+
+def chat_path(nc: Client) -> ChatPath:
+    subjects = Subjects(prefix="heldchat")
+    # Catalogue and thinking store are not used when converting replies without thinking.
+    return ChatPath(nc, subjects, bus.Claims(nc, subjects), None, None, "tr-1", "")  # type: ignore[arg-type]
+
+
+def state(stream: bool) -> ChatState:
+    chunks = ChatStream(request_id="r1", response_model="gpt-x", created=1, include_usage=False)
+    return ChatState("r1", "u1", "k", "_INBOX.edge.1", "gpt-x", 1, chunks if stream else None)
+
+
+async def test_a_converted_stream_end_keeps_the_record_it_waits_for(nc: Client) -> None:
+    path = chat_path(nc)
+    st = state(stream=True)
+    path.states["7"] = st
+    head = path._convert("7", st, ReplyHead(data=START))
+    assert isinstance(head, ReplyHead)
+    end = path._convert("7", st, ReplyEnd(data=END, usage=USAGE))
+    assert isinstance(end, ReplyEnd)
+    assert end.usage == USAGE
+    assert end.data.endswith(b"data: [DONE]\n\n")
+
+
+async def test_a_converted_body_keeps_the_record_it_waits_for(nc: Client) -> None:
+    path = chat_path(nc)
+    st = state(stream=False)
+    path.states["8"] = st
+    body = path._convert("8", st, ReplyBody(status=200, data=BODY, usage=USAGE))
+    assert isinstance(body, ReplyBody)
+    assert body.usage == USAGE
+    assert msgspec.json.decode(body.data)["object"] == "chat.completion"
+
+
+async def test_a_final_reply_without_a_record_stays_without_one(nc: Client) -> None:
+    path = chat_path(nc)
+    st = state(stream=False)
+    path.states["9"] = st
+    body = path._convert("9", st, ReplyBody(status=200, data=BODY))
+    assert isinstance(body, ReplyBody) and body.usage == b""
