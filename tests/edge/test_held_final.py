@@ -20,11 +20,10 @@ import nats
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
-from ezat_common import bus, envelopes
+from ezat_common import bus, envelopes, outbox
 from ezat_common.envelopes import ClientRequest, ReplyBody, ReplyEnd, ReplyHead, UsageRecord
 from ezat_common.outbox import Outbox
 from ezat_common.subjects import Subjects
-from ezat_edge import relay as relay_mod
 from ezat_edge.relay import Call, Relay
 from nats.aio.client import Client
 from nats.aio.msg import Msg
@@ -169,7 +168,7 @@ async def test_a_record_nobody_can_store_withholds_the_body(edge: Edge) -> None:
     error = json.loads(resp.body)["error"]
     assert error["type"] == "api_error" and "not charged" in error["message"]
     # Bounded: the outbox's second, then billing within the 2 s deadline.
-    assert time.monotonic() - started < relay_mod.DURABLE_DEADLINE + 1.0
+    assert time.monotonic() - started < outbox.DURABLE_DEADLINE + 1.0
 
 
 async def test_a_client_leaving_while_the_record_is_stored_does_not_lose_it(edge: Edge) -> None:
@@ -181,7 +180,7 @@ async def test_a_client_leaving_while_the_record_is_stored_does_not_lose_it(edge
     with pytest.raises(asyncio.CancelledError):
         await handler
     # The confirmation goes on without the client: past the outbox's second, billing stores it.
-    deadline = time.monotonic() + relay_mod.DURABLE_DEADLINE + 1.0
+    deadline = time.monotonic() + outbox.DURABLE_DEADLINE + 1.0
     while not edge.billed and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
     assert [r.uid for r in edge.billed] == [call.envelope.uid]

@@ -45,10 +45,6 @@ ANTHROPIC_PING = b'event: ping\ndata: {"type": "ping"}\n\n'
 OPENAI_PING = b": ping\n\n"
 _IDLE = object()
 _PING = object()
-# A held final reply waits this long for the outbox's acknowledgement, then asks billing to store
-# the record itself within what is left of DURABLE_DEADLINE (the router's bounds, billing.md).
-OUTBOX_TIMEOUT = 1.0
-DURABLE_DEADLINE = 2.0
 SSE_HEADERS = {"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache"}
 
 
@@ -147,8 +143,8 @@ class Relay:
             held.ack = msg
 
     async def _durable(self, queue: asyncio.Queue[Msg], held: _Held, usage: bytes) -> bool:
-        """Whether the usage record of a held final reply is durable: the outbox's acknowledgement
-        (already in ``held`` or arriving within ``OUTBOX_TIMEOUT``), else billing's own commit of
+        """Whether the usage record of a held final reply is durable: the outbox's PubAck (already
+        in ``held`` or arriving within ``outbox.ACK_TIMEOUT``), else billing's own commit of
         ``usage``. If the client leaves meanwhile, the confirmation goes on in the background:
         the record of a completed request must be stored whether or not anyone reads the answer."""
         while held.ack is None and not queue.empty():
@@ -172,7 +168,7 @@ class Relay:
         loop = asyncio.get_running_loop()
         start = loop.time()
         try:
-            async with asyncio.timeout(OUTBOX_TIMEOUT):
+            async with asyncio.timeout(outbox.ACK_TIMEOUT):
                 while held.ack is None:
                     self._keep_ack(await queue.get(), held)
         except TimeoutError:
@@ -180,7 +176,7 @@ class Relay:
         if held.ack is not None and outbox.acknowledged(held.ack, self.subjects.outbox_stream):
             return True
         m.USAGE_FALLBACKS.inc()
-        left = start + DURABLE_DEADLINE - loop.time()
+        left = start + outbox.DURABLE_DEADLINE - loop.time()
         problem = await outbox.store_directly(self.nc, self.subjects.usage_record, usage, left)
         if problem is None:
             log.info("usage stored by billing directly (the outbox did not acknowledge it)")

@@ -30,13 +30,13 @@ import logging
 
 from ezat_common import envelopes
 from ezat_common.envelopes import UsageRecord
-from ezat_common.outbox import Outbox, store_directly
+from ezat_common.outbox import ACK_TIMEOUT, DURABLE_DEADLINE, Outbox, store_directly
 from ezat_common.subjects import Subjects
 from nats.aio.client import Client
 
 # The whole budget of one record, and the part of it given to the outbox's PubAck.
-DEADLINE = 2.0
-OUTBOX_TIMEOUT = 1.0
+DEADLINE = DURABLE_DEADLINE
+OUTBOX_TIMEOUT = ACK_TIMEOUT
 # Fire-and-forget records: first retry delay, largest delay, and how long they are retried.
 RETRY_FIRST = 0.5
 RETRY_MAX = 10.0
