@@ -33,7 +33,7 @@ def test_a_store_of_this_stream_is_an_acknowledgement(data: bytes) -> None:
         ),
         (b'{"stream":"another_stream","seq":3}', None),  # stored, but not in the outbox
         (b'{"stream":"ezat_billing_outbox"}', None),  # no sequence: nothing was stored
-        (b"", {"Status": "503"}),  # no responders: no stream holds the subject
+        (b"", {"Status": "503"}),  # a status message (no responders), not a PubAck
         (b"\x81\xa1t\xa3end", None),  # not JSON at all
     ],
 )

@@ -24,6 +24,7 @@ from ezat_common import bus, envelopes, outbox
 from ezat_common.envelopes import ClientRequest, ReplyBody, ReplyEnd, ReplyHead, UsageRecord
 from ezat_common.outbox import Outbox
 from ezat_common.subjects import Subjects
+from ezat_edge.held import Held
 from ezat_edge.relay import Call, Relay
 from nats.aio.client import Client
 from nats.aio.msg import Msg
@@ -217,3 +218,46 @@ async def test_a_stream_whose_record_nobody_can_store_ends_with_an_error_event(
     assert body.startswith(STREAM_START)
     assert b"message_stop" not in body
     assert b"event: error" in body and b"not charged" in body
+
+
+async def _queued_final(edge: Edge, usage: bytes) -> tuple[Held, asyncio.Queue[Msg]]:
+    """A request whose held final reply arrived but was never taken off its queue."""
+    token, subject, queue = edge.relay.inbox.open()
+    final = ReplyEnd(data=STREAM_END, usage=usage)
+    await queue.put(Msg(_client=edge.nc, subject=subject, data=envelopes.encode(final)))
+    return Held(token), queue
+
+
+def _record(uid: str) -> bytes:
+    rec = UsageRecord(
+        request_id="r", uid=uid, key_id="k", model="m", api="messages", stream=True,
+        status="complete", output_tokens=5,
+    )  # fmt: skip
+    return envelopes.encode(rec)
+
+
+async def test_a_final_reply_left_unread_by_a_departed_client_is_still_confirmed(
+    edge: Edge,
+) -> None:
+    """The client left while earlier chunks were being written: the held end is rescued from the
+    queue and billing stores its record once the outbox stays silent."""
+    uid = uuid.uuid4().hex
+    held, queue = await _queued_final(edge, _record(uid))
+    edge.relay.holder.close(queue, held)
+    assert held.handed_off
+    await edge.relay.holder.settle(timeout=outbox.DURABLE_DEADLINE + 1)
+    assert [r.uid for r in edge.billed] == [uid]
+    # The token is closed once the confirmation is over.
+    assert not edge.relay.holder.confirming
+
+
+async def test_a_rescued_final_still_hears_a_late_puback(edge: Edge) -> None:
+    """The inbox token stays open for the background confirmation: a PubAck arriving after the
+    client left settles it without asking billing."""
+    held, queue = await _queued_final(edge, _record(uuid.uuid4().hex))
+    edge.relay.holder.close(queue, held)
+    await asyncio.sleep(0.2)
+    ack = {"stream": edge.subjects.outbox_stream, "seq": 1}
+    await edge.nc.publish(edge.relay.inbox.ack_subject(held.token), json.dumps(ack).encode())
+    await edge.relay.holder.settle(timeout=outbox.DURABLE_DEADLINE + 1)
+    assert edge.billed == []

@@ -58,7 +58,10 @@ def acknowledged(msg: Msg, stream: str) -> bool:
     """True if ``msg`` is JetStream's acknowledgement that ``stream`` stored the record (a first
     store or a duplicate of a stored one); False for an error, a no-responders status or junk."""
     if msg.headers and msg.headers.get("Status"):
-        return False  # e.g. 503: no stream holds the outbox subject
+        # A status message (503 "no responders"). NATS sends that only to the publisher's own
+        # subscription, so a PubAck addressed to the edge never is one: a missing stream shows as
+        # silence there. Checked anyway, for any other holder.
+        return False
     try:
         ack = _decode_pub_ack(msg.data)
     except (msgspec.DecodeError, msgspec.ValidationError):

@@ -87,6 +87,9 @@ class Edge:
     async def stop(self) -> None:
         if self._pool_task is not None:
             self._pool_task.cancel()
+        if self.relay is not None:
+            # Usage of requests whose client left is still being confirmed: NATS must stay up.
+            await self.relay.holder.settle()
         if self.nc is not None:
             await self.nc.drain()
         if self.auth.pool is not None:

@@ -3,6 +3,7 @@
 Replies arrive on this process's inbox (one wildcard subscription, a queue per request). The
 sequence is ``ReplyHead`` -> ``ReplyChunk``* -> a final ``ReplyEnd``/``ReplyError`` for streams, or
 a single ``ReplyBody``/``ReplyError``. Chunks are written as they arrive: nothing is buffered.
+A final reply carrying its usage record is released only once that record is durable (held.py).
 A client that goes away cancels the handler; we broadcast a ``CancelRequest`` (carrying the
 request's ``uid``, its gateway-internal identity) so the router stops the upstream call. The same
 broadcast follows a first-reply timeout: the client saw a 504, so the request must not run on.
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from aiohttp import web
-from ezat_common import bus, envelopes, outbox
+from ezat_common import bus, envelopes
 from ezat_common.envelopes import (
     UNRECORDED,
     ReplyBody,
@@ -36,6 +37,7 @@ from ezat_common.subjects import Subjects
 from nats.aio.msg import Msg
 
 from . import metrics as m
+from .held import Held, Holder
 from .responses import JSON, Format, error_response, stream_error_frame
 
 log = logging.getLogger("ezat.edge.relay")
@@ -78,15 +80,14 @@ class Relay:
         self.first_reply_timeout = first_reply_timeout
         self.ping_interval = ping_interval
         self.idle_timeout = idle_timeout
-        # Confirmations of held final replies whose client left (kept until they finish).
-        self._confirming: set[asyncio.Future[bool]] = set()
+        self.holder = Holder(nc, subjects, inbox)
 
     async def run(self, call: Call, body: bytes) -> web.StreamResponse:
         token, subject, queue = self.inbox.open()
         env = call.envelope
         env.reply_to = subject
         env.ack_to = self.inbox.ack_subject(token)
-        held = _Held()
+        held = Held(token)
         try:
             env.body, env.body_ref = await self._claim(self.claims.pack(body))
             await self.nc.publish(self.subjects.translate, envelopes.encode(env), reply=subject)
@@ -101,7 +102,7 @@ class Relay:
                 case ReplyHead():
                     return await self._stream(call, first, queue, held)
                 case ReplyBody():
-                    if first.usage and not await self._durable(queue, held, first.usage):
+                    if first.usage and not await self.holder.durable(queue, held, first.usage):
                         return self._reply_error(call, UNRECORDED)
                     data = await self._claim(self.claims.unpack(first.data, first.data_ref))
                     headers = {**call.extra_headers, **first.headers}
@@ -118,7 +119,7 @@ class Relay:
             await self._cancel(call)
             raise
         finally:
-            self.inbox.close(token)
+            self.holder.close(queue, held)
 
     @staticmethod
     async def _claim(op: Awaitable[_T]) -> _T:
@@ -131,7 +132,7 @@ class Relay:
                 503, "the gateway could not move the request body; retry shortly", retry_after=2
             ) from None
 
-    async def _first_reply(self, queue: asyncio.Queue[Msg], held: _Held) -> Msg:
+    async def _first_reply(self, queue: asyncio.Queue[Msg], held: Held) -> Msg:
         """The first reply, within ``first_reply_timeout``; an outbox acknowledgement that
         overtook the final reply it belongs to is kept in ``held``."""
         loop = asyncio.get_running_loop()
@@ -141,48 +142,6 @@ class Relay:
             if not self.inbox.is_ack(msg):
                 return msg
             held.ack = msg
-
-    async def _durable(self, queue: asyncio.Queue[Msg], held: _Held, usage: bytes) -> bool:
-        """Whether the usage record of a held final reply is durable: the outbox's PubAck (already
-        in ``held`` or arriving within ``outbox.ACK_TIMEOUT``), else billing's own commit of
-        ``usage``. If the client leaves meanwhile, the confirmation goes on in the background:
-        the record of a completed request must be stored whether or not anyone reads the answer."""
-        while held.ack is None and not queue.empty():
-            self._keep_ack(queue.get_nowait(), held)  # usually already here: no waiting at all
-        if held.ack is not None and outbox.acknowledged(held.ack, self.subjects.outbox_stream):
-            return True
-        try:
-            return await self._confirm(queue, held, usage)
-        except asyncio.CancelledError:
-            task = asyncio.ensure_future(self._confirm(queue, held, usage))
-            self._confirming.add(task)
-            task.add_done_callback(self._confirming.discard)
-            raise
-
-    def _keep_ack(self, msg: Msg, held: _Held) -> None:
-        # After a final reply only its acknowledgement (and watchdog markers) can still arrive.
-        if msg is not _PING and msg is not _IDLE and self.inbox.is_ack(msg):
-            held.ack = msg
-
-    async def _confirm(self, queue: asyncio.Queue[Msg], held: _Held, usage: bytes) -> bool:
-        loop = asyncio.get_running_loop()
-        start = loop.time()
-        try:
-            async with asyncio.timeout(outbox.ACK_TIMEOUT):
-                while held.ack is None:
-                    self._keep_ack(await queue.get(), held)
-        except TimeoutError:
-            pass
-        if held.ack is not None and outbox.acknowledged(held.ack, self.subjects.outbox_stream):
-            return True
-        m.USAGE_FALLBACKS.inc()
-        left = start + outbox.DURABLE_DEADLINE - loop.time()
-        problem = await outbox.store_directly(self.nc, self.subjects.usage_record, usage, left)
-        if problem is None:
-            log.info("usage stored by billing directly (the outbox did not acknowledge it)")
-            return True
-        log.warning("usage not made durable, final reply withheld: %s", problem)
-        return False
 
     def _decode(self, msg: Msg) -> envelopes.Reply:
         if bus.is_no_responders(msg):
@@ -195,7 +154,7 @@ class Relay:
         return envelopes.decode_reply(msg.data)
 
     async def _stream(
-        self, call: Call, head: ReplyHead, queue: asyncio.Queue[Msg], held: _Held
+        self, call: Call, head: ReplyHead, queue: asyncio.Queue[Msg], held: Held
     ) -> web.StreamResponse:
         resp = web.StreamResponse(headers={**SSE_HEADERS, **call.extra_headers, **head.headers})
         m.ACTIVE_STREAMS.inc()
@@ -215,14 +174,14 @@ class Relay:
                 # Everything that has already arrived goes out in one write: fewer syscalls per
                 # event under load, and no waiting for anything that has not arrived.
                 data, final, end = self._collect(call, msg, queue, state, held)
+                if end is not None:
+                    # Held until its usage is durable; then written with what preceded it.
+                    durable = await self.holder.durable(queue, held, end.usage)
+                    data += end.data if durable else _unrecorded_frame(call)
                 if not resp.prepared:
                     # Headers leave with the first bytes of the body, in the same write.
                     await resp.prepare(call.request)
                     m.FIRST_BYTE_BY(call.envelope.api).observe(time.monotonic() - call.started)
-                if end is not None:
-                    # Held until its usage is durable; then written with what preceded it.
-                    durable = await self._durable(queue, held, end.usage)
-                    data += end.data if durable else _unrecorded_frame(call)
                 if final:
                     await resp.write_eof(data)
                     break
@@ -245,7 +204,7 @@ class Relay:
         return resp
 
     def _collect(
-        self, call: Call, msg: Msg, queue: asyncio.Queue[Msg], state: _StreamState, held: _Held
+        self, call: Call, msg: Msg, queue: asyncio.Queue[Msg], state: _StreamState, held: Held
     ) -> tuple[bytes, bool, ReplyEnd | None]:
         """Bytes of this message and of every one already queued behind it; True when final; and
         the final ``ReplyEnd`` when it must wait for its usage to be durable (not in the bytes)."""
@@ -339,13 +298,6 @@ class Relay:
 def _unrecorded_frame(call: Call) -> bytes:
     err = UNRECORDED
     return stream_error_frame(call.fmt, call.rid, err.status, err.type, err.message)
-
-
-@dataclass(slots=True)
-class _Held:
-    """The outbox's acknowledgement of this request's usage record, once it has arrived."""
-
-    ack: Msg | None = None
 
 
 @dataclass(slots=True)
