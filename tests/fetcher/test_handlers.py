@@ -8,6 +8,7 @@ import uuid
 from collections.abc import AsyncIterator
 
 import nats
+import nats.errors
 import pytest_asyncio
 from ezat_common import bus, envelopes
 from ezat_common.subjects import Subjects
@@ -30,6 +31,15 @@ async def wired(nats_url: str) -> AsyncIterator[tuple[Client, Subjects]]:
     )
     await service.start()
     await service_nc.flush()
+    # Seen once in CI: the first request right after the subscription got "no responders".
+    # Start the tests only once the service answers this connection (an unreadable request is
+    # answered at once, with no download).
+    for _ in range(100):
+        try:
+            await client_nc.request(subjects.fetch, b"\x93warm-up", timeout=2)
+            break
+        except nats.errors.NoRespondersError:
+            await asyncio.sleep(0.05)
     try:
         yield client_nc, subjects
     finally:
