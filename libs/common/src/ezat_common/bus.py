@@ -121,6 +121,7 @@ class Inbox:
     def __init__(self, nc: Client, subjects: Subjects, instance: str) -> None:
         self._nc = nc
         self._prefix = subjects.inbox(instance)
+        self._ack_prefix = f"{self._prefix}.{ACK}"
         self._seq = itertools.count(1)
         self._queues: dict[str, asyncio.Queue[Msg]] = {}
         self._sub: Any = None
@@ -145,11 +146,11 @@ class Inbox:
     def ack_subject(self, token: str) -> str:
         """Where the usage outbox acknowledges this request's record (``RouteRequest.ack_to``);
         its messages arrive in the request's queue, told apart by ``is_ack``."""
-        return f"{self._prefix}.{ACK}{token}"
+        return self._ack_prefix + token
 
-    @staticmethod
-    def is_ack(msg: Msg) -> bool:
-        return msg.subject.rsplit(".", 1)[-1].startswith(ACK)
+    def is_ack(self, msg: Msg) -> bool:
+        # Asked of every reply a request receives: one prefix test, no split.
+        return msg.subject.startswith(self._ack_prefix)
 
     def close(self, token: str) -> None:
         self._queues.pop(token, None)

@@ -25,7 +25,7 @@ import nats.js.errors
 from msgspec import Struct
 from nats.aio.client import Client
 from nats.aio.msg import Msg
-from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
+from nats.js.api import DiscardPolicy, Header, RetentionPolicy, StorageType, StreamConfig
 
 from . import envelopes
 from .subjects import Subjects
@@ -34,13 +34,11 @@ log = logging.getLogger("ezat.outbox")
 
 DUPLICATE_WINDOW = 15 * 60.0  # seconds: longer than any retry of one record
 MAX_AGE = 14 * 24 * 3600.0  # an outage longer than two weeks needs an operator anyway
-MSG_ID = "Nats-Msg-Id"
 # Whoever holds a final event (router or edge) waits this long for the outbox's PubAck, and then
 # gives billing's request/reply what is left of DURABLE_DEADLINE; past it the request fails
 # uncharged (docs/billing.md).
 ACK_TIMEOUT = 1.0
 DURABLE_DEADLINE = 2.0
-EXPECTED_STREAM = "Nats-Expected-Stream"
 
 
 class _PubAck(Struct):
@@ -76,9 +74,9 @@ async def store_directly(nc: Client, subject: str, data: bytes, timeout: float) 
         return "no time left"
     try:
         msg = await nc.request(subject, data, timeout=timeout)
-        if msg.headers and msg.headers.get("Status") == "503":
-            return "no billing replica answers"
         ack = envelopes.decode_usage_ack(msg.data)
+    except nats.errors.NoRespondersError:
+        return "no billing replica answers"
     except (nats.errors.Error, TimeoutError, msgspec.DecodeError, msgspec.ValidationError) as exc:
         return type(exc).__name__
     return None if ack.ok else f"refused: {ack.error}"
@@ -133,7 +131,10 @@ class Outbox:
             if not self._ready:
                 async with asyncio.timeout(timeout):
                     await self.ensure_stream(timeout)
-            headers = {MSG_ID: msg_id, EXPECTED_STREAM: self._subjects.outbox_stream}
+            headers = {
+                Header.MSG_ID.value: msg_id,
+                Header.EXPECTED_STREAM.value: self._subjects.outbox_stream,
+            }
             await self._nc.publish(self._subjects.usage_outbox, data, reply, headers)
         except (nats.errors.Error, TimeoutError, OSError) as exc:
             log.warning("usage outbox publish failed: %r", exc)
@@ -155,7 +156,7 @@ class Outbox:
                     data,
                     timeout=left,
                     stream=self._subjects.outbox_stream,
-                    headers={MSG_ID: msg_id},
+                    headers={Header.MSG_ID.value: msg_id},
                 )
         except (nats.errors.Error, TimeoutError, OSError) as exc:
             log.warning("usage outbox refused the record: %r", exc)

@@ -135,13 +135,12 @@ class Relay:
     async def _first_reply(self, queue: asyncio.Queue[Msg], held: Held) -> Msg:
         """The first reply, within ``first_reply_timeout``; an outbox acknowledgement that
         overtook the final reply it belongs to is kept in ``held``."""
-        loop = asyncio.get_running_loop()
-        end = loop.time() + self.first_reply_timeout
-        while True:
-            msg = await asyncio.wait_for(queue.get(), max(end - loop.time(), 0))
-            if not self.inbox.is_ack(msg):
-                return msg
-            held.ack = msg
+        async with asyncio.timeout(self.first_reply_timeout):
+            while True:
+                msg = await queue.get()
+                if not self.inbox.is_ack(msg):
+                    return msg
+                held.ack = msg
 
     def _decode(self, msg: Msg) -> envelopes.Reply:
         if bus.is_no_responders(msg):
@@ -296,8 +295,9 @@ class Relay:
 
 
 def _unrecorded_frame(call: Call) -> bytes:
-    err = UNRECORDED
-    return stream_error_frame(call.fmt, call.rid, err.status, err.type, err.message)
+    return stream_error_frame(
+        call.fmt, call.rid, UNRECORDED.status, UNRECORDED.type, UNRECORDED.message
+    )
 
 
 @dataclass(slots=True)

@@ -6,8 +6,8 @@ request/reply when JetStream cannot take them.
 = the request's identity, its uid) and waits for JetStream's PubAck: ~0.6 ms p50, where a PostgreSQL
 commit measured ~7 ms p50 on this machine kind (docs/billing.md). Billing drains the stream into
 PostgreSQL idempotently. When JetStream does not confirm, billing's request/reply (a PostgreSQL
-group commit) is tried with the time left. Everything is bounded by ``DEADLINE``: past it the
-request is reported failed and not charged.
+group commit) is tried with the time left. Everything is bounded by ``outbox.DURABLE_DEADLINE``
+(2 s): past it the request is reported failed and not charged.
 
 ``publish_held`` is the overlapped variant (SPEC §10) used when the edge holds the final reply
 itself (``RouteRequest.ack_to``): the record goes to the outbox with the PubAck addressed to the
@@ -34,9 +34,6 @@ from ezat_common.outbox import ACK_TIMEOUT, DURABLE_DEADLINE, Outbox, store_dire
 from ezat_common.subjects import Subjects
 from nats.aio.client import Client
 
-# The whole budget of one record, and the part of it given to the outbox's PubAck.
-DEADLINE = DURABLE_DEADLINE
-OUTBOX_TIMEOUT = ACK_TIMEOUT
 # Fire-and-forget records: first retry delay, largest delay, and how long they are retried.
 RETRY_FIRST = 0.5
 RETRY_MAX = 10.0
@@ -52,8 +49,8 @@ class Billing:
         self,
         nc: Client,
         subjects: Subjects,
-        deadline: float = DEADLINE,
-        outbox_timeout: float = OUTBOX_TIMEOUT,
+        deadline: float = DURABLE_DEADLINE,
+        outbox_timeout: float = ACK_TIMEOUT,
         *,
         outbox: Outbox | None = None,
         retry_first: float = RETRY_FIRST,

@@ -1,0 +1,83 @@
+"""``bench/report.py``: the benchmark's verdicts are gateway-minus-direct differences and plain
+thresholds on a run's numbers (no timing is measured here; the numbers are made up)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+import report
+
+SERVICES = ["edge", "translator", "router", "billing", "fetcher"]
+
+
+def phase(**numbers: float) -> dict[str, Any]:
+    return {"errors": 0, "warmup_errors": 0, "per_s": 1000.0, **numbers}
+
+
+def run(**overrides: dict[str, Any]) -> dict[str, Any]:
+    phases: dict[str, Any] = {}
+    for conc in (1, 32, 256):
+        phases[f"json/direct/c{conc}"] = phase(p50_ms=0.3, p99_ms=50.0)
+        phases[f"stream/direct/c{conc}"] = phase(ttft_p50_ms=0.4, ttft_p99_ms=100.0)
+        for api in ("anthropic", "openai"):
+            phases[f"json/{api}/c{conc}"] = phase(p50_ms=2.3, p99_ms=149.0)
+            phases[f"stream/{api}/c{conc}"] = phase(
+                ttft_p50_ms=3.3, ttft_p99_ms=199.0, events_per_s=25000.0
+            )
+    phases.update(overrides)
+    return {
+        "phases": phases,
+        "levels": [1, 32, 256],
+        "apis": ["anthropic", "openai"],
+        "resources": {"rss_idle_mb": dict.fromkeys(SERVICES, 60.0)},
+        "open_streams": {"stack_rss_peak_mb": 500.0, "max_active_upstream": 1000},
+        "meta": {"services": SERVICES},
+    }
+
+
+def verdicts(results: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    return {label: (shown, verdict) for label, shown, verdict in report.targets(results)}
+
+
+def test_added_is_the_gateway_minus_the_direct_run_at_the_same_mode_and_concurrency() -> None:
+    results = run()
+    assert report.added(results, "json", "anthropic", 1, "p50_ms") == 2.0
+    assert report.added(results, "stream", "openai", 256, "ttft_p99_ms") == 99.0
+    del results["phases"]["json/direct/c32"]
+    assert report.added(results, "json", "anthropic", 32, "p50_ms") is None  # no baseline
+
+
+def test_the_latency_targets_judge_the_added_time_not_the_gateway_time() -> None:
+    v = verdicts(run())
+    # 2.3 ms through the gateway is 2.0 ms added: within 3 ms.
+    assert v["anthropic: added p50 c=1 <= 3 ms"] == ("2.00 ms", "PASS")
+    # 3.3 ms to the first token is 2.9 added.
+    assert v["openai: added TTFT p50 c=1 <= 3 ms"][1] == "PASS"
+    # c=256: 149 - 50 = 99 (json p99), 199 - 100 = 99 (stream TTFT p99).
+    assert v["anthropic: c=256 json 0 errors, added p99 <= 100 ms"][1] == "PASS"
+    assert v["openai: c=256 stream 0 errors, added ttft_p99 <= 100 ms"][1] == "PASS"
+    slower = run(**{"json/openai/c256": phase(p50_ms=2.3, p99_ms=151.0)})
+    assert verdicts(slower)["openai: c=256 json 0 errors, added p99 <= 100 ms"][1] == "FAIL"
+
+
+def test_a_fast_phase_with_errors_fails_its_target() -> None:
+    failing = phase(p50_ms=2.3, p99_ms=60.0, errors=1)
+    v = verdicts(run(**{"json/anthropic/c256": failing, "json/anthropic/c32": failing}))
+    assert v["anthropic: c=256 json 0 errors, added p99 <= 100 ms"][1] == "FAIL"
+    assert v["anthropic: >= 400 req/s c=32, 0 errors"][1] == "FAIL"
+
+
+def test_throughput_resources_and_a_missing_soak() -> None:
+    v = verdicts(run())
+    assert v[">= 20,000 relayed stream events/s"][1] == "PASS"
+    assert v["each service <= 80 MB RSS idle (max)"][1] == "PASS"
+    assert v["whole stack <= 600 MB with 1,000 open streams (seen open: 1000)"][1] == "PASS"
+    assert v["< 5% RSS growth over the soak"] == ("not run (--soak 600)", "n/a")
+    results = run()
+    results["open_streams"]["max_active_upstream"] = 900  # not all held open at once
+    label = "whole stack <= 600 MB with 1,000 open streams (seen open: 900)"
+    assert verdicts(results)[label][1] == "FAIL"
