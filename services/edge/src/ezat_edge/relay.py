@@ -50,6 +50,18 @@ _PING = object()
 SSE_HEADERS = {"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache"}
 
 
+class SseResponse(web.StreamResponse):
+    """A stream whose status line and headers leave in the same ``send`` as its first body bytes.
+
+    aiohttp writes a ``StreamResponse``'s headers on their own at ``prepare()`` (its ``Response``
+    already holds them back); on loopback every ``send`` also runs the receiver's TCP stack, and
+    the edge writes at most two more per stream. ``prepare()`` is always followed at once by a
+    write here, so nothing waits on the held headers.
+    """
+
+    _send_headers_immediately = False
+
+
 @dataclass(slots=True)
 class Call:
     """What the relay needs to know about one request."""
@@ -155,7 +167,7 @@ class Relay:
     async def _stream(
         self, call: Call, head: ReplyHead, queue: asyncio.Queue[Msg], held: Held
     ) -> web.StreamResponse:
-        resp = web.StreamResponse(headers={**SSE_HEADERS, **call.extra_headers, **head.headers})
+        resp = SseResponse(headers={**SSE_HEADERS, **call.extra_headers, **head.headers})
         m.ACTIVE_STREAMS.inc()
         now = time.monotonic()
         state = _StreamState(received=now, written=now)
@@ -181,6 +193,8 @@ class Relay:
                     # Headers leave with the first bytes of the body, in the same write.
                     await resp.prepare(call.request)
                     m.FIRST_BYTE_BY(call.envelope.api).observe(time.monotonic() - call.started)
+                    if not data and not final:
+                        await resp.write(data)  # no bytes yet: the headers go out on their own
                 if final:
                     await resp.write_eof(data)
                     break
