@@ -34,7 +34,7 @@ from . import engine, sse
 from .cache import NO_CACHE, PromptCache
 from .faults import Fault, Faults, decode_fault, retry_after_header
 from .requestlog import DEFAULT_SIZE, RequestLog, RequestRecord
-from .stream import Timing, drop_connection, send_stream
+from .stream import SseResponse, Timing, drop_connection, send_stream
 from .tokens import input_tokens, measure
 from .validate import InvalidRequest, validate_request
 
@@ -214,7 +214,7 @@ async def _json_reply(
 async def _stream(
     request: web.Request, sim: Simulator, record: RequestRecord, plan: engine.Plan, timing: Timing
 ) -> web.StreamResponse:
-    resp = web.StreamResponse(
+    resp = SseResponse(
         headers={
             "content-type": sse.CONTENT_TYPE,
             "cache-control": "no-cache",

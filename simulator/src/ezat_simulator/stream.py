@@ -25,6 +25,14 @@ from .requestlog import Outcome, RequestRecord
 PING_EVERY_MS = 5000.0
 
 
+class SseResponse(web.StreamResponse):
+    """Headers leave with ``message_start``, in one ``send``, as from a server that writes the
+    response head and first event together; ``message_start`` is never delayed, so neither are
+    the headers (aiohttp would otherwise send them alone at ``prepare()``)."""
+
+    _send_headers_immediately = False
+
+
 @dataclass(frozen=True, slots=True)
 class Timing:
     """How one reply is paced and broken: the instance's settings with overrides applied."""
