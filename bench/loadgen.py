@@ -1,8 +1,9 @@
-"""A lean closed-loop HTTP load generator for the EZAT benchmark (asyncio + aiohttp on uvloop).
+"""A lean closed-loop HTTP load generator for the EZAT benchmark (asyncio on uvloop, ``http1.py``).
 
-Each of ``concurrency`` workers sends the same pre-encoded body again and again over a pooled
-keep-alive connector until the phase's deadline (or its request budget) is spent. Replies are not
-parsed: a non-streaming reply is read whole; a stream is scanned as bytes, counting SSE events
+Each of ``concurrency`` workers sends the same pre-encoded request again and again over its own
+keep-alive connection until the phase's deadline (or its request budget) is spent. Replies are
+HTTP-decoded but not JSON-parsed: a non-streaming reply is read whole; a stream's body is scanned
+as bytes as it arrives, counting SSE events
 (blank-line terminators), noting the time of the first content delta and of the end. Any non-2xx
 status, exception, ``event: error`` or stream without its end marker counts as an error.
 
@@ -27,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiohttp
+import http1
 
 # The first content delta of each API's stream, and the marker of a complete stream.
 _FIRST_ANTHROPIC = re.compile(rb"event: content_block_delta")
@@ -97,43 +98,71 @@ def percentile(values: list[int], q: float) -> float | None:
     return ordered[rank] / 1e6
 
 
-async def _one(session: aiohttp.ClientSession, target: Target, out: Samples) -> None:
-    t0 = time.perf_counter_ns()
+class _StreamScan:
+    """What a stream's body shows as it is read: SSE events (blank-line terminators), the time of
+    the first content delta, an error event, and its last bytes (where the end marker is)."""
+
+    __slots__ = ("error", "events", "first", "marker", "tail")
+
+    def __init__(self, marker: re.Pattern[bytes]) -> None:
+        self.marker = marker
+        self.first = 0
+        self.events = 0
+        self.tail = b""
+        self.error = b""
+
+    def feed(self, piece: bytes) -> None:
+        tail = self.tail
+        joined = tail + piece
+        # Terminators inside this piece, plus one straddling the previous piece.
+        self.events += piece.count(b"\n\n") + (tail[-1:] == b"\n" and piece[:1] == b"\n")
+        if not self.first and self.marker.search(joined):
+            self.first = time.perf_counter_ns()
+        if not self.error and _ERROR_EVENT in joined:
+            self.error = joined
+        self.tail = joined[-32:]
+
+
+@dataclass
+class _Wire:
+    """A target as bytes on the wire, shared by every worker of a phase."""
+
+    host: str
+    port: int
+    request: bytes
+    target: Target
+    timeout: float
+
+
+async def _one(wire: _Wire, conns: list[http1.Connection | None], out: Samples) -> None:
+    target = wire.target
+    conn = conns[0]
     try:
-        async with session.post(target.url, data=target.body, headers=target.headers) as resp:
-            if not target.stream:
-                data = await resp.read()
-                if resp.status >= 300:
-                    _fail(out, f"http {resp.status}", data)
-                    return
-                out.latency.append(time.perf_counter_ns() - t0)
-                return
-            if resp.status >= 300:
-                _fail(out, f"http {resp.status}", await resp.read())
-                return
-            first = 0
-            events = 0
-            tail = b""
-            marker = _FIRST_OPENAI if target.api == "openai" else _FIRST_ANTHROPIC
-            async for chunk in resp.content.iter_any():
-                joined = tail + chunk
-                # Terminators inside this chunk, plus one straddling the previous chunk.
-                events += chunk.count(b"\n\n") + (tail[-1:] == b"\n" and chunk[:1] == b"\n")
-                if not first and marker.search(joined):
-                    first = time.perf_counter_ns()
-                if _ERROR_EVENT in joined:
-                    _fail(out, "event: error", joined)
-                    return
-                tail = joined[-32:]
-            end = time.perf_counter_ns()
-            if _END[target.api] not in tail:
-                _fail(out, "stream ended without its end marker", tail)
-                return
-            out.events += events
-            out.latency.append(end - t0)
-            out.ttft.append((first or end) - t0)
-    except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+        if conn is None or not conn.usable:
+            conn = conns[0] = await http1.connect(wire.host, wire.port)
+        t0 = time.perf_counter_ns()
+        scan = _StreamScan(_FIRST_OPENAI if target.api == "openai" else _FIRST_ANTHROPIC)
+        resp = conn.send(wire.request, scan.feed if target.stream else None)
+        async with asyncio.timeout(wire.timeout):
+            status = await resp.done
+        end = time.perf_counter_ns()
+    except (TimeoutError, OSError, http1.ProtocolError, http1.ServerDisconnected) as exc:
+        if conn is not None:
+            conn.close()
         _fail(out, type(exc).__name__, str(exc).encode())
+        return
+    if status >= 300:
+        _fail(out, f"http {status}", bytes(resp.body))
+    elif not target.stream:
+        out.latency.append(end - t0)
+    elif scan.error:
+        _fail(out, "event: error", scan.error)
+    elif _END[target.api] not in scan.tail:
+        _fail(out, "stream ended without its end marker", scan.tail)
+    else:
+        out.events += scan.events
+        out.latency.append(end - t0)
+        out.ttft.append((scan.first or end) - t0)
 
 
 def _fail(out: Samples, kind: str, detail: bytes) -> None:
@@ -142,24 +171,15 @@ def _fail(out: Samples, kind: str, detail: bytes) -> None:
         out.error_sample = detail[:300].decode(errors="replace")
 
 
-async def _worker(
-    session: aiohttp.ClientSession, target: Target, out: Samples, deadline: float, budget: list[int]
-) -> None:
-    while time.monotonic() < deadline and budget[0] != 0:
-        budget[0] -= 1
-        await _one(session, target, out)
-
-
-def _session(concurrency: int, timeout: float) -> aiohttp.ClientSession:
-    connector = aiohttp.TCPConnector(
-        limit=concurrency, limit_per_host=0, ttl_dns_cache=None, enable_cleanup_closed=False
-    )
-    return aiohttp.ClientSession(
-        connector=connector,
-        timeout=aiohttp.ClientTimeout(total=timeout),
-        skip_auto_headers=("User-Agent", "Accept-Encoding"),
-        auto_decompress=False,
-    )
+async def _worker(wire: _Wire, out: Samples, deadline: float, budget: list[int]) -> None:
+    conns: list[http1.Connection | None] = [None]
+    try:
+        while time.monotonic() < deadline and budget[0] != 0:
+            budget[0] -= 1
+            await _one(wire, conns, out)
+    finally:
+        if conns[0] is not None:
+            conns[0].close()
 
 
 async def run_phase(
@@ -174,23 +194,20 @@ async def run_phase(
     """Warm up (samples discarded, errors kept), then run closed-loop for ``duration`` seconds
     or ``requests`` requests, whichever ends first. ``on_start`` is called when the measured part
     begins. Returns the phase's summary."""
-    async with _session(concurrency, timeout) as session:
-        warm = Samples()
-        if warmup > 0:
-            end = time.monotonic() + warmup
-            await asyncio.gather(
-                *(_worker(session, target, warm, end, [-1]) for _ in range(concurrency))
-            )
-        out = Samples()
-        if on_start is not None:
-            on_start()
-        budget = [requests]
-        started = time.monotonic()
-        deadline = started + duration
-        await asyncio.gather(
-            *(_worker(session, target, out, deadline, budget) for _ in range(concurrency))
-        )
-        elapsed = time.monotonic() - started
+    host, port, request = http1.encode_request(target.url, target.headers, target.body)
+    wire = _Wire(host, port, request, target, timeout)
+    warm = Samples()
+    if warmup > 0:
+        end = time.monotonic() + warmup
+        await asyncio.gather(*(_worker(wire, warm, end, [-1]) for _ in range(concurrency)))
+    out = Samples()
+    if on_start is not None:
+        on_start()
+    budget = [requests]
+    started = time.monotonic()
+    deadline = started + duration
+    await asyncio.gather(*(_worker(wire, out, deadline, budget) for _ in range(concurrency)))
+    elapsed = time.monotonic() - started
     return summarise(out, warm, concurrency, elapsed, target.stream)
 
 
