@@ -15,12 +15,15 @@ response that ends early, or a connection that closes mid-response, is an error.
 from __future__ import annotations
 
 import asyncio
+import re
+import time
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
 _HEAD_END = b"\r\n\r\n"
 _CRLF = b"\r\n"
 MAX_HEAD = 65536
+_HEX = re.compile(rb"[0-9A-Fa-f]{1,15}")
 
 # Parser states.
 _HEAD, _LENGTH, _SIZE, _DATA, _DATA_END, _TRAILER, _DONE = range(7)
@@ -52,14 +55,17 @@ def encode_request(url: str, headers: dict[str, str], body: bytes) -> tuple[str,
 
 class Response:
     """One response as it arrives: ``on_body`` sees each decoded piece of the body (for a stream,
-    at the time it is read); ``done`` resolves with the status when the body is complete."""
+    at the time it is read); ``done`` resolves with the status when the body is complete, and
+    ``ended`` is that moment (``perf_counter_ns``, taken in the same callback as a stream's
+    first-token time, so both exclude the wait for the worker task to resume)."""
 
-    __slots__ = ("body", "done", "keep", "on_body", "status")
+    __slots__ = ("body", "done", "ended", "keep", "on_body", "status")
 
     def __init__(self, done: asyncio.Future[int], on_body: Callable[[bytes], None] | None) -> None:
         self.done = done
         self.on_body = on_body
         self.status = 0
+        self.ended = 0
         self.keep = True  # the server keeps the connection open after this response
         self.body = bytearray()  # only when there is no on_body (a whole reply, or an error)
 
@@ -88,7 +94,9 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         resp = self._resp
         if resp is None:
-            return  # bytes after a complete response: the next request's parse ignores them
+            # Bytes nobody asked for: they would be read as the next response's head.
+            self.close()
+            return
         self._buf += data
         try:
             self._parse(resp)
@@ -135,6 +143,9 @@ class Connection(asyncio.Protocol):
                     return
                 self._head(resp, bytes(buf[:end]))
                 del buf[: end + 4]
+                if self._state == _DONE:  # a response without a body (204, 304)
+                    self._finish(resp)
+                    return
             elif state == _LENGTH:
                 take = min(self._need, len(buf))
                 if take:
@@ -149,7 +160,10 @@ class Connection(asyncio.Protocol):
                 end = buf.find(_CRLF)
                 if end < 0:
                     return
-                size = int(bytes(buf[:end]).split(b";", 1)[0], 16)
+                digits = bytes(buf[:end]).split(b";", 1)[0].strip()
+                if not _HEX.fullmatch(digits):
+                    raise ProtocolError(f"bad chunk size {digits[:20]!r}")
+                size = int(digits, 16)
                 del buf[: end + 2]
                 if size:
                     self._need, self._state = size, _DATA
@@ -188,7 +202,12 @@ class Connection(asyncio.Protocol):
         status_line = lines[0].split(b" ", 2)
         if len(status_line) < 2 or not status_line[0].startswith(b"HTTP/1."):
             raise ProtocolError(f"bad status line {lines[0][:80]!r}")
-        resp.status = int(status_line[1])
+        if not status_line[1].isdigit():
+            raise ProtocolError(f"bad status line {lines[0][:80]!r}")
+        status = int(status_line[1])
+        if 100 <= status < 200:
+            return  # an interim response: the real one follows (state stays _HEAD)
+        resp.status = status
         length = -1
         chunked = False
         for line in lines[1:]:
@@ -197,6 +216,8 @@ class Connection(asyncio.Protocol):
                 raise ProtocolError(f"bad header line {line[:80]!r}")
             name = name.strip().lower()
             if name == b"content-length":
+                if not value.strip().isdigit():
+                    raise ProtocolError(f"bad Content-Length {value[:20]!r}")
                 length = int(value)
             elif name == b"transfer-encoding":
                 chunked = b"chunked" in value.lower()
@@ -204,7 +225,9 @@ class Connection(asyncio.Protocol):
                 resp.keep = b"close" not in value.lower()
         if status_line[0] == b"HTTP/1.0":
             resp.keep = False
-        if chunked:
+        if status in (204, 304):
+            self._state = _DONE
+        elif chunked:
             self._state = _SIZE
         elif length >= 0:
             self._need, self._state = length, _LENGTH
@@ -218,10 +241,11 @@ class Connection(asyncio.Protocol):
             resp.body += piece
 
     def _finish(self, resp: Response) -> None:
+        resp.ended = time.perf_counter_ns()
         self._state = _DONE
         self._resp = None
-        if not resp.keep and self.transport is not None:
-            self.transport.close()
+        if (not resp.keep or self._buf) and self.transport is not None:
+            self.transport.close()  # closing, or bytes beyond the response: not reusable
         if not resp.done.done():
             resp.done.set_result(resp.status)
 

@@ -134,23 +134,24 @@ class _Wire:
     timeout: float
 
 
-async def _one(wire: _Wire, conns: list[http1.Connection | None], out: Samples) -> None:
+async def _one(wire: _Wire, slot: list[http1.Connection | None], out: Samples) -> None:
+    """One request on the worker's connection (``slot``), reconnecting when it is gone."""
     target = wire.target
-    conn = conns[0]
+    conn = slot[0]
+    scan = _StreamScan(_FIRST_OPENAI if target.api == "openai" else _FIRST_ANTHROPIC)
+    t0 = time.perf_counter_ns()  # a reconnect counts in the request's time, as for any client
     try:
-        if conn is None or not conn.usable:
-            conn = conns[0] = await http1.connect(wire.host, wire.port)
-        t0 = time.perf_counter_ns()
-        scan = _StreamScan(_FIRST_OPENAI if target.api == "openai" else _FIRST_ANTHROPIC)
-        resp = conn.send(wire.request, scan.feed if target.stream else None)
         async with asyncio.timeout(wire.timeout):
+            if conn is None or not conn.usable:
+                conn = slot[0] = await http1.connect(wire.host, wire.port)
+            resp = conn.send(wire.request, scan.feed if target.stream else None)
             status = await resp.done
-        end = time.perf_counter_ns()
     except (TimeoutError, OSError, http1.ProtocolError, http1.ServerDisconnected) as exc:
         if conn is not None:
             conn.close()
         _fail(out, type(exc).__name__, str(exc).encode())
         return
+    end = resp.ended
     if status >= 300:
         _fail(out, f"http {status}", bytes(resp.body))
     elif not target.stream:
@@ -171,15 +172,16 @@ def _fail(out: Samples, kind: str, detail: bytes) -> None:
         out.error_sample = detail[:300].decode(errors="replace")
 
 
-async def _worker(wire: _Wire, out: Samples, deadline: float, budget: list[int]) -> None:
-    conns: list[http1.Connection | None] = [None]
-    try:
-        while time.monotonic() < deadline and budget[0] != 0:
-            budget[0] -= 1
-            await _one(wire, conns, out)
-    finally:
-        if conns[0] is not None:
-            conns[0].close()
+async def _worker(
+    wire: _Wire,
+    slot: list[http1.Connection | None],
+    out: Samples,
+    deadline: float,
+    budget: list[int],
+) -> None:
+    while time.monotonic() < deadline and budget[0] != 0:
+        budget[0] -= 1
+        await _one(wire, slot, out)
 
 
 async def run_phase(
@@ -193,21 +195,28 @@ async def run_phase(
 ) -> dict[str, Any]:
     """Warm up (samples discarded, errors kept), then run closed-loop for ``duration`` seconds
     or ``requests`` requests, whichever ends first. ``on_start`` is called when the measured part
-    begins. Returns the phase's summary."""
+    begins. Returns the phase's summary. Each worker keeps its connection from the warm-up into
+    the measured part: connecting is not what a phase measures."""
     host, port, request = http1.encode_request(target.url, target.headers, target.body)
     wire = _Wire(host, port, request, target, timeout)
-    warm = Samples()
-    if warmup > 0:
-        end = time.monotonic() + warmup
-        await asyncio.gather(*(_worker(wire, warm, end, [-1]) for _ in range(concurrency)))
-    out = Samples()
-    if on_start is not None:
-        on_start()
-    budget = [requests]
-    started = time.monotonic()
-    deadline = started + duration
-    await asyncio.gather(*(_worker(wire, out, deadline, budget) for _ in range(concurrency)))
-    elapsed = time.monotonic() - started
+    slots: list[list[http1.Connection | None]] = [[None] for _ in range(concurrency)]
+    try:
+        warm = Samples()
+        if warmup > 0:
+            end = time.monotonic() + warmup
+            await asyncio.gather(*(_worker(wire, slot, warm, end, [-1]) for slot in slots))
+        out = Samples()
+        if on_start is not None:
+            on_start()
+        budget = [requests]
+        started = time.monotonic()
+        deadline = started + duration
+        await asyncio.gather(*(_worker(wire, slot, out, deadline, budget) for slot in slots))
+        elapsed = time.monotonic() - started
+    finally:
+        for slot in slots:
+            if slot[0] is not None:
+                slot[0].close()
     return summarise(out, warm, concurrency, elapsed, target.stream)
 
 

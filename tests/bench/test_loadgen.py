@@ -68,9 +68,7 @@ async def test_a_stream_that_reports_an_error_is_an_error(sim_url: str) -> None:
     assert result["ok"] == 0 and result["error_kinds"] == {"event: error": 4}
 
 
-async def test_a_stream_cut_short_is_an_error_and_the_next_request_reconnects(
-    sim_url: str,
-) -> None:
+async def test_a_stream_cut_short_is_an_error_and_the_worker_goes_on(sim_url: str) -> None:
     cut = await loadgen.run_phase(target(sim_url, True, " drop_after=2"), 1, 60, 0, requests=3)
     assert cut["ok"] == 0 and cut["error_kinds"] == {"ServerDisconnected": 3}
 
@@ -95,6 +93,53 @@ Serve = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 async def _raw_server(serve: Serve) -> tuple[asyncio.Server, int]:
     server = await asyncio.start_server(serve, "127.0.0.1", 0)
     return server, server.sockets[0].getsockname()[1]
+
+
+class Scripted:
+    """A raw server answering each request with the next of ``replies`` (the last one repeats),
+    written in ``step``-byte pieces; it counts the connections it accepted."""
+
+    def __init__(self, *replies: bytes, step: int = 5) -> None:
+        self.replies = list(replies)
+        self.step = step
+        self.connections = 0
+        self.served = 0
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+                await reader.readexactly(length)
+                reply = self.replies[min(self.served, len(self.replies) - 1)]
+                self.served += 1
+                for i in range(0, len(reply), self.step):
+                    writer.write(reply[i : i + self.step])
+                    await writer.drain()
+                    await asyncio.sleep(0)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+
+async def run_scripted(
+    script: Scripted, stream: bool, requests: int, timeout: float = 5.0
+) -> dict[str, object]:
+    server, port = await _raw_server(script.serve)
+    try:
+        t = loadgen.Target(f"http://127.0.0.1:{port}/s", {}, b"{}", stream, "anthropic")
+        return await loadgen.run_phase(t, 1, 60, warmup=0, requests=requests, timeout=timeout)
+    finally:
+        server.close()
+
+
+def fixed(status: str, body: bytes, extra: bytes = b"") -> bytes:
+    return b"HTTP/1.1 %s\r\nContent-Length: %d\r\n%s\r\n%s" % (
+        status.encode(),
+        len(body),
+        extra,
+        body,
+    )
 
 
 async def test_a_chunked_stream_split_anywhere_decodes_exactly() -> None:
@@ -137,3 +182,56 @@ async def test_bytes_that_are_not_http_are_a_protocol_error() -> None:
             assert "Content-Length" in str(exc)
     finally:
         server.close()
+
+
+async def test_replies_split_anywhere_reuse_one_connection_after_an_http_error() -> None:
+    script = Scripted(
+        fixed("500 Internal Server Error", b'{"error":"boom"}'), fixed("200 OK", b"{}")
+    )
+    result = await run_scripted(script, False, requests=4)
+    assert result["ok"] == 3 and result["error_kinds"] == {"http 500": 1}
+    assert "boom" in str(result["error_sample"])
+    assert script.connections == 1
+
+
+async def test_connection_close_means_a_new_connection_per_request() -> None:
+    script = Scripted(fixed("200 OK", b"{}", b"Connection: close\r\n"))
+    result = await run_scripted(script, False, requests=3)
+    assert result["ok"] == 3 and result["errors"] == 0
+    assert script.connections == 3
+
+
+async def test_a_server_that_never_answers_times_out() -> None:
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await asyncio.sleep(30)
+
+    server, port = await _raw_server(silent)
+    try:
+        t = loadgen.Target(f"http://127.0.0.1:{port}/s", {}, b"{}", False, "anthropic")
+        result = await loadgen.run_phase(t, 1, 60, warmup=0, requests=2, timeout=0.3)
+    finally:
+        server.close()
+    assert result["ok"] == 0 and result["error_kinds"] == {"TimeoutError": 2}
+
+
+async def test_a_stream_that_ends_cleanly_without_its_end_marker_is_an_error() -> None:
+    script = Scripted(HEAD + chunked(EVENTS[0], EVENTS[1]))
+    result = await run_scripted(script, True, requests=2)
+    assert result["ok"] == 0
+    assert result["error_kinds"] == {"stream ended without its end marker": 2}
+
+
+async def test_broken_chunk_framing_is_a_protocol_error() -> None:
+    for wire in (
+        HEAD + b"5\r\nhelloXX0\r\n\r\n",  # chunk data not followed by CRLF
+        HEAD + b"-5\r\nhello\r\n0\r\n\r\n",  # a negative size
+        HEAD + b"0x5\r\nhello\r\n0\r\n\r\n",  # not bare hex digits
+    ):
+        result = await run_scripted(Scripted(wire), True, requests=1)
+        assert result["error_kinds"] == {"ProtocolError": 1}, wire
+
+
+async def test_an_interim_response_is_skipped_and_204_has_no_body() -> None:
+    interim = b"HTTP/1.1 100 Continue\r\n\r\n" + fixed("200 OK", b"{}")
+    result = await run_scripted(Scripted(interim, b"HTTP/1.1 204 No Content\r\n\r\n"), False, 3)
+    assert result["ok"] == 3 and result["errors"] == 0
