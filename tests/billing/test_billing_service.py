@@ -336,3 +336,27 @@ async def test_same_request_id_different_uids_are_two_rows_same_uid_one(
     page = await billing.query(key_id=key_id)
     assert [d["request_id"] for d in page["data"]] == ["req-reused", "req-reused"]
     assert page["totals"]["cost_micros"] == 9_000
+
+
+async def test_stops_promptly_after_the_outbox_drain_has_idled(
+    nats_url: str, database_url: str, pool: asyncpg.Pool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A drain that stored a record and then waited through empty fetches must not hold the
+    stop back (it once sat in the NATS client's 30 s drain until Kubernetes would SIGKILL it)."""
+    key_id = f"key_{uuid.uuid4().hex[:12]}"
+    async with running_billing(nats_url, database_url, monkeypatch) as running:
+        await wait_subscribed(running)
+        rec = record(key_id=key_id)
+        await running.nc.jetstream().publish(
+            running.subjects.usage_outbox, envelopes.encode(rec), headers={"Nats-Msg-Id": rec.uid}
+        )
+        for _ in range(100):
+            if await count_rows(pool, key_id) == 1:
+                break
+            await asyncio.sleep(0.05)
+        assert await count_rows(pool, key_id) == 1
+        await asyncio.sleep(2.5)  # the drain's 1 s fetches time out, empty, twice
+        running.stop.set()
+        started = asyncio.get_running_loop().time()
+        await asyncio.wait_for(asyncio.shield(running.task), 20)
+        assert asyncio.get_running_loop().time() - started < 3.0

@@ -10,6 +10,7 @@ message is terminated (logged, never retried). Prices are those of the config wh
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
@@ -65,18 +66,28 @@ class Drain:
                 delay = min(delay * 2, 10.0)
                 continue
             delay = 0.5
-            while True:
-                try:
-                    msgs = await sub.fetch(BATCH, timeout=1.0)
-                except TimeoutError:
-                    continue
-                except nats.errors.Error as exc:
-                    log.warning("outbox fetch failed: %r", exc)
-                    await asyncio.sleep(RETRY_DELAY)
-                    continue
-                await self.store(msgs)
-                if len(msgs) < BATCH:
-                    await asyncio.sleep(LINGER)
+            try:
+                await self._consume(sub)
+            finally:
+                # A fetch that timed out can leave the server's late status reply queued on the
+                # pull subscription; nobody reads it once we stop, and the client's drain at exit
+                # would wait its 30 s for it. Unsubscribing drops it (the durable stays).
+                with contextlib.suppress(nats.errors.Error, OSError):
+                    await sub.unsubscribe()
+
+    async def _consume(self, sub: JetStreamContext.PullSubscription) -> None:
+        while True:
+            try:
+                msgs = await sub.fetch(BATCH, timeout=1.0)
+            except TimeoutError:
+                continue
+            except nats.errors.Error as exc:
+                log.warning("outbox fetch failed: %r", exc)
+                await asyncio.sleep(RETRY_DELAY)
+                continue
+            await self.store(msgs)
+            if len(msgs) < BATCH:
+                await asyncio.sleep(LINGER)
 
     async def _subscribe(self) -> JetStreamContext.PullSubscription:
         await self._outbox.ensure_stream()
