@@ -125,26 +125,27 @@ class _StreamScan:
 
 @dataclass
 class _Wire:
-    """A target as bytes on the wire, shared by every worker of a phase."""
+    """A target as bytes on the wire, and what its replies are checked for: computed once per
+    phase, shared by every worker."""
 
     host: str
     port: int
     request: bytes
-    target: Target
     timeout: float
+    first: re.Pattern[bytes] | None  # a stream's first content delta; None: a whole reply
+    end: bytes  # a complete stream's end marker
 
 
 async def _one(wire: _Wire, slot: list[http1.Connection | None], out: Samples) -> None:
     """One request on the worker's connection (``slot``), reconnecting when it is gone."""
-    target = wire.target
     conn = slot[0]
-    scan = _StreamScan(_FIRST_OPENAI if target.api == "openai" else _FIRST_ANTHROPIC)
+    scan = _StreamScan(wire.first) if wire.first is not None else None
     t0 = time.perf_counter_ns()  # a reconnect counts in the request's time, as for any client
     try:
         async with asyncio.timeout(wire.timeout):
             if conn is None or not conn.usable:
                 conn = slot[0] = await http1.connect(wire.host, wire.port)
-            resp = conn.send(wire.request, scan.feed if target.stream else None)
+            resp = conn.send(wire.request, scan.feed if scan is not None else None)
             status = await resp.done
     except (TimeoutError, OSError, http1.ProtocolError, http1.ServerDisconnected) as exc:
         if conn is not None:
@@ -154,11 +155,11 @@ async def _one(wire: _Wire, slot: list[http1.Connection | None], out: Samples) -
     end = resp.ended
     if status >= 300:
         _fail(out, f"http {status}", bytes(resp.body))
-    elif not target.stream:
+    elif scan is None:
         out.latency.append(end - t0)
     elif scan.error:
         _fail(out, "event: error", scan.error)
-    elif _END[target.api] not in scan.tail:
+    elif wire.end not in scan.tail:
         _fail(out, "stream ended without its end marker", scan.tail)
     else:
         out.events += scan.events
@@ -198,7 +199,8 @@ async def run_phase(
     begins. Returns the phase's summary. Each worker keeps its connection from the warm-up into
     the measured part: connecting is not what a phase measures."""
     host, port, request = http1.encode_request(target.url, target.headers, target.body)
-    wire = _Wire(host, port, request, target, timeout)
+    first = _FIRST_OPENAI if target.api == "openai" else _FIRST_ANTHROPIC
+    wire = _Wire(host, port, request, timeout, first if target.stream else None, _END[target.api])
     slots: list[list[http1.Connection | None]] = [[None] for _ in range(concurrency)]
     try:
         warm = Samples()

@@ -25,13 +25,21 @@ from ezat_common.envelopes import ClientRequest, ReplyBody, ReplyEnd, ReplyHead,
 from ezat_common.outbox import Outbox
 from ezat_common.subjects import Subjects
 from ezat_edge.held import Held
-from ezat_edge.relay import Call, Relay
+from ezat_edge.relay import Call, Relay, SseResponse
 from nats.aio.client import Client
 from nats.aio.msg import Msg
+from prometheus_client import REGISTRY
 
 BODY = b'{"id":"msg_1","type":"message","content":[{"type":"text","text":"hi"}]}'
 STREAM_START = b'event: message_start\ndata: {"type":"message_start"}\n\n'
 STREAM_END = b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
+FALLBACKS = "ezat_edge_usage_fallbacks_total"
+
+
+def fallbacks() -> float:
+    """The edge's count of held finals whose record billing had to store (docs/billing.md)."""
+    return REGISTRY.get_sample_value(FALLBACKS) or 0.0
+
 
 # What the fake router does with the record before sending the held final reply.
 Ack = Callable[["Edge", ClientRequest, bytes], Awaitable[None]]
@@ -140,10 +148,12 @@ async def test_a_body_acknowledged_by_the_outbox_is_released_without_billing(
     edge: Edge, ack: Ack
 ) -> None:
     await edge.route_with(ack, stream=False)
+    before = fallbacks()
     resp = await edge.relay.run(edge.call(), b"{}")
     assert isinstance(resp, web.Response)
     assert (resp.status, resp.body) == (200, BODY)
     assert edge.billed == []  # the outbox holds it; billing's request/reply was not needed
+    assert fallbacks() == before
 
 
 @pytest.mark.parametrize("ack", [outbox_refuses, outbox_silent], ids=["refused", "silent"])
@@ -152,10 +162,12 @@ async def test_without_the_outbox_billing_stores_the_record_before_the_body_leav
 ) -> None:
     await edge.route_with(ack, stream=False)
     call = edge.call()
+    before = fallbacks()
     resp = await edge.relay.run(call, b"{}")
     assert isinstance(resp, web.Response)
     assert (resp.status, resp.body) == (200, BODY)
     assert [(r.uid, r.output_tokens) for r in edge.billed] == [(call.envelope.uid, 7)]
+    assert fallbacks() == before + 1  # what ops watch for an outbox in trouble
 
 
 async def test_a_record_nobody_can_store_withholds_the_body(edge: Edge) -> None:
@@ -188,8 +200,11 @@ async def test_a_client_leaving_while_the_record_is_stored_does_not_lose_it(edge
 
 
 async def _stream_through_http(edge: Edge) -> bytes:
+    sent: list[web.StreamResponse] = []
+
     async def handler(request: web.Request) -> web.StreamResponse:
-        return await edge.relay.run(edge.call(request), b"{}")
+        sent.append(await edge.relay.run(edge.call(request), b"{}"))
+        return sent[-1]
 
     app = web.Application()
     app.router.add_post("/v1/messages", handler)
@@ -199,7 +214,10 @@ async def _stream_through_http(edge: Edge) -> bytes:
         http.post(server.make_url("/v1/messages"), data=b"{}") as resp,
     ):
         assert resp.status == 200
-        return await resp.read()
+        body = await resp.read()
+    # The response whose headers leave with its first bytes (tests/edge/test_sse_response.py).
+    assert [type(r) for r in sent] == [SseResponse]
+    return body
 
 
 async def test_a_stream_ends_with_message_stop_once_its_record_is_durable(edge: Edge) -> None:
