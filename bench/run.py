@@ -1,7 +1,7 @@
 """``make bench``: the gateway against the simulator alone, side by side, in one run.
 
     python bench/run.py [--quick] [--duration S] [--levels 1,32,256] [--soak SECONDS]
-                        [--profile DIR] [--no-micro] [--out bench/results.json]
+                        [--profile DIR] [--no-micro] [--no-floor] [--out bench/results.json]
 
 1. The micro-suite (``bench/micro``, pytest-benchmark): µs per request and per stream event of
    the translation core, before anything else runs.
@@ -10,6 +10,9 @@
    and concurrency level, one load generator (``loadgen.py``) drives the direct simulator, then
    the gateway's Anthropic API, then its OpenAI API, each time-boxed after a warm-up. CPU
    seconds per service are read around each gateway phase and RSS is sampled throughout.
+   ``floor.py`` (the same hops doing no work, on the same NATS and simulator) is driven in the
+   same phases, after the gateway (``--no-floor`` skips it): its rows say what the architecture
+   itself costs on this machine, and "CPU per request" sets the gateway's CPU beside it.
 3. 1,000 slow streams held open at once through the gateway: the whole stack's RSS.
 4. ``--soak S``: mixed load for S seconds, RSS growth per service.
 5. ``--profile DIR``: py-spy on the edge, translator, router and billing under c=32 load.
@@ -47,6 +50,7 @@ from stackrun import MODEL, STACK_GROUPS, Systems  # noqa: E402
 
 SERVICES = ["edge", "translator", "router", "billing", "fetcher"]
 MODES = ("json", "stream")
+FLOORS = {"floor": "/v1/messages", "floor-openai": "/openai/v1/messages"}
 NOT_AVAILABLE = "n/a (not implemented)"
 
 
@@ -66,6 +70,9 @@ def _args() -> argparse.Namespace:
     p.add_argument("--no-micro", action="store_true", help="skip the pytest-benchmark suite")
     p.add_argument("--out", type=Path, default=HERE / "results.json")
     p.add_argument("--keep", action="store_true", help="keep the stack's data folder and logs")
+    p.add_argument(
+        "--no-floor", dest="floor", action="store_false", help="skip floor.py (the bare hops)"
+    )
     args = p.parse_args()
     args.duration = args.duration or (1.5 if args.quick else 8.0)
     args.warmup = args.warmup if args.warmup is not None else (0.5 if args.quick else 1.0)
@@ -117,6 +124,10 @@ class Bench:
         if api == "direct":
             url = self.sys.direct_url + "/v1/messages"
             return loadgen.Target(url, loadgen.headers_for("anthropic", "sim"), body, stream)
+        if api in FLOORS:
+            # Anthropic bytes end to end: the floor converts nothing, on either path.
+            url = self.sys.floor_url + FLOORS[api]
+            return loadgen.Target(url, loadgen.headers_for("anthropic", "sim"), body, stream)
         path = "/openai/v1/chat/completions" if api == "openai" else "/v1/messages"
         headers = loadgen.headers_for(api, self.sys.key)
         return loadgen.Target(self.sys.gateway_url + path, headers, body, stream, api)
@@ -135,6 +146,23 @@ class Bench:
                         print(f"probe {api}/{mode}: {r.status} {text[:200]}", file=sys.stderr)
         apis = ["anthropic", "openai"]
         self.results["apis"] = apis
+        self.results["floors"] = list(FLOORS) if self.args.floor else []
+        for api in self.results["floors"]:
+            await self._wait_floor(api)
+
+    async def _wait_floor(self, api: str) -> None:
+        """The floor's edge listens before its translator and router have subscribed."""
+        target = self.target(api, "json")
+        async with aiohttp.ClientSession() as s:
+            for _ in range(100):
+                try:
+                    async with asyncio.timeout(0.5):
+                        async with s.post(target.url, data=target.body) as r:
+                            if r.status == 200:
+                                return
+                except TimeoutError:
+                    continue
+        raise RuntimeError(f"{api} never answered")
 
     async def phase(self, api: str, mode: str, conc: int) -> None:
         name = report.key(mode, api, conc)
@@ -165,7 +193,7 @@ class Bench:
         sampler.start()
         for mode in MODES:
             for conc in self.args.levels:
-                for api in ("direct", "anthropic", "openai"):
+                for api in ("direct", *self.results["apis"], *self.results["floors"]):
                     await self.phase(api, mode, conc)
         await sampler.stop()
         cpu: dict[str, dict[str, float]] = {}
@@ -281,7 +309,7 @@ def main() -> None:
         print("micro-suite (pytest-benchmark, bench/micro) ...", flush=True)
         micro = run_micro(args.quick)
     print("starting the stack and the direct simulator ...", flush=True)
-    systems = Systems()
+    systems = Systems(with_floor=args.floor)
     if not args.keep:
         # Registered before the stack starts, so it runs after pgserver's own exit hook (LIFO).
         atexit.register(shutil.rmtree, systems.folder, ignore_errors=True)

@@ -9,6 +9,7 @@ PostgreSQL and Redis, the config's simulator, the five services), creates an API
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
 import tempfile
@@ -65,6 +66,8 @@ class Systems:
     direct: subprocess.Popen[bytes] | None = None
     key: str = ""
     ports: dict[str, int] = field(default_factory=dict)
+    with_floor: bool = False  # also start ``floor.py``'s three processes on the same NATS
+    floor: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
     @property
     def gateway_url(self) -> str:
@@ -78,8 +81,12 @@ class Systems:
     def direct_url(self) -> str:
         return f"http://127.0.0.1:{self.ports['direct']}"
 
+    @property
+    def floor_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports['floor']}"
+
     def start(self) -> None:
-        self.ports = {name: free_port() for name in ("edge", "sim", "direct")}
+        self.ports = {name: free_port() for name in ("edge", "sim", "direct", "floor")}
         config = self.folder / "ezat-bench.toml"
         config.write_text(CONFIG.format(**self.ports))
         log = open(self.folder / "direct-sim.log", "ab")  # noqa: SIM115 - the child owns it
@@ -99,6 +106,32 @@ class Systems:
             raise
         assert self.stack.infra is not None
         self.key = asyncio.run(_create_key(self.stack.infra.database_url))
+        if self.with_floor:
+            try:
+                self._start_floor(self.stack.infra.nats_url)
+            except BaseException:
+                self.stop()
+                raise
+
+    def _start_floor(self, nats_url: str) -> None:
+        script = str(Path(__file__).with_name("floor.py"))
+        roles = {
+            "router": ["--upstream", self.stack_sim_url],
+            "translator": [],
+            "edge": ["--listen", f"127.0.0.1:{self.ports['floor']}"],
+        }
+        env = {**os.environ, "NATS_URL": nats_url}
+        for role, extra in roles.items():
+            log = open(self.folder / f"floor-{role}.log", "ab")  # noqa: SIM115 - the child owns it
+            self.floor[role] = subprocess.Popen(
+                [sys.executable, script, role, *extra],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+            )
+            log.close()
+        wait_port(self.ports["floor"], self.floor["edge"])
 
     def groups(self) -> ProcGroup:
         """Every process to measure, by name: the services, the infrastructure, the simulators."""
@@ -112,9 +145,13 @@ class Systems:
             roots["nats" if "nats" in exe else "redis"] = [proc.pid]
         roots["postgres"] = _postmaster_pids(self.folder)
         roots["sim-direct"] = [self.direct.pid]
+        for role, proc in self.floor.items():
+            roots[f"floor-{role}"] = [proc.pid]
         return ProcGroup(roots, with_descendants={"postgres"})
 
     def stop(self) -> None:
+        for proc in self.floor.values():
+            stop_process(proc)
         if self.direct is not None:
             stop_process(self.direct)
         if self.stack is not None:

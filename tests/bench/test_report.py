@@ -81,3 +81,39 @@ def test_throughput_resources_and_a_missing_soak() -> None:
     results["open_streams"]["max_active_upstream"] = 900  # not all held open at once
     label = "whole stack <= 600 MB with 1,000 open streams (seen open: 900)"
     assert verdicts(results)[label][1] == "FAIL"
+
+
+def with_floor(**floor_phase: float) -> dict[str, Any]:
+    results = run()
+    results["floors"] = ["floor"]
+    for conc in (1, 32, 256):
+        results["phases"][f"json/floor/c{conc}"] = phase(p50_ms=0.8, p99_ms=70.0)
+        results["phases"][f"stream/floor/c{conc}"] = phase(
+            ttft_p50_ms=1.0, ttft_p99_ms=140.0, **floor_phase
+        )
+    return results
+
+
+def test_the_floor_is_judged_on_the_same_lines_but_never_counts_as_the_gateway() -> None:
+    v = verdicts(with_floor(events_per_s=90000.0))
+    assert v["floor: c=256 stream 0 errors, added ttft_p99 <= 100 ms"] == (
+        "40.00 ms, 0 errors",
+        "PASS",
+    )
+    # The floor relays more events per second than the gateway; the target is the gateway's.
+    assert v[">= 20,000 relayed stream events/s"] == ("25000.00", "PASS")
+    slow = with_floor(events_per_s=90000.0)
+    for api in ("anthropic", "openai"):
+        for conc in (1, 32, 256):
+            slow["phases"][f"stream/{api}/c{conc}"]["events_per_s"] = 15000.0
+    assert verdicts(slow)[">= 20,000 relayed stream events/s"] == ("15000.00", "FAIL")
+
+
+def test_cpu_per_request_leaves_out_the_simulators() -> None:
+    measured = {"cpu_ms_per_request": {"edge": 0.2, "nats": 0.1, "sim-bench": 0.4, "sim-direct": 0}}
+    assert report.cpu_per_request(measured) == 0.3
+    assert report.cpu_per_request(phase()) is None
+    results = with_floor()
+    results["phases"]["stream/floor/c256"].update(measured)
+    table = report._cpu_vs_floor(results)
+    assert table.splitlines()[-1].split() == ["stream", "256", "-", "-", "0.30"]
