@@ -1,16 +1,23 @@
-"""The architecture's floor: the gateway's hops with nothing done at any of them.
+"""The architecture's floor: the gateway's hops with nothing, or only the mandatory work, done.
 
-Three processes that do only the I/O the design prescribes (SPEC §9) and no work: an aiohttp
-edge that publishes the client's body over NATS and writes the replies back as they come; a
-translator that forwards it; a router that POSTs it to the simulator with aiohttp's pooled client
-and publishes what each read returns, as it arrives. No authentication, limits, validation,
-translation, routing decisions, metrics, logs or billing. The OpenAI path's extra hops (replies
-through the translator) are ``/openai/v1/messages``; the bytes still pass through unconverted.
+Three processes that do the I/O the design prescribes (SPEC §9) the way the gateway does it: an
+aiohttp edge publishes the client's body over NATS and writes the replies back as they come (all
+that has already arrived in one write, the last bytes with the end of the body, headers with the
+first bytes); a translator forwards it; a router POSTs it to the simulator with aiohttp's pooled
+client and publishes each read as it arrives, the final one as soon as ``message_stop`` is in it.
+No authentication, limits, validation, translation, routing decision, metrics or logs. Paths:
 
-What it is for: ``run.py --floor`` drives it beside the gateway in the same run, so the table
-shows how much of the gateway's added latency the hops themselves cost on this machine (same
-libraries, uvloop, the same NATS server). A target the floor misses cannot be met by this
-architecture here, whatever the gateway's code does.
+- ``/v1/messages``: the hops alone (``floor`` in the bench);
+- ``/openai/v1/messages``: replies back through the translator, as on the OpenAI path
+  (``floor-openai``; the bytes still pass through unconverted);
+- ``/billed/v1/messages``: the hops plus the work no gateway of this design may skip
+  (``floor-billed``): the router parses the stream with its own pure core (``SseParser`` and
+  ``StreamStep``: usage, the model rewritten, message_stop held) and publishes the usage record
+  to the outbox with the edge as the PubAck's subject; the edge writes the final bytes only once
+  JetStream acknowledged the record (SPEC §6), and the stack's billing drains it into PostgreSQL.
+
+``run.py`` drives these beside the gateway in the same run, so the table shows how much of the
+gateway's added latency and CPU the architecture itself costs on this machine.
 
     python bench/floor.py edge --listen 127.0.0.1:PORT       # NATS_URL from the environment
     python bench/floor.py translator
@@ -24,21 +31,34 @@ import asyncio
 import itertools
 import os
 import sys
+import time
 from typing import Any
 
 import aiohttp
 from aiohttp import web
-from ezat_common import bus
+from ezat_common import bus, envelopes
+from ezat_common.envelopes import UsageRecord
+from ezat_common.outbox import Outbox, acknowledged
 from ezat_common.runtime import run_service
+from ezat_common.sse import SseError, SseParser
+from ezat_common.subjects import from_env
+from ezat_router.core.payload import PayloadError, response_with_model
+from ezat_router.core.stream import StreamStep
+from ezat_router.core.usage import UsageAccumulator
 from nats.aio.msg import Msg
 
-TRANSLATE = "floor.translate"
+TRANSLATE, ROUTE = "floor.translate", "floor.route"
 TRANSLATE_RELAYED = "floor.translate.relayed"  # the OpenAI path: replies come back this way
-ROUTE = "floor.route"
-# Reply kinds, one byte ahead of the data: the head (first bytes of a stream), a chunk, the
-# stream's end, a whole body; then the upstream status for a body.
+TRANSLATE_BILLED, ROUTE_BILLED = "floor.translate.billed", "floor.route.billed"
+# Reply kinds, one byte ahead of the data: a stream's head (its first bytes), a chunk, its end
+# (with its last bytes), a whole body (then its 3-digit status).
 HEAD, CHUNK, END, BODY = b"H", b"C", b"E", b"B"
+ABORT = b"X"  # a stream cut after its head: the edge ends it without an end marker
+_FINAL = (END, ABORT)
 SSE_HEADERS = {"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache"}
+MESSAGE_STOP = b"event: message_stop"
+MODEL = "claude-sonnet-5-5"
+REPLY_TIMEOUT = 60.0  # the edge's and translator's wait for a reply: a failure never hangs
 
 
 class _Stream(web.StreamResponse):
@@ -46,11 +66,13 @@ class _Stream(web.StreamResponse):
 
 
 class Inbox:
-    """One wildcard subscription per process, a queue per request (as ``ezat_common.bus``)."""
+    """One wildcard subscription per process, a queue per request; a request's acknowledgement
+    subject feeds the same queue (as ``ezat_common.bus.Inbox``)."""
 
     def __init__(self, nc: Any, name: str) -> None:
         self.nc = nc
         self.prefix = f"_INBOX.floor.{name}.{os.getpid()}"
+        self.ack_prefix = self.prefix + ".A"
         self.queues: dict[str, asyncio.Queue[Msg]] = {}
         self.seq = itertools.count(1)
 
@@ -65,41 +87,40 @@ class Inbox:
     def open(self) -> tuple[str, str, asyncio.Queue[Msg]]:
         token = str(next(self.seq))
         queue: asyncio.Queue[Msg] = asyncio.Queue()
-        self.queues[token] = queue
+        self.queues[token] = self.queues["A" + token] = queue
         return token, f"{self.prefix}.{token}", queue
+
+    def close(self, token: str) -> None:
+        del self.queues[token], self.queues["A" + token]
 
 
 async def edge(stop: asyncio.Event, listen: str) -> None:
     nc = await bus.connect("floor-edge")
     inbox = Inbox(nc, "edge")
     await inbox.start()
+    outbox_stream = from_env().outbox_stream
+    subjects = {"/v1/messages": TRANSLATE, "/openai/v1/messages": TRANSLATE_RELAYED}
+    subjects["/billed/v1/messages"] = TRANSLATE_BILLED
 
     async def handle(request: web.Request) -> web.StreamResponse:
-        subject = TRANSLATE_RELAYED if request.path.startswith("/openai/") else TRANSLATE
+        subject = subjects[request.path]
         body = await request.read()
         token, reply, queue = inbox.open()
+        billed = subject == TRANSLATE_BILLED
+        if billed:  # where the outbox acknowledges the record: this request's queue
+            body = f"{inbox.ack_prefix}{token}\n".encode() + body
         try:
-            await nc.publish(subject, body, reply=reply)
-            first = (await queue.get()).data
-            if first[:1] == BODY:
-                return web.Response(status=int(first[1:4]), body=first[4:], content_type=None)
-            resp = _Stream(headers=SSE_HEADERS)
-            await resp.prepare(request)
-            data = first
-            while True:
-                if len(data) > 1:
-                    await resp.write(data[1:])
-                if data[:1] == END:
-                    break
-                data = (await queue.get()).data
-            await resp.write_eof()
-            return resp
+            async with asyncio.timeout(REPLY_TIMEOUT):
+                await nc.publish(subject, body, reply=reply)
+                return await Relay(request, queue, inbox, outbox_stream, billed).run()
+        except TimeoutError:
+            return web.Response(status=504, text="floor: no reply")
         finally:
-            del inbox.queues[token]
+            inbox.close(token)
 
     app = web.Application()
-    app.router.add_post("/v1/messages", handle)
-    app.router.add_post("/openai/v1/messages", handle)
+    for path in subjects:
+        app.router.add_post(path, handle)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     host, port = listen.rsplit(":", 1)
@@ -109,65 +130,240 @@ async def edge(stop: asyncio.Event, listen: str) -> None:
     await nc.close()
 
 
+class Relay:
+    """One request's replies to HTTP. A billed request's final bytes wait for the PubAck."""
+
+    def __init__(
+        self,
+        request: web.Request,
+        queue: asyncio.Queue[Msg],
+        inbox: Inbox,
+        stream: str,
+        billed: bool,
+    ) -> None:
+        self.request, self.queue, self.inbox, self.stream = request, queue, inbox, stream
+        self.acked = not billed
+
+    def _note(self, msg: Msg) -> bool:
+        """True if ``msg`` was the outbox's acknowledgement (noted), not a reply."""
+        if not msg.subject.startswith(self.inbox.ack_prefix):
+            return False
+        self.acked = acknowledged(msg, self.stream)
+        return True
+
+    async def _reply(self) -> Msg:
+        while self._note(msg := await self.queue.get()):
+            pass
+        return msg
+
+    async def _durable(self) -> bool:
+        while not self.acked:
+            msg = await self.queue.get()
+            if self._note(msg) and not self.acked:
+                return False
+        return True
+
+    async def run(self) -> web.StreamResponse:
+        msg = await self._reply()
+        if msg.headers and msg.headers.get("Status") == "503":
+            return web.Response(status=503, text="floor: no translator or router subscribed")
+        data = msg.data
+        kind = data[:1]
+        if kind == BODY:
+            status = int(data[1:4])
+            # Only a 200 is billed (and acknowledged); an error status is relayed at once.
+            if status == 200 and not await self._durable():
+                return web.Response(status=500, text="floor: usage not stored")
+            return web.Response(status=status, body=data[4:], content_type=None)
+        resp = _Stream(headers=SSE_HEADERS)
+        await resp.prepare(self.request)
+        parts = []
+        if kind == HEAD:
+            await resp.write(data[1:])  # the head, at once, with the headers
+        else:
+            parts.append(data[1:])
+        while kind not in _FINAL:
+            data = (await self._reply()).data
+            kind = data[:1]
+            parts.append(data[1:])
+            while kind not in _FINAL and not self.queue.empty():
+                msg = self.queue.get_nowait()
+                if not self._note(msg):
+                    kind = msg.data[:1]
+                    parts.append(msg.data[1:])
+            if kind not in _FINAL:
+                await resp.write(b"".join(parts))
+                parts.clear()
+        if kind == END and await self._durable():
+            await resp.write_eof(b"".join(parts))
+        else:  # cut, or not stored: no end marker, which the load generator counts as an error
+            await resp.write_eof()
+        return resp
+
+
 async def translator(stop: asyncio.Event) -> None:
     nc = await bus.connect("floor-translator")
-    inbox = Inbox(nc, "translator")
-    await inbox.start()
+    prefix = f"_INBOX.floor.translator.{os.getpid()}"
+    seq = itertools.count(1)
+    edges: dict[str, str] = {}  # OpenAI path: our reply token -> the edge's reply subject
 
     async def forward(msg: Msg) -> None:
         await nc.publish(ROUTE, msg.data, reply=msg.reply)
 
+    async def forward_billed(msg: Msg) -> None:
+        await nc.publish(ROUTE_BILLED, msg.data, reply=msg.reply)
+
     async def relayed(msg: Msg) -> None:
-        # The OpenAI path: the replies come back here and are passed on to the edge.
-        token, reply, queue = inbox.open()
-        try:
-            await nc.publish(ROUTE, msg.data, reply=reply)
-            while True:
-                data = (await queue.get()).data
-                await nc.publish(msg.reply, data)
-                if data[:1] in (END, BODY):
-                    return
-        finally:
-            del inbox.queues[token]
+        token = str(next(seq))
+        edges[token] = msg.reply
+        await nc.publish(ROUTE, msg.data, reply=f"{prefix}.{token}")
 
-    async def relayed_task(msg: Msg) -> None:
-        asyncio.get_running_loop().create_task(relayed(msg))
+    async def on_reply(msg: Msg) -> None:
+        # Passed on inside the callback, as the translator does with a chat stream's replies.
+        token = msg.subject.rsplit(".", 1)[-1]
+        data = msg.data
+        # The router always ends a request with one of these, failures included.
+        to = edges.pop(token, None) if data[:1] in (END, BODY, ABORT) else edges.get(token)
+        if to is not None:
+            await nc.publish(to, data)
 
+    await nc.subscribe(prefix + ".*", cb=on_reply)
     await nc.subscribe(TRANSLATE, queue="floor", cb=forward)
-    await nc.subscribe(TRANSLATE_RELAYED, queue="floor", cb=relayed_task)
+    await nc.subscribe(TRANSLATE_RELAYED, queue="floor", cb=relayed)
+    await nc.subscribe(TRANSLATE_BILLED, queue="floor", cb=forward_billed)
     await stop.wait()
     await nc.close()
 
 
+class Upstream:
+    """The router's side: one pooled session; each request's replies published as they come."""
+
+    def __init__(self, nc: Any, base_url: str) -> None:
+        self.nc = nc
+        self.session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=1024, keepalive_timeout=30)
+        )
+        self.url = base_url.rstrip("/") + "/v1/messages"
+        self.headers = {"content-type": "application/json", "anthropic-version": "2023-06-01"}
+        self.headers["x-api-key"] = "sim-key"
+        self.outbox = Outbox(nc, from_env())
+
+    async def call(self, msg: Msg) -> None:
+        billed = msg.subject == ROUTE_BILLED
+        body, ack_to = msg.data, ""
+        if billed:
+            head, _, body = body.partition(b"\n")
+            ack_to = head.decode()
+        call = _Call(msg.reply)
+        try:
+            async with self.session.post(self.url, data=body, headers=self.headers) as resp:
+                if resp.content_type != "text/event-stream":
+                    data = await resp.read()
+                    if billed and resp.status == 200:
+                        data = await self._bill_body(data, ack_to, call.started)
+                    call.final = True
+                    await self.nc.publish(call.reply, BODY + b"%03d" % resp.status + data)
+                    return
+                if billed:
+                    await self._billed_stream(resp, call, ack_to)
+                else:
+                    await self._stream(resp, call)
+                while await resp.content.readany():  # to the end: the connection is reused
+                    pass
+        except (aiohttp.ClientError, OSError, TimeoutError, SseError, PayloadError):
+            pass
+        if not call.final:  # failed, or ended without message_stop
+            failed = ABORT if call.head else BODY + b"502floor: upstream failed"
+            await self.nc.publish(call.reply, failed)
+
+    async def _stream(self, resp: aiohttp.ClientResponse, call: _Call) -> None:
+        """Each read as it arrives, the last one (message_stop) as the end."""
+        read = resp.content.readany
+        while chunk := await read():
+            if MESSAGE_STOP in chunk:
+                call.final = True
+                await self.nc.publish(call.reply, END + chunk)
+                return
+            await self.nc.publish(call.reply, (CHUNK if call.head else HEAD) + chunk)
+            call.head = True
+
+    async def _billed_stream(self, resp: aiohttp.ClientResponse, call: _Call, ack_to: str) -> None:
+        parser, usage = SseParser(), UsageAccumulator()
+        step = StreamStep(MODEL, usage)
+        first = 0.0
+        read = resp.content.readany
+        while chunk := await read():
+            result = step.step(parser.feed(chunk))
+            if result.first_delta and not first:
+                first = time.time()
+            if result.stop is not None:
+                record = usage.record(_base(True, call.started, first), "complete")
+                await self._publish_record(record, ack_to)
+                call.final = True
+                await self.nc.publish(call.reply, END + result.data + result.stop)
+                return
+            if result.finished:  # an upstream error event or not a Messages stream
+                return
+            if result.data:
+                await self.nc.publish(call.reply, (CHUNK if call.head else HEAD) + result.data)
+                call.head = True
+
+    async def _bill_body(self, data: bytes, ack_to: str, started: float) -> bytes:
+        out, used, content = response_with_model(data, MODEL)
+        usage = UsageAccumulator()
+        usage.feed_usage(used, final=True)
+        usage.feed_content(content)
+        await self._publish_record(
+            usage.record(_base(False, started, time.time()), "complete"), ack_to
+        )
+        return out
+
+    async def _publish_record(self, record: UsageRecord, ack_to: str) -> None:
+        await self.outbox.publish(record.uid, envelopes.encode(record), ack_to, timeout=1.0)
+
+
+class _Call:
+    __slots__ = ("final", "head", "reply", "started")
+
+    def __init__(self, reply: str) -> None:
+        self.reply = reply
+        self.started = time.time()
+        self.head = False  # a stream's first bytes were published
+        self.final = False  # the final reply was published
+
+
+_ids = itertools.count(1)
+
+
+def _base(stream: bool, started: float, first: float) -> UsageRecord:
+    rid = f"floor-{os.getpid()}-{next(_ids)}"
+    return UsageRecord(
+        request_id=rid,
+        uid=rid,
+        key_id="floor-billed",
+        model=MODEL,
+        api="messages",
+        stream=stream,
+        status="complete",
+        deployment="floor",
+        received_at=started,
+        upstream_started_at=started,
+        first_token_at=first,
+        finished_at=time.time(),
+    )
+
+
 async def router(stop: asyncio.Event, upstream: str) -> None:
     nc = await bus.connect("floor-router")
-    connector = aiohttp.TCPConnector(limit=1024, keepalive_timeout=30)
-    session = aiohttp.ClientSession(connector=connector)
-    url = upstream.rstrip("/") + "/v1/messages"
-    headers = {"content-type": "application/json", "anthropic-version": "2023-06-01"}
-    headers["x-api-key"] = "sim-key"
-    publish = nc.publish
-
-    async def call(msg: Msg) -> None:
-        reply = msg.reply
-        async with session.post(url, data=msg.data, headers=headers) as resp:
-            if resp.content_type != "text/event-stream":
-                body = await resp.read()
-                await publish(reply, BODY + b"%03d" % resp.status + body)
-                return
-            kind = HEAD
-            read = resp.content.readany
-            while chunk := await read():
-                await publish(reply, kind + chunk)
-                kind = CHUNK
-        await publish(reply, END)
+    up = Upstream(nc, upstream)
 
     async def on_route(msg: Msg) -> None:
-        asyncio.get_running_loop().create_task(call(msg))
+        asyncio.get_running_loop().create_task(up.call(msg))
 
     await nc.subscribe(ROUTE, queue="floor", cb=on_route)
+    await nc.subscribe(ROUTE_BILLED, queue="floor", cb=on_route)
     await stop.wait()
-    await session.close()
+    await up.session.close()
     await nc.close()
 
 

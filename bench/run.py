@@ -10,10 +10,11 @@
    and concurrency level, one load generator (``loadgen.py``) drives the direct simulator, then
    the gateway's Anthropic API, then its OpenAI API, each time-boxed after a warm-up. CPU
    seconds per service are read around each gateway phase and RSS is sampled throughout.
-   ``floor.py`` (the same hops doing no work, on the same NATS and simulator) is driven in the
-   same phases, after the gateway (``--no-floor`` skips it): its rows say what the architecture
-   itself costs on this machine, and "CPU per request" sets the gateway's CPU beside it.
 3. 1,000 slow streams held open at once through the gateway: the whole stack's RSS.
+   Then ``floor.py`` (the same hops doing no work, or only the mandatory work, on the same NATS,
+   simulator and billing) in the same modes and levels, each after the direct simulator again
+   (``--no-floor`` skips it): its rows say what the architecture itself costs on this machine,
+   and "CPU ms per request" sets the gateway's CPU beside it.
 4. ``--soak S``: mixed load for S seconds, RSS growth per service.
 5. ``--profile DIR``: py-spy on the edge, translator, router and billing under c=32 load.
 
@@ -50,7 +51,11 @@ from stackrun import MODEL, STACK_GROUPS, Systems  # noqa: E402
 
 SERVICES = ["edge", "translator", "router", "billing", "fetcher"]
 MODES = ("json", "stream")
-FLOORS = {"floor": "/v1/messages", "floor-openai": "/openai/v1/messages"}
+FLOORS = {
+    "floor": "/v1/messages",
+    "floor-openai": "/openai/v1/messages",
+    "floor-billed": "/billed/v1/messages",
+}
 NOT_AVAILABLE = "n/a (not implemented)"
 
 
@@ -121,7 +126,7 @@ class Bench:
     def target(self, api: str, mode: str, extra: str = "", tokens: int | None = None):  # type: ignore[no-untyped-def]
         stream = mode == "stream"
         body = loadgen.request_body(api, stream, tokens or self.args.tokens, MODEL, extra)
-        if api == "direct":
+        if api in ("direct", report.FLOOR_DIRECT):
             url = self.sys.direct_url + "/v1/messages"
             return loadgen.Target(url, loadgen.headers_for("anthropic", "sim"), body, stream)
         if api in FLOORS:
@@ -160,8 +165,8 @@ class Bench:
                         async with s.post(target.url, data=target.body) as r:
                             if r.status == 200:
                                 return
-                except TimeoutError:
-                    continue
+                except (TimeoutError, aiohttp.ClientError):
+                    await asyncio.sleep(0.1)
         raise RuntimeError(f"{api} never answered")
 
     async def phase(self, api: str, mode: str, conc: int) -> None:
@@ -175,7 +180,7 @@ class Bench:
             self.target(api, mode), conc, self.args.duration, self.args.warmup, on_start=mark
         )
         after = self.group.snapshot()
-        if api != "direct" and "before" in marks:
+        if not api.startswith("direct") and "before" in marks:
             cpu = cpu_delta(marks["before"], after)
             result["cpu_s"] = cpu
             ok = max(result["ok"], 1)
@@ -193,7 +198,7 @@ class Bench:
         sampler.start()
         for mode in MODES:
             for conc in self.args.levels:
-                for api in ("direct", *self.results["apis"], *self.results["floors"]):
+                for api in ("direct", *self.results["apis"]):
                     await self.phase(api, mode, conc)
         await sampler.stop()
         cpu: dict[str, dict[str, float]] = {}
@@ -204,6 +209,14 @@ class Bench:
                     cpu[f"{api[:4]}/{mode}"] = p["cpu_ms_per_request"]
         self.results["resources"]["rss_load_peak_mb"] = sampler.peak
         self.results["resources"]["cpu_ms_per_request"] = cpu
+
+    async def floor_phases(self) -> None:
+        """The floors, in a pass of their own after the open streams: the billed floor's records
+        grow PostgreSQL and the outbox, which must not count in the gateway's memory."""
+        for mode in MODES:
+            for conc in self.args.levels:
+                for api in (report.FLOOR_DIRECT, *self.results["floors"]):
+                    await self.phase(api, mode, conc)
 
     async def open_streams(self) -> None:
         n = self.args.open_streams
@@ -286,6 +299,9 @@ class Bench:
         print("load phases (direct, then gateway Anthropic, then gateway OpenAI):", flush=True)
         await self.load_phases()
         await self.open_streams()
+        if self.results["floors"]:
+            print("the floors (direct again, then each floor):", flush=True)
+            await self.floor_phases()
         if self.args.soak:
             print(f"soak: {self.args.soak} s", flush=True)
             await self.soak(self.args.soak)

@@ -95,8 +95,11 @@ def with_floor(**floor_phase: float) -> dict[str, Any]:
 
 
 def test_the_floor_is_judged_on_the_same_lines_but_never_counts_as_the_gateway() -> None:
-    v = verdicts(with_floor(events_per_s=90000.0))
-    assert v["floor: c=256 stream 0 errors, added ttft_p99 <= 100 ms"] == (
+    results = with_floor(events_per_s=90000.0)
+    v = verdicts(results)
+    assert not [label for label in v if label.startswith("floor")]  # not among the targets
+    ref = {label: (shown, verdict) for label, shown, verdict in report.reference(results)}
+    assert ref["floor: c=256 stream 0 errors, added ttft_p99 <= 100 ms"] == (
         "40.00 ms, 0 errors",
         "PASS",
     )
@@ -109,11 +112,28 @@ def test_the_floor_is_judged_on_the_same_lines_but_never_counts_as_the_gateway()
     assert verdicts(slow)[">= 20,000 relayed stream events/s"] == ("15000.00", "FAIL")
 
 
-def test_cpu_per_request_leaves_out_the_simulators() -> None:
-    measured = {"cpu_ms_per_request": {"edge": 0.2, "nats": 0.1, "sim-bench": 0.4, "sim-direct": 0}}
-    assert report.cpu_per_request(measured) == 0.3
-    assert report.cpu_per_request(phase()) is None
+def test_cpu_per_request_counts_the_processes_that_serve_the_phase() -> None:
+    cpu = {"edge": 0.2, "router": 0.3, "billing": 0.05, "postgres": 0.02, "nats": 0.1}
+    cpu |= {"redis": 0.01, "sim-bench": 0.4, "floor-edge": 0.001, "floor-router": 0.002}
+    measured = {"cpu_ms_per_request": cpu}
+    # The gateway: its services and their infrastructure; never the simulator or the floor.
+    assert report.cpu_per_request(measured, "anthropic", SERVICES) == 0.68
+    # The floor: its own processes and NATS, not the idle gateway beside it.
+    assert report.cpu_per_request(measured, "floor", SERVICES) == 0.103
+    # The billed floor's records are drained by the stack's billing into PostgreSQL.
+    assert report.cpu_per_request(measured, "floor-billed", SERVICES) == 0.173
+    assert report.cpu_per_request(phase(), "anthropic", SERVICES) is None
     results = with_floor()
     results["phases"]["stream/floor/c256"].update(measured)
     table = report._cpu_vs_floor(results)
-    assert table.splitlines()[-1].split() == ["stream", "256", "-", "-", "0.30"]
+    assert table.splitlines()[-1].split() == ["stream", "256", "-", "-", "0.10"]
+
+
+def test_the_floor_is_compared_with_the_direct_run_of_its_own_pass() -> None:
+    results = with_floor()
+    assert report.added(results, "json", "floor", 256, "p99_ms") == 20.0  # 70 - 50
+    results["phases"]["json/direct-floor/c256"] = phase(p50_ms=0.3, p99_ms=40.0)
+    assert report.added(results, "json", "floor", 256, "p99_ms") == 30.0  # 70 - 40
+    assert report.added(results, "json", "anthropic", 256, "p99_ms") == 99.0  # still 149 - 50
+    row = next(r for r in report._latency_rows(results, "json") if r[:2] == [256, "floor"])
+    assert row[4] == 40.0  # the table's "dir p99" is the baseline it subtracted
