@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import itertools
 import os
 import sys
@@ -35,10 +36,11 @@ import time
 from typing import Any
 
 import aiohttp
+import nats.errors
 from aiohttp import web
 from ezat_common import bus, envelopes
 from ezat_common.envelopes import UsageRecord
-from ezat_common.outbox import Outbox, acknowledged
+from ezat_common.outbox import ACK_TIMEOUT, Outbox, acknowledged
 from ezat_common.runtime import run_service
 from ezat_common.sse import SseError, SseParser
 from ezat_common.subjects import from_env
@@ -109,12 +111,16 @@ async def edge(stop: asyncio.Event, listen: str) -> None:
         billed = subject == TRANSLATE_BILLED
         if billed:  # where the outbox acknowledges the record: this request's queue
             body = f"{inbox.ack_prefix}{token}\n".encode() + body
+        relay = Relay(request, queue, inbox, outbox_stream, billed)
         try:
             async with asyncio.timeout(REPLY_TIMEOUT):
                 await nc.publish(subject, body, reply=reply)
-                return await Relay(request, queue, inbox, outbox_stream, billed).run()
+                return await relay.run()
         except TimeoutError:
-            return web.Response(status=504, text="floor: no reply")
+            if relay.resp is None:
+                return web.Response(status=504, text="floor: no reply")
+            await relay.resp.write_eof()  # begun: cut it, no end marker
+            return relay.resp
         finally:
             inbox.close(token)
 
@@ -142,13 +148,15 @@ class Relay:
         billed: bool,
     ) -> None:
         self.request, self.queue, self.inbox, self.stream = request, queue, inbox, stream
-        self.acked = not billed
+        # The outbox's verdict on the record: None until its PubAck arrived (in any order).
+        self.stored: bool | None = None if billed else True
+        self.resp: web.StreamResponse | None = None
 
     def _note(self, msg: Msg) -> bool:
         """True if ``msg`` was the outbox's acknowledgement (noted), not a reply."""
         if not msg.subject.startswith(self.inbox.ack_prefix):
             return False
-        self.acked = acknowledged(msg, self.stream)
+        self.stored = acknowledged(msg, self.stream)
         return True
 
     async def _reply(self) -> Msg:
@@ -157,11 +165,14 @@ class Relay:
         return msg
 
     async def _durable(self) -> bool:
-        while not self.acked:
-            msg = await self.queue.get()
-            if self._note(msg) and not self.acked:
-                return False
-        return True
+        """The PubAck's verdict, waited for as the edge does: at most ``ACK_TIMEOUT``."""
+        try:
+            async with asyncio.timeout(ACK_TIMEOUT):
+                while self.stored is None:
+                    self._note(await self.queue.get())
+        except TimeoutError:
+            return False
+        return self.stored
 
     async def run(self) -> web.StreamResponse:
         msg = await self._reply()
@@ -175,7 +186,7 @@ class Relay:
             if status == 200 and not await self._durable():
                 return web.Response(status=500, text="floor: usage not stored")
             return web.Response(status=status, body=data[4:], content_type=None)
-        resp = _Stream(headers=SSE_HEADERS)
+        resp = self.resp = _Stream(headers=SSE_HEADERS)
         await resp.prepare(self.request)
         parts = []
         if kind == HEAD:
@@ -220,8 +231,11 @@ async def translator(stop: asyncio.Event) -> None:
 
     async def on_reply(msg: Msg) -> None:
         # Passed on inside the callback, as the translator does with a chat stream's replies.
+        # An entry stays only if its router died mid-request: the floor lives for one bench run.
         token = msg.subject.rsplit(".", 1)[-1]
         data = msg.data
+        if msg.headers and msg.headers.get("Status") == "503":  # no router subscribed
+            data = BODY + b"503floor: no router"
         # The router always ends a request with one of these, failures included.
         to = edges.pop(token, None) if data[:1] in (END, BODY, ABORT) else edges.get(token)
         if to is not None:
@@ -270,11 +284,15 @@ class Upstream:
                     await self._stream(resp, call)
                 while await resp.content.readany():  # to the end: the connection is reused
                     pass
-        except (aiohttp.ClientError, OSError, TimeoutError, SseError, PayloadError):
+        except (aiohttp.ClientError, OSError, TimeoutError, SseError, PayloadError, Unbilled):
             pass
-        if not call.final:  # failed, or ended without message_stop
-            failed = ABORT if call.head else BODY + b"502floor: upstream failed"
-            await self.nc.publish(call.reply, failed)
+        except nats.errors.Error:
+            return  # NATS is gone: nobody would get the final reply either
+        finally:
+            if not call.final:  # failed, cancelled, or ended without message_stop
+                failed = ABORT if call.head else BODY + b"502floor: upstream failed"
+                with contextlib.suppress(nats.errors.Error):
+                    await self.nc.publish(call.reply, failed)
 
     async def _stream(self, resp: aiohttp.ClientResponse, call: _Call) -> None:
         """Each read as it arrives, the last one (message_stop) as the end."""
@@ -319,7 +337,13 @@ class Upstream:
         return out
 
     async def _publish_record(self, record: UsageRecord, ack_to: str) -> None:
-        await self.outbox.publish(record.uid, envelopes.encode(record), ack_to, timeout=1.0)
+        data = envelopes.encode(record)
+        if not await self.outbox.publish(record.uid, data, ack_to, timeout=1.0):
+            raise Unbilled  # the gateway would ask billing directly; the floor gives up
+
+
+class Unbilled(Exception):
+    """The usage record could not even be sent to the outbox."""
 
 
 class _Call:
@@ -357,12 +381,19 @@ async def router(stop: asyncio.Event, upstream: str) -> None:
     nc = await bus.connect("floor-router")
     up = Upstream(nc, upstream)
 
+    calls: set[asyncio.Task[None]] = set()
+
     async def on_route(msg: Msg) -> None:
-        asyncio.get_running_loop().create_task(up.call(msg))
+        task = asyncio.get_running_loop().create_task(up.call(msg))
+        calls.add(task)
+        task.add_done_callback(calls.discard)
 
     await nc.subscribe(ROUTE, queue="floor", cb=on_route)
     await nc.subscribe(ROUTE_BILLED, queue="floor", cb=on_route)
     await stop.wait()
+    for task in list(calls):  # each still publishes its final reply: no edge waits on it
+        task.cancel()
+    await asyncio.gather(*calls, return_exceptions=True)
     await up.session.close()
     await nc.close()
 

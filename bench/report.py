@@ -34,10 +34,8 @@ FLOOR_DIRECT = "direct-floor"  # the direct run of the floors' own pass
 def baseline(results: dict[str, Any], mode: str, api: str, conc: int) -> dict[str, Any]:
     """The direct phase ``api`` is compared with: the one of its own pass (the floors run after
     the gateway's phases and the open streams, and measure the simulator again)."""
-    phases = results["phases"]
-    if api.startswith("floor") and key(mode, FLOOR_DIRECT, conc) in phases:
-        return phases[key(mode, FLOOR_DIRECT, conc)]  # type: ignore[no-any-return]
-    return phases.get(key(mode, "direct", conc), {})  # type: ignore[no-any-return]
+    base = FLOOR_DIRECT if api.startswith("floor") else "direct"
+    return results["phases"].get(key(mode, base, conc), {})  # type: ignore[no-any-return]
 
 
 def added(results: dict[str, Any], mode: str, api: str, conc: int, metric: str) -> float | None:

@@ -39,6 +39,9 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import nats
+import nats.errors
+from ezat_common.subjects import from_env
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -51,6 +54,7 @@ from stackrun import MODEL, STACK_GROUPS, Systems  # noqa: E402
 
 SERVICES = ["edge", "translator", "router", "billing", "fetcher"]
 MODES = ("json", "stream")
+OUTBOX_STREAM = from_env().outbox_stream
 FLOORS = {
     "floor": "/v1/messages",
     "floor-openai": "/openai/v1/messages",
@@ -122,6 +126,8 @@ class Bench:
         self.group = systems.groups()
         self.results: dict[str, Any] = {"phases": {}, "levels": args.levels}
         self.available: dict[tuple[str, str], str] = {}  # (api, mode) -> why skipped
+        self._nc: nats.aio.client.Client | None = None
+        self._js: Any = None
 
     def target(self, api: str, mode: str, extra: str = "", tokens: int | None = None):  # type: ignore[no-untyped-def]
         stream = mode == "stream"
@@ -179,6 +185,8 @@ class Bench:
         result = await loadgen.run_phase(
             self.target(api, mode), conc, self.args.duration, self.args.warmup, on_start=mark
         )
+        if not api.startswith("direct"):
+            await self._outbox_drained()
         after = self.group.snapshot()
         if not api.startswith("direct") and "before" in marks:
             cpu = cpu_delta(marks["before"], after)
@@ -192,6 +200,23 @@ class Bench:
             f"  errors {result['errors']}+{result['warmup_errors']}",
             flush=True,
         )
+
+    async def _outbox_drained(self, limit: float = 15.0) -> None:
+        """Billing drains the outbox a little after the replies went out: wait for it, so that
+        work counts in the phase whose records it stores, and the next phase starts clean."""
+        if self._js is None:
+            assert self.sys.stack is not None and self.sys.stack.infra is not None
+            self._nc = await nats.connect(self.sys.stack.infra.nats_url)
+            self._js = self._nc.jetstream()
+        end = time.monotonic() + limit
+        while time.monotonic() < end:
+            try:
+                info = await self._js.stream_info(OUTBOX_STREAM)
+            except nats.errors.Error:
+                return  # no outbox (yet): nothing to drain
+            if not info.state.messages:
+                return
+            await asyncio.sleep(0.05)
 
     async def load_phases(self) -> None:
         sampler = Sampler(self.group, STACK_GROUPS)
@@ -313,6 +338,8 @@ class Bench:
                 {mode: self.target("anthropic", mode) for mode in MODES},
                 self.args.profile_seconds,
             )
+        if self._nc is not None:
+            await self._nc.close()
         return self.results
 
 

@@ -22,6 +22,7 @@ import pytest_asyncio
 from ezat_cli.infra import free_port
 from ezat_common import envelopes
 from ezat_simulator.app import Settings, start
+from nats.aio.msg import Msg
 from nats.js.api import DiscardPolicy
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
@@ -177,3 +178,35 @@ async def test_a_billed_reply_ends_only_once_its_record_is_stored(
     assert streams["error_kinds"] == {"stream ended without its end marker": 2}
     replies = await phase(target(floor_url, "/billed/v1/messages", False), 1, 2)
     assert replies["error_kinds"] == {"http 500": 2}
+
+
+def _replies(*msgs: tuple[str, bytes]) -> tuple[floor.Relay, asyncio.Queue[Msg]]:
+    inbox = floor.Inbox(None, "t")
+    queue: asyncio.Queue[Msg] = asyncio.Queue()
+    for subject, data in msgs:
+        queue.put_nowait(Msg(_client=None, subject=inbox.prefix + subject, data=data))  # type: ignore[arg-type]
+    return floor.Relay(None, queue, inbox, OUTBOX, billed=True), queue  # type: ignore[arg-type]
+
+
+STORED = (".A1", json.dumps({"stream": OUTBOX, "seq": 7}).encode())
+REFUSED = (".A1", json.dumps({"error": {"code": 503, "description": "full"}}).encode())
+REPLY = (".1", b"B200{}")
+
+
+@pytest.mark.parametrize(
+    ("order", "status"),
+    [
+        ([STORED, REPLY], 200),  # the PubAck overtook the reply
+        ([REPLY, STORED], 200),
+        ([REFUSED, REPLY], 500),  # a refusal seen before the reply still counts
+        ([REPLY, REFUSED], 500),
+        ([REPLY], 500),  # no PubAck at all: given up after ACK_TIMEOUT, as the edge does
+    ],
+)
+async def test_a_billed_body_waits_for_the_outboxs_verdict_in_any_order(
+    order: list[tuple[str, bytes]], status: int
+) -> None:
+    relay, _ = _replies(*order)
+    async with asyncio.timeout(floor.ACK_TIMEOUT + 2):
+        resp = await relay.run()
+    assert resp.status == status
