@@ -44,6 +44,7 @@ from ezat_common.outbox import ACK_TIMEOUT, Outbox, acknowledged
 from ezat_common.runtime import run_service
 from ezat_common.sse import SseError, SseParser
 from ezat_common.subjects import from_env
+from ezat_edge.relay import SSE_HEADERS, SseResponse
 from ezat_router.core.payload import PayloadError, response_with_model
 from ezat_router.core.stream import StreamStep
 from ezat_router.core.usage import UsageAccumulator
@@ -57,50 +58,17 @@ TRANSLATE_BILLED, ROUTE_BILLED = "floor.translate.billed", "floor.route.billed"
 HEAD, CHUNK, END, BODY = b"H", b"C", b"E", b"B"
 ABORT = b"X"  # a stream cut after its head: the edge ends it without an end marker
 _FINAL = (END, ABORT)
-SSE_HEADERS = {"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache"}
 MESSAGE_STOP = b"event: message_stop"
 MODEL = "claude-sonnet-5-5"
 REPLY_TIMEOUT = 60.0  # the edge's and translator's wait for a reply: a failure never hangs
 
 
-class _Stream(web.StreamResponse):
-    _send_headers_immediately = False  # as the edge: headers leave with the first bytes
-
-
-class Inbox:
-    """One wildcard subscription per process, a queue per request; a request's acknowledgement
-    subject feeds the same queue (as ``ezat_common.bus.Inbox``)."""
-
-    def __init__(self, nc: Any, name: str) -> None:
-        self.nc = nc
-        self.prefix = f"_INBOX.floor.{name}.{os.getpid()}"
-        self.ack_prefix = self.prefix + ".A"
-        self.queues: dict[str, asyncio.Queue[Msg]] = {}
-        self.seq = itertools.count(1)
-
-    async def start(self) -> None:
-        await self.nc.subscribe(self.prefix + ".*", cb=self._on_msg)
-
-    async def _on_msg(self, msg: Msg) -> None:
-        queue = self.queues.get(msg.subject.rsplit(".", 1)[-1])
-        if queue is not None:
-            queue.put_nowait(msg)
-
-    def open(self) -> tuple[str, str, asyncio.Queue[Msg]]:
-        token = str(next(self.seq))
-        queue: asyncio.Queue[Msg] = asyncio.Queue()
-        self.queues[token] = self.queues["A" + token] = queue
-        return token, f"{self.prefix}.{token}", queue
-
-    def close(self, token: str) -> None:
-        del self.queues[token], self.queues["A" + token]
-
-
 async def edge(stop: asyncio.Event, listen: str) -> None:
     nc = await bus.connect("floor-edge")
-    inbox = Inbox(nc, "edge")
+    names = from_env()
+    inbox = bus.Inbox(nc, names, f"floor-edge-{os.getpid()}")  # the edge's own inbox
     await inbox.start()
-    outbox_stream = from_env().outbox_stream
+    outbox_stream = names.outbox_stream
     subjects = {"/v1/messages": TRANSLATE, "/openai/v1/messages": TRANSLATE_RELAYED}
     subjects["/billed/v1/messages"] = TRANSLATE_BILLED
 
@@ -110,7 +78,7 @@ async def edge(stop: asyncio.Event, listen: str) -> None:
         token, reply, queue = inbox.open()
         billed = subject == TRANSLATE_BILLED
         if billed:  # where the outbox acknowledges the record: this request's queue
-            body = f"{inbox.ack_prefix}{token}\n".encode() + body
+            body = inbox.ack_subject(token).encode() + b"\n" + body
         relay = Relay(request, queue, inbox, outbox_stream, billed)
         try:
             async with asyncio.timeout(REPLY_TIMEOUT):
@@ -143,7 +111,7 @@ class Relay:
         self,
         request: web.Request,
         queue: asyncio.Queue[Msg],
-        inbox: Inbox,
+        inbox: bus.Inbox,
         stream: str,
         billed: bool,
     ) -> None:
@@ -154,7 +122,7 @@ class Relay:
 
     def _note(self, msg: Msg) -> bool:
         """True if ``msg`` was the outbox's acknowledgement (noted), not a reply."""
-        if not msg.subject.startswith(self.inbox.ack_prefix):
+        if not self.inbox.is_ack(msg):
             return False
         self.stored = acknowledged(msg, self.stream)
         return True
@@ -176,7 +144,7 @@ class Relay:
 
     async def run(self) -> web.StreamResponse:
         msg = await self._reply()
-        if msg.headers and msg.headers.get("Status") == "503":
+        if bus.is_no_responders(msg):
             return web.Response(status=503, text="floor: no translator or router subscribed")
         data = msg.data
         kind = data[:1]
@@ -186,7 +154,7 @@ class Relay:
             if status == 200 and not await self._durable():
                 return web.Response(status=500, text="floor: usage not stored")
             return web.Response(status=status, body=data[4:], content_type=None)
-        resp = self.resp = _Stream(headers=SSE_HEADERS)
+        resp = self.resp = SseResponse(headers=SSE_HEADERS)
         await resp.prepare(self.request)
         parts = []
         if kind == HEAD:
@@ -234,7 +202,7 @@ async def translator(stop: asyncio.Event) -> None:
         # An entry stays only if its router died mid-request: the floor lives for one bench run.
         token = msg.subject.rsplit(".", 1)[-1]
         data = msg.data
-        if msg.headers and msg.headers.get("Status") == "503":  # no router subscribed
+        if bus.is_no_responders(msg):
             data = BODY + b"503floor: no router"
         # The router always ends a request with one of these, failures included.
         to = edges.pop(token, None) if data[:1] in (END, BODY, ABORT) else edges.get(token)

@@ -9,6 +9,7 @@ prints everything as plain-text tables.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 NA = "n/a"
@@ -177,7 +178,9 @@ def reference(results: dict[str, Any]) -> list[list[Any]]:
     return _api_rows(results, results.get("floors", []))
 
 
-def _checker(rows: list[list[Any]]) -> Any:
+def _checker(rows: list[list[Any]]) -> Callable[..., None]:
+    """``check(label, value, ok, unit="")`` appends a [label, measured, verdict] row to ``rows``."""
+
     def check(label: str, value: float | None, ok: bool | None, unit: str = "") -> None:
         shown = NA if value is None else f"{_fmt(value)}{unit}"
         rows.append([label, shown, _verdict(None if value is None else ok)])

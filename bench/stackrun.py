@@ -9,7 +9,6 @@ PostgreSQL and Redis, the config's simulator, the five services), creates an API
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
 import sys
 import tempfile
@@ -67,7 +66,6 @@ class Systems:
     key: str = ""
     ports: dict[str, int] = field(default_factory=dict)
     with_floor: bool = False  # also start ``floor.py``'s three processes on the same NATS
-    floor: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
     @property
     def gateway_url(self) -> str:
@@ -108,30 +106,23 @@ class Systems:
         self.key = asyncio.run(_create_key(self.stack.infra.database_url))
         if self.with_floor:
             try:
-                self._start_floor(self.stack.infra.nats_url)
+                self._start_floor()
             except BaseException:
                 self.stop()
                 raise
 
-    def _start_floor(self, nats_url: str) -> None:
-        script = str(Path(__file__).with_name("floor.py"))
+    def _start_floor(self) -> None:
+        """``floor.py``'s three roles, as processes of the stack (its NATS, logs and stop)."""
+        assert self.stack is not None
         roles = {
             "router": ["--upstream", self.stack_sim_url],
             "translator": [],
             "edge": ["--listen", f"127.0.0.1:{self.ports['floor']}"],
         }
-        env = {**os.environ, "NATS_URL": nats_url}
+        env = {"PYTHONPATH": str(Path(__file__).parent)}  # ``-m floor``: the bench folder
         for role, extra in roles.items():
-            log = open(self.folder / f"floor-{role}.log", "ab")  # noqa: SIM115 - the child owns it
-            self.floor[role] = subprocess.Popen(
-                [sys.executable, script, role, *extra],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=env,
-                start_new_session=True,
-            )
-            log.close()
-        wait_port(self.ports["floor"], self.floor["edge"])
+            self.stack.add_service(f"floor-{role}", "floor", env, [role, *extra])
+        wait_port(self.ports["floor"], self.stack.children["floor-edge"].proc)
 
     def groups(self) -> ProcGroup:
         """Every process to measure, by name: the services, the infrastructure, the simulators."""
@@ -145,13 +136,9 @@ class Systems:
             roots["nats" if "nats" in exe else "redis"] = [proc.pid]
         roots["postgres"] = _postmaster_pids(self.folder)
         roots["sim-direct"] = [self.direct.pid]
-        for role, proc in self.floor.items():
-            roots[f"floor-{role}"] = [proc.pid]
         return ProcGroup(roots, with_descendants={"postgres"})
 
     def stop(self) -> None:
-        for proc in self.floor.values():
-            stop_process(proc)
         if self.direct is not None:
             stop_process(self.direct)
         if self.stack is not None:

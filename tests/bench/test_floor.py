@@ -20,7 +20,8 @@ import nats
 import pytest
 import pytest_asyncio
 from ezat_cli.infra import free_port
-from ezat_common import envelopes
+from ezat_common import bus, envelopes
+from ezat_common.subjects import Subjects
 from ezat_simulator.app import Settings, start
 from nats.aio.msg import Msg
 from nats.js.api import DiscardPolicy
@@ -180,17 +181,20 @@ async def test_a_billed_reply_ends_only_once_its_record_is_stored(
     assert replies["error_kinds"] == {"http 500": 2}
 
 
-def _replies(*msgs: tuple[str, bytes]) -> tuple[floor.Relay, asyncio.Queue[Msg]]:
-    inbox = floor.Inbox(None, "t")
+def _replies(*msgs: tuple[bool, bytes]) -> tuple[floor.Relay, asyncio.Queue[Msg]]:
+    """A relay whose queue holds ``msgs``: (an outbox acknowledgement?, data) for request 1."""
+    names = Subjects(prefix=PREFIX)
+    inbox = bus.Inbox(None, names, "t")  # type: ignore[arg-type]
     queue: asyncio.Queue[Msg] = asyncio.Queue()
-    for subject, data in msgs:
-        queue.put_nowait(Msg(_client=None, subject=inbox.prefix + subject, data=data))  # type: ignore[arg-type]
+    for ack, data in msgs:
+        subject = inbox.ack_subject("1") if ack else names.inbox("t") + ".1"
+        queue.put_nowait(Msg(_client=None, subject=subject, data=data))  # type: ignore[arg-type]
     return floor.Relay(None, queue, inbox, OUTBOX, billed=True), queue  # type: ignore[arg-type]
 
 
-STORED = (".A1", json.dumps({"stream": OUTBOX, "seq": 7}).encode())
-REFUSED = (".A1", json.dumps({"error": {"code": 503, "description": "full"}}).encode())
-REPLY = (".1", b"B200{}")
+STORED = (True, json.dumps({"stream": OUTBOX, "seq": 7}).encode())
+REFUSED = (True, json.dumps({"error": {"code": 503, "description": "full"}}).encode())
+REPLY = (False, b"B200{}")
 
 
 @pytest.mark.parametrize(
@@ -204,7 +208,7 @@ REPLY = (".1", b"B200{}")
     ],
 )
 async def test_a_billed_body_waits_for_the_outboxs_verdict_in_any_order(
-    order: list[tuple[str, bytes]], status: int
+    order: list[tuple[bool, bytes]], status: int
 ) -> None:
     relay, _ = _replies(*order)
     async with asyncio.timeout(floor.ACK_TIMEOUT + 2):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 
 from aiohttp import web
+from aiohttp.test_utils import TestServer
 from ezat_edge.relay import SseResponse
 
 EVENT = b'event: message_start\ndata: {"type": "message_start"}\n\n'
@@ -17,12 +18,9 @@ EVENT = b'event: message_start\ndata: {"type": "message_start"}\n\n'
 async def _serve(handler):  # type: ignore[no-untyped-def]
     app = web.Application()
     app.router.add_get("/", handler)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    return runner, port
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    return server, server.port
 
 
 async def _get(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
@@ -45,7 +43,7 @@ async def test_headers_wait_for_the_first_event_and_leave_with_it() -> None:
         await resp.write_eof()
         return resp
 
-    runner, port = await _serve(handler)
+    server, port = await _serve(handler)
     try:
         reader, writer = await _get(port)
         await prepared.wait()
@@ -62,7 +60,7 @@ async def test_headers_wait_for_the_first_event_and_leave_with_it() -> None:
         writer.close()
     finally:
         release.set()
-        await runner.cleanup()
+        await server.close()
 
 
 async def test_an_empty_write_still_sends_the_headers() -> None:
@@ -76,7 +74,7 @@ async def test_an_empty_write_still_sends_the_headers() -> None:
         await resp.write_eof(EVENT)
         return resp
 
-    runner, port = await _serve(handler)
+    server, port = await _serve(handler)
     try:
         reader, writer = await _get(port)
         head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
@@ -87,4 +85,4 @@ async def test_an_empty_write_still_sends_the_headers() -> None:
         writer.close()
     finally:
         release.set()
-        await runner.cleanup()
+        await server.close()

@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -104,13 +105,17 @@ class Stack:
         self.wait_ready(timeout)
 
     def add_service(
-        self, name: str, module: str, env_overrides: dict[str, str] | None = None
+        self,
+        name: str,
+        module: str,
+        env_overrides: dict[str, str] | None = None,
+        args: Sequence[str] = (),
     ) -> Child:
         """Start one more supervised process after ``start()`` (e.g. a second router replica);
-        ``module`` is a key of ``MODULES`` or a module name."""
+        ``module`` is a key of ``MODULES`` or a module name, ``args`` its command line."""
         env = {**self.env(), **(env_overrides or {})}
-        args = [sys.executable, "-m", MODULES.get(module, module)]
-        child = Child(name, args, env, self._log(name))
+        command = [sys.executable, "-m", MODULES.get(module, module), *args]
+        child = Child(name, command, env, self._log(name))
         self._add(child)
         return child
 

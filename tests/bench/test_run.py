@@ -1,0 +1,35 @@
+"""``make bench`` end to end, at its smallest: the program starts its own stack, drives every
+phase (the direct simulator, both gateway APIs, the floors after their own direct run), and
+writes results the report can judge. Timings are not asserted, only that every phase ran clean
+and was measured.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+APIS = ["direct", "anthropic", "openai", "direct-floor", "floor", "floor-openai", "floor-billed"]
+
+
+def test_a_quick_bench_measures_every_phase(tmp_path: Path) -> None:
+    out = tmp_path / "results.json"
+    # Its own embedded infrastructure, never the test session's.
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_URL")}
+    args = [sys.executable, str(BENCH / "run.py"), "--quick", "--no-micro", "--levels", "1"]
+    args += ["--duration", "0.5", "--warmup", "0.2", "--open-streams", "0", "--out", str(out)]
+    proc = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    results = json.loads(out.read_text())
+    for mode in ("json", "stream"):
+        for api in APIS:
+            phase = results["phases"][f"{mode}/{api}/c1"]
+            assert phase["ok"] > 0 and phase["errors"] == 0 and phase["warmup_errors"] == 0
+            if not api.startswith("direct"):
+                assert phase["cpu_ms_per_request"]["nats"] > 0  # both sides ran over NATS
+    assert "Targets" in proc.stdout and "Reference, not targets" in proc.stdout
+    assert "CPU ms per request" in proc.stdout
