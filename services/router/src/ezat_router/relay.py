@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-import aiohttp
 from ezat_common import envelopes
 from ezat_common.bus import Claims
 from ezat_common.config import RouterConfig
@@ -39,6 +38,7 @@ from .core.payload import PayloadError, read_response, response_with_model
 from .core.stream import StepResult, StreamStep
 from .core.upstream_errors import Failure, from_stream_error, from_transport
 from .core.usage import UsageAccumulator
+from .pool import Response, UpstreamError
 from .upstream import Target, Upstream, finish
 
 UNRECORDED_FAILURE = Failure(error=UNRECORDED, retryable=False, reason="unrecorded")
@@ -113,7 +113,7 @@ class Relay:
         self._clock = clock
 
     async def stream(
-        self, req: RouteRequest, state: RequestState, target: Target, resp: aiohttp.ClientResponse
+        self, req: RouteRequest, state: RequestState, target: Target, resp: Response
     ) -> Failure | None:
         result = await self._pump(req, state, target, resp)
         # Release (or close) the upstream connection before waiting on billing.
@@ -128,14 +128,14 @@ class Relay:
         return await self._complete(req, state, ReplyEnd(data=result.stop))
 
     async def _pump(
-        self, req: RouteRequest, state: RequestState, target: Target, resp: aiohttp.ClientResponse
+        self, req: RouteRequest, state: RequestState, target: Target, resp: Response
     ) -> StepResult | None:
         """Read until the stream finishes, breaks (None) or ends early (unfinished result)."""
         parser = SseParser(max_frame=self._claims.inline_limit)
         step = StreamStep(req.response_model, state.usage)
         publish = self._nc.publish
         reply_to = req.reply_to
-        read = resp.content.readany
+        read = resp.readany
         loop = asyncio.get_running_loop()
         between = self._cfg.between_events_timeout
         result: StepResult | None = None
@@ -163,18 +163,18 @@ class Relay:
                             state.head_sent = True
                     if result.finished:
                         return result
-        except (aiohttp.ClientError, SseError, TimeoutError):
+        except (UpstreamError, SseError, TimeoutError):
             return None  # connection dropped, garbage, or silent for too long
         finally:
             metrics.ACTIVE_STREAMS.dec()
 
     async def body(
-        self, req: RouteRequest, state: RequestState, target: Target, resp: aiohttp.ClientResponse
+        self, req: RouteRequest, state: RequestState, target: Target, resp: Response
     ) -> Failure | None:
         """A non-streamed response (messages or count_tokens)."""
         try:
             data = await self._upstream.read_body(resp)
-        except (aiohttp.ClientError, TimeoutError):
+        except (UpstreamError, TimeoutError):
             return from_transport("dropped", req.response_model, self._cfg.first_byte_timeout)
         finish(resp)
         state.first_token_at = self._clock()

@@ -17,7 +17,6 @@ import math
 import time
 from collections.abc import Callable
 
-import aiohttp
 from ezat_common import envelopes, logs
 from ezat_common.bus import Claims
 from ezat_common.config import Config, DeploymentConfig
@@ -32,6 +31,7 @@ from .core.budget import RetryBudget
 from .core.payload import PayloadError, with_model
 from .core.upstream_errors import Failure, from_status, from_transport
 from .core.usage import UsageAccumulator
+from .pool import Response, UpstreamError
 from .relay import Relay, RequestState, usage_base
 from .shared_state import SharedState
 from .upstream import Target, Upstream, UpstreamUnavailable, finish
@@ -308,9 +308,10 @@ class Router:
         state.usage = UsageAccumulator()
         try:
             payload = with_model(target.prefix, body)
-        except PayloadError:
+            head = target.request_head(req, len(payload))
+        except (PayloadError, ValueError):
+            # Not JSON, or a header value that would break the request head: never sent.
             return Failure(error=INTERNAL, retryable=False, reason="bad_body")
-        url = target.count_url if req.api == "count_tokens" else target.messages_url
         state.upstream_started_at = started = self._clock()
         tick = time.perf_counter()
         name = target.dep.name
@@ -318,7 +319,7 @@ class Router:
         metrics.OUTSTANDING_BY(name).inc()
         try:
             try:
-                resp = await self._upstream.open(url, payload, target.request_headers(req))
+                resp = await self._upstream.open(target, head, payload)
             except UpstreamUnavailable as exc:
                 return from_transport(exc.kind, req.response_model, self._cfg.first_byte_timeout)
             metrics.FIRST_BYTE_BY(name).observe(time.perf_counter() - tick)
@@ -337,11 +338,11 @@ class Router:
             self._outstanding[name] -= 1
             metrics.OUTSTANDING_BY(name).dec()
 
-    async def _refused(self, req: RouteRequest, resp: aiohttp.ClientResponse) -> Failure:
+    async def _refused(self, req: RouteRequest, resp: Response) -> Failure:
         """A non-2xx answer; its (small) body says why."""
         try:
             data = await self._upstream.read_body(resp)
-        except (aiohttp.ClientError, TimeoutError):  # the status alone still says enough
+        except (UpstreamError, TimeoutError):  # the status alone still says enough
             data = b""
         return from_status(
             resp.status,

@@ -1,4 +1,5 @@
-"""HTTP client adapter for the deployments: one pooled keep-alive session per process.
+"""The deployments as the router calls them: each one's address and request head, computed once
+(``Target``), and the pooled client (``pool.py``) under the router's timeouts (``Upstream``).
 
 Timeouts come from ``RouterConfig``: ``connect_timeout`` for the TCP/TLS connect,
 ``first_byte_timeout`` until the response headers, ``between_events_timeout`` for each read of
@@ -10,16 +11,17 @@ from __future__ import annotations
 
 import asyncio
 from typing import Literal
+from urllib.parse import urlsplit
 
-import aiohttp
 from ezat_common.config import DeploymentConfig, RouterConfig
 from ezat_common.envelopes import RouteRequest
 
+from .core.http1 import request_head, request_prefix
 from .core.payload import model_prefix
+from .pool import Origin, Pool, Response, UpstreamError
 
 ANTHROPIC_VERSION = "2023-06-01"
-# Connections kept per process; well above what one router replica drives at once.
-POOL_LIMIT = 1024
+USER_AGENT = "ezat-router"
 KEEPALIVE_SECONDS = 30.0
 
 
@@ -34,76 +36,77 @@ class UpstreamUnavailable(Exception):
 class Target:
     """One deployment with everything per-request work needs, computed once."""
 
-    __slots__ = ("count_url", "dep", "headers", "messages_url", "prefix", "reply_headers")
+    __slots__ = ("count_prefix", "dep", "messages_prefix", "origin", "prefix", "reply_headers")
 
     def __init__(self, dep: DeploymentConfig) -> None:
         self.dep = dep
-        base = dep.base_url.rstrip("/")
-        self.messages_url = base + "/v1/messages"
-        self.count_url = base + "/v1/messages/count_tokens"
-        self.prefix = model_prefix(dep)
-        headers = {"content-type": "application/json", "anthropic-version": ANTHROPIC_VERSION}
+        parts = urlsplit(dep.base_url.rstrip("/"))
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"deployment {dep.name}: base_url must be an http(s) URL")
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        self.origin: Origin = (parts.scheme, parts.hostname, port)
+        host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+        headers = {
+            "User-Agent": USER_AGENT,
+            "Accept-Encoding": "identity",
+            "content-type": "application/json",
+            "anthropic-version": ANTHROPIC_VERSION,
+        }
         key = dep.key()
         if key:
             headers["x-api-key"] = key
-        self.headers = headers
+        base = parts.path
+        self.messages_prefix = request_prefix(base + "/v1/messages", f"{host}:{port}", headers)
+        self.count_prefix = request_prefix(
+            base + "/v1/messages/count_tokens", f"{host}:{port}", headers
+        )
+        self.prefix = model_prefix(dep)
         # Base of every reply's x-ezat-* headers; the router adds the affinity outcome.
         self.reply_headers = {"x-ezat-region": dep.region, "x-ezat-deployment": dep.name}
 
-    def request_headers(self, req: RouteRequest) -> dict[str, str]:
-        headers = dict(self.headers)
-        headers["x-request-id"] = req.request_id
+    def request_head(self, req: RouteRequest, length: int) -> bytes:
+        """The request's head; ``ValueError`` if a client-given value cannot be a header."""
+        own = {"x-request-id": req.request_id}
         # anthropic-beta is passed on for create, never for count_tokens (SPEC §2).
-        if req.beta and req.api != "count_tokens":
-            headers["anthropic-beta"] = req.beta
-        return headers
+        if req.api == "count_tokens":
+            return request_head(self.count_prefix, own, length)
+        if req.beta:
+            own["anthropic-beta"] = req.beta
+        return request_head(self.messages_prefix, own, length)
 
 
 class Upstream:
     def __init__(self, cfg: RouterConfig) -> None:
         self._cfg = cfg
-        self._session: aiohttp.ClientSession | None = None
+        self._pool: Pool | None = None
 
     async def start(self) -> None:
-        connector = aiohttp.TCPConnector(
-            limit=POOL_LIMIT, keepalive_timeout=KEEPALIVE_SECONDS, ttl_dns_cache=300
-        )
-        timeout = aiohttp.ClientTimeout(
-            total=None, sock_connect=self._cfg.connect_timeout, sock_read=None
-        )
-        self._session = aiohttp.ClientSession(
-            connector=connector, timeout=timeout, raise_for_status=False
-        )
+        self._pool = Pool(self._cfg.connect_timeout, KEEPALIVE_SECONDS)
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
 
-    async def open(
-        self, url: str, payload: bytes, headers: dict[str, str]
-    ) -> aiohttp.ClientResponse:
+    async def open(self, target: Target, head: bytes, payload: bytes) -> Response:
         """POST and wait for the response headers; the caller must ``finish`` the response."""
-        assert self._session is not None, "Upstream.start() was not called"
+        assert self._pool is not None, "Upstream.start() was not called"
         try:
             async with asyncio.timeout(self._cfg.first_byte_timeout):
-                return await self._session.post(url, data=payload, headers=headers)
-        except aiohttp.ClientError:
-            # Includes aiohttp's connect timeout and a connection dropped before the headers.
+                return await self._pool.request(target.origin, head, payload)
+        except UpstreamError:
+            # No connection (refused, DNS, TLS, connect timeout), or it broke before the headers.
             raise UpstreamUnavailable("connect") from None
         except TimeoutError:
             raise UpstreamUnavailable("timeout") from None
 
-    async def read_body(self, resp: aiohttp.ClientResponse) -> bytes:
-        """The whole body, within ``between_events_timeout``; raises ClientError/TimeoutError."""
+    async def read_body(self, resp: Response) -> bytes:
+        """The whole body, within ``between_events_timeout``; raises UpstreamError/TimeoutError."""
         async with asyncio.timeout(self._cfg.between_events_timeout):
             return await resp.read()
 
 
-def finish(resp: aiohttp.ClientResponse) -> None:
+def finish(resp: Response) -> None:
     """Give the connection back to the pool when the body was read to the end, else close it
     (the deployment sees the disconnect at once and stops generating)."""
-    if resp.content.at_eof():
-        resp.release()
-    else:
-        resp.close()
+    resp.release()

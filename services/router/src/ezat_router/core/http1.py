@@ -1,0 +1,263 @@
+"""HTTP/1.1 for the upstream client, without I/O: the request head, and the response parser.
+
+The router speaks to deployments with its own small client (``ezat_router.pool``) rather than
+aiohttp's: aiohttp's request object, header multidict, stream reader and timers cost more of the
+router's CPU per call than the call's socket writes (docs/performance.md). What that client needs
+from the protocol lives here, as plain functions on bytes, tested on their own:
+
+- ``request_head``: one POST's head, from a pre-encoded per-target prefix.
+- ``ResponseParser``: fed the bytes as they arrive, it returns the decoded body bytes of each
+  read and sets ``head`` once the status line and headers are complete. It decodes
+  ``Content-Length``, ``chunked`` (sizes, extensions, CRLFs, trailers) and read-until-close
+  bodies exactly, and ``gzip``/``deflate`` content codings; anything else is a ``ProtocolError``.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+
+MAX_HEAD = 65536  # status line and headers together
+MAX_LINE = 4096  # a chunk-size or trailer line
+_HEAD_END = b"\r\n\r\n"
+_CRLF = b"\r\n"
+_HEX = re.compile(rb"[0-9A-Fa-f]{1,15}")
+_BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+# Parser states.
+_HEAD, _LENGTH, _SIZE, _DATA, _DATA_END, _TRAILER, _UNTIL_CLOSE, _DONE = range(8)
+
+
+class ProtocolError(Exception):
+    """The deployment's bytes are not a valid HTTP/1.1 response."""
+
+
+def request_prefix(path: str, host: str, headers: dict[str, str]) -> bytes:
+    """The part of a POST's head that is the same for every request to ``path``."""
+    lines = [f"POST {path} HTTP/1.1", f"Host: {host}"]
+    lines += [f"{name}: {_checked(value)}" for name, value in headers.items()]
+    return ("\r\n".join(lines) + "\r\n").encode("latin-1")
+
+
+def request_head(prefix: bytes, headers: dict[str, str], length: int) -> bytes:
+    """The whole head: ``prefix``, this request's own headers, ``Content-Length``, blank line.
+
+    Raises ``ValueError`` for a value that would break the head (a control character, or one
+    that is not Latin-1): header injection must not reach a deployment.
+    """
+    extra = "".join(f"{name}: {_checked(value)}\r\n" for name, value in headers.items())
+    return prefix + extra.encode("latin-1") + b"Content-Length: %d\r\n\r\n" % length
+
+
+def _checked(value: str) -> str:
+    if _BAD_VALUE.search(value):
+        raise ValueError("a header value holds a control character")
+    return value
+
+
+class Head:
+    """A response's status line and headers (names in lower case; repeats joined by ", ")."""
+
+    __slots__ = ("headers", "keep_alive", "status")
+
+    def __init__(self, status: int, headers: dict[str, str], keep_alive: bool) -> None:
+        self.status = status
+        self.headers = headers
+        self.keep_alive = keep_alive  # the connection may carry another request afterwards
+
+
+class ResponseParser:
+    """One response at a time; ``reset`` before the next one on the same connection."""
+
+    __slots__ = ("_buf", "_decoder", "_need", "_state", "head")
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self._buf = b""
+        self._state = _HEAD
+        self._need = 0
+        self._decoder: zlib._Decompress | None = None
+        self.head: Head | None = None
+
+    @property
+    def done(self) -> bool:
+        """The body is complete."""
+        return self._state == _DONE
+
+    @property
+    def leftover(self) -> bool:
+        """Bytes arrived beyond the end of the response (the connection is not reusable)."""
+        return bool(self._buf)
+
+    def feed_eof(self) -> bytes:
+        """The connection closed: completes a read-until-close body (returning any bytes the
+        decoder still held), else raises ``ProtocolError`` unless the response was complete."""
+        if self._state == _UNTIL_CLOSE:
+            self._state = _DONE
+            return self._flush()
+        if self._state != _DONE:
+            raise ProtocolError("the connection closed before the response was complete")
+        return b""
+
+    def feed(self, data: bytes) -> bytes:
+        """Parse ``data``; returns the body bytes it completed (``b""`` when none)."""
+        buf = self._buf + data if self._buf else data
+        pos = 0
+        end_of_buf = len(buf)
+        out: list[bytes] = []
+        state = self._state
+        while True:
+            if state == _DATA:
+                take = min(self._need, end_of_buf - pos)
+                if not take:
+                    break
+                out.append(buf[pos : pos + take])
+                pos += take
+                self._need -= take
+                if self._need:
+                    break
+                state = _DATA_END
+            elif state == _DATA_END:
+                if end_of_buf - pos < 2:
+                    break
+                if buf[pos : pos + 2] != _CRLF:
+                    raise ProtocolError("chunk data not followed by CRLF")
+                pos += 2
+                state = _SIZE
+            elif state == _SIZE:
+                end = buf.find(_CRLF, pos)
+                if end < 0:
+                    _limit(end_of_buf - pos, MAX_LINE, "chunk-size line")
+                    break
+                size = _chunk_size(buf[pos:end])
+                pos = end + 2
+                if size:
+                    self._need, state = size, _DATA
+                else:
+                    state = _TRAILER
+            elif state == _TRAILER:
+                end = buf.find(_CRLF, pos)
+                if end < 0:
+                    _limit(end_of_buf - pos, MAX_LINE, "trailer line")
+                    break
+                empty = end == pos
+                pos = end + 2
+                if empty:  # the blank line after the last chunk and its trailers
+                    state = _DONE
+                    break
+            elif state == _LENGTH:
+                take = min(self._need, end_of_buf - pos)
+                if take:
+                    out.append(buf[pos : pos + take])
+                    pos += take
+                    self._need -= take
+                if not self._need:
+                    state = _DONE
+                break
+            elif state == _UNTIL_CLOSE:
+                if pos < end_of_buf:
+                    out.append(buf[pos:] if pos else buf)
+                    pos = end_of_buf
+                break
+            elif state == _HEAD:
+                end = buf.find(_HEAD_END, pos)
+                if end < 0:
+                    _limit(end_of_buf - pos, MAX_HEAD, "response head")
+                    break
+                state = self._head(buf[pos:end])
+                pos = end + 4
+            else:  # _DONE: anything further stays in the buffer (``leftover``)
+                break
+        self._state = state
+        self._buf = buf[pos:] if pos < end_of_buf else b""
+        body = out[0] if len(out) == 1 else b"".join(out)
+        if self._decoder is not None:
+            try:
+                body = self._decoder.decompress(body)
+            except zlib.error as exc:
+                raise ProtocolError(f"bad compressed body: {exc}") from None
+            if state == _DONE:
+                body += self._flush()
+        return body
+
+    def _flush(self) -> bytes:
+        decoder, self._decoder = self._decoder, None
+        if decoder is None:
+            return b""
+        try:
+            rest = decoder.flush()
+        except zlib.error as exc:
+            raise ProtocolError(f"bad compressed body: {exc}") from None
+        if not decoder.eof:
+            raise ProtocolError("the compressed body is truncated")
+        return rest
+
+    def _head(self, raw: bytes) -> int:
+        """Parse a head; returns the next state (``_HEAD`` again after an interim 1xx)."""
+        lines = raw.decode("latin-1").split("\r\n")
+        version, _, rest = lines[0].partition(" ")
+        code = rest[:3]
+        if version not in ("HTTP/1.1", "HTTP/1.0") or len(code) != 3 or not code.isdigit():
+            raise ProtocolError(f"bad status line {lines[0][:80]!r}")
+        status = int(code)
+        if 100 <= status < 200:
+            if status == 101:
+                raise ProtocolError("the deployment switched protocols unasked")
+            return _HEAD  # an interim response: the real one follows
+        headers: dict[str, str] = {}
+        for line in lines[1:]:
+            name, sep, value = line.partition(":")
+            if not sep or not name or name != name.strip():
+                raise ProtocolError(f"bad header line {line[:80]!r}")
+            name = name.lower()
+            value = value.strip()
+            headers[name] = f"{headers[name]}, {value}" if name in headers else value
+        connection = headers.get("connection", "").lower()
+        # HTTP/1.0 keep-alive is not worth its corner cases here: such a connection is closed.
+        keep_alive = version == "HTTP/1.1" and "close" not in connection
+        self._decoder = _decoder(headers.get("content-encoding"))
+        coding = headers.get("transfer-encoding")
+        length = headers.get("content-length")
+        if status in (204, 304):
+            state = _DONE
+        elif coding is not None:
+            if coding.lower().rsplit(",", 1)[-1].strip() == "chunked":
+                state = _SIZE
+            else:
+                keep_alive, state = False, _UNTIL_CLOSE
+        elif length is not None:
+            if not length.isdigit() or len(length) > 18:
+                raise ProtocolError(f"bad Content-Length {length[:20]!r}")
+            self._need = int(length)
+            state = _LENGTH if self._need else _DONE
+        else:
+            keep_alive, state = False, _UNTIL_CLOSE
+        self.head = Head(status, headers, keep_alive)
+        return state
+
+
+def _chunk_size(line: bytes) -> int:
+    digits = line.split(b";", 1)[0].strip()
+    if not _HEX.fullmatch(digits):
+        raise ProtocolError(f"bad chunk size {digits[:20]!r}")
+    return int(digits, 16)
+
+
+def _limit(size: int, limit: int, what: str) -> None:
+    if size > limit:
+        raise ProtocolError(f"{what} over {limit} bytes")
+
+
+def _decoder(coding: str | None) -> zlib._Decompress | None:
+    if coding is None:
+        return None
+    coding = coding.strip().lower()
+    if coding in ("", "identity"):
+        return None
+    if coding in ("gzip", "x-gzip"):
+        return zlib.decompressobj(16 + zlib.MAX_WBITS)
+    if coding == "deflate":
+        return zlib.decompressobj(32 + zlib.MAX_WBITS)  # zlib-wrapped, as RFC 9110 says
+    raise ProtocolError(f"unsupported content-encoding {coding!r}")

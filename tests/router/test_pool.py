@@ -1,0 +1,289 @@
+"""pool: the router's upstream connections, against a raw TCP server that writes exact bytes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import ssl
+import subprocess
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import pytest
+from ezat_router.core.http1 import request_head, request_prefix
+from ezat_router.pool import (
+    HIGH_WATER,
+    BadResponse,
+    ConnectFailed,
+    Pool,
+    Response,
+    ServerDisconnected,
+)
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+
+
+class Server:
+    """Counts connections; ``handler`` serves each one."""
+
+    def __init__(self, handler: Handler) -> None:
+        self.handler = handler
+        self.connections = 0
+        self.closed = asyncio.Event()  # set when a client closes its end
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            await self.handler(reader, writer)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    handler: Handler, tls: ssl.SSLContext | None = None
+) -> AsyncIterator[tuple[Server, int]]:
+    server = Server(handler)
+    srv = await asyncio.start_server(server.serve, "127.0.0.1", 0, ssl=tls)
+    port = srv.sockets[0].getsockname()[1]
+    try:
+        yield server, port
+    finally:
+        srv.close()
+
+
+async def read_request(reader: asyncio.StreamReader) -> bytes:
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+    return head + await reader.readexactly(length)
+
+
+def answer(*replies: bytes) -> Handler:
+    """Answer each request on a connection with the next reply, then keep the connection."""
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        for reply in replies:
+            await read_request(reader)
+            writer.write(reply)
+            await writer.drain()
+        await reader.read()  # until the client closes
+
+    return handler
+
+
+HEAD = request_head(request_prefix("/v1/messages", "127.0.0.1", {}), {}, 2)
+
+
+async def post(pool: Pool, port: int, scheme: str = "http") -> Response:
+    return await pool.request((scheme, "127.0.0.1", port), HEAD, b"{}")
+
+
+async def test_a_connection_is_reused_after_a_response_read_to_its_end() -> None:
+    async with serving(answer(OK, OK, OK)) as (server, port):
+        pool = Pool(connect_timeout=1, keepalive=30)
+        for _ in range(3):
+            resp = await post(pool, port)
+            assert (resp.status, await resp.read()) == (200, b"ok")
+            resp.release()
+        assert server.connections == 1
+        pool.close()
+
+
+async def test_a_connection_the_deployment_closed_is_not_reused() -> None:
+    async with serving(answer(OK)) as (server, port):  # one answer, then it hangs up... later
+        pool = Pool(connect_timeout=1, keepalive=30)
+
+        async def one_then_close(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+            await read_request(r)
+            w.write(OK)
+            await w.drain()
+
+        server.handler = one_then_close
+        for _ in range(2):
+            resp = await post(pool, port)
+            assert await resp.read() == b"ok"
+            resp.release()
+            await asyncio.sleep(0.05)  # the close reaches the client while it is idle
+        assert server.connections == 2
+        pool.close()
+
+
+async def test_an_idle_connection_past_the_keepalive_is_not_reused() -> None:
+    async with serving(answer(OK, OK)) as (server, port):
+        pool = Pool(connect_timeout=1, keepalive=0.05)
+        for _ in range(2):
+            resp = await post(pool, port)
+            assert await resp.read() == b"ok"
+            resp.release()
+            await asyncio.sleep(0.1)
+        assert server.connections == 2
+        pool.close()
+
+
+async def test_a_stream_is_read_as_it_arrives_and_its_end_is_an_empty_read() -> None:
+    sent = asyncio.Event()
+
+    async def stream(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        await read_request(r)
+        w.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nfirst\r\n")
+        await w.drain()
+        await sent.wait()  # the second event only after the client saw the first
+        w.write(b"6\r\nsecond\r\n0\r\n\r\n")
+        await w.drain()
+        await r.read()
+
+    async with serving(stream) as (_, port):
+        pool = Pool(connect_timeout=1, keepalive=30)
+        resp = await post(pool, port)
+        assert await asyncio.wait_for(resp.readany(), 2) == b"first"
+        sent.set()
+        assert await asyncio.wait_for(resp.readany(), 2) == b"second"
+        assert await resp.readany() == b""
+        assert resp.at_eof()
+        pool.close()
+
+
+async def test_a_drop_mid_body_is_server_disconnected_after_what_arrived() -> None:
+    async def drop(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        await read_request(r)
+        w.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npartial")
+        await w.drain()
+
+    async with serving(drop) as (_, port):
+        pool = Pool(connect_timeout=1, keepalive=30)
+        resp = await post(pool, port)
+        assert await resp.readany() == b"partial"
+        with pytest.raises(ServerDisconnected):
+            await asyncio.wait_for(resp.readany(), 2)
+        assert not resp.at_eof()
+        pool.close()
+
+
+async def test_a_drop_before_the_head_fails_the_request() -> None:
+    async def drop(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        await read_request(r)
+
+    async with serving(drop) as (_, port):
+        pool = Pool(connect_timeout=1, keepalive=30)
+        with pytest.raises(ServerDisconnected):
+            await asyncio.wait_for(post(pool, port), 2)
+        pool.close()
+
+
+async def test_bytes_that_are_not_http_fail_the_request() -> None:
+    async with serving(answer(b"SSH-2.0-OpenSSH\r\n\r\n")) as (_, port):
+        pool = Pool(connect_timeout=1, keepalive=30)
+        with pytest.raises(BadResponse, match="bad status line"):
+            await asyncio.wait_for(post(pool, port), 2)
+        pool.close()
+
+
+async def test_nothing_listening_is_connect_failed() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    pool = Pool(connect_timeout=1, keepalive=30)
+    with pytest.raises(ConnectFailed, match="no connection"):
+        await post(pool, port)
+
+
+async def test_closing_a_response_early_closes_the_connection_at_once() -> None:
+    """How a deployment learns that the client went away: its connection closes."""
+    eof = asyncio.Event()
+
+    async def endless(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        await read_request(r)
+        w.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n")
+        await w.drain()
+        await r.read()  # returns at the client's close
+        eof.set()
+
+    async with serving(endless) as (server, port):
+        pool = Pool(connect_timeout=1, keepalive=30)
+        resp = await post(pool, port)
+        assert await resp.readany() == b"abc"
+        resp.release()  # not at its end: closed, not pooled
+        await asyncio.wait_for(eof.wait(), 1)
+        resp = await post(pool, port)  # a new connection
+        assert server.connections == 2
+        resp.close()
+        pool.close()
+
+
+async def test_bytes_beyond_the_response_keep_the_connection_out_of_the_pool() -> None:
+    async with serving(answer(OK + b"HTTP/1.1 200 OK\r\n", OK)) as (server, port):
+        pool = Pool(connect_timeout=1, keepalive=30)
+        for _ in range(2):
+            resp = await post(pool, port)
+            assert await resp.read() == b"ok"
+            resp.release()
+        assert server.connections == 2
+        pool.close()
+
+
+async def test_a_reader_that_falls_behind_stops_the_deployment_instead_of_buffering() -> None:
+    """Reading pauses past HIGH_WATER: the deployment's writes back up, nothing is lost."""
+    size = 128 * HIGH_WATER  # 32 MB: more than loopback's socket buffers hold
+    backed_up = asyncio.Event()
+
+    async def flood(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        await read_request(r)
+        w.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % size)
+        w.write(b"x" * size)
+        await asyncio.sleep(0.3)  # the client reads nothing meanwhile
+        if w.transport.get_write_buffer_size() > 0:
+            backed_up.set()
+        await w.drain()
+        await r.read()
+
+    async with serving(flood) as (_, port):
+        pool = Pool(connect_timeout=1, keepalive=30)
+        resp = await post(pool, port)
+        await asyncio.sleep(0.5)
+        assert backed_up.is_set()
+        assert len(await resp.read()) == size
+        resp.release()
+        pool.close()
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1."""
+    folder = tmp_path_factory.mktemp("tls")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(
+        [
+            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
+            *("-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1"),
+            *("-addext", "subjectAltName=IP:127.0.0.1"),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return cert, key
+
+
+async def test_https_checks_the_certificate_against_the_system_store(
+    certificate: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cert, key = certificate
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    tls.load_cert_chain(cert, key)
+    async with serving(answer(OK, OK), tls) as (server, port):
+        # Not trusted: refused.
+        pool = Pool(connect_timeout=2, keepalive=30)
+        with pytest.raises(ConnectFailed, match="CERTIFICATE_VERIFY_FAILED"):
+            await post(pool, port, "https")
+        # Trusted through SSL_CERT_FILE, as an operator would add a private CA.
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+        pool = Pool(connect_timeout=2, keepalive=30)
+        for _ in range(2):
+            resp = await post(pool, port, "https")
+            assert await resp.read() == b"ok"
+            resp.release()
+        assert server.connections == 1  # one kept-alive connection (the refused one never was)
+        pool.close()
