@@ -335,7 +335,7 @@ class Bench:
             self.results["profile"] = await profile_services.profile(
                 self.args.profile,
                 {n: self.group.roots[n][0] for n in ("edge", "translator", "router", "billing")},
-                {mode: self.target("anthropic", mode) for mode in MODES},
+                {mode: self.target(profile_services.PROFILE_API, mode) for mode in MODES},
                 self.args.profile_seconds,
             )
         if self._nc is not None:
