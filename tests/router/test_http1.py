@@ -174,6 +174,18 @@ def test_compressed_bodies_are_decoded(coding: str, encode: object) -> None:
             b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 4\r\n\r\nnope",
             "bad compressed body",
         ),
+        # str.isdigit() takes these; a status or a length must be ASCII digits.
+        ("HTTP/1.1 2\u00b20 OK\r\n\r\n".encode("latin-1"), "bad status line"),
+        (
+            "HTTP/1.1 200 OK\r\nContent-Length: \u00b9\r\n\r\n".encode("latin-1"),
+            "bad Content-Length",
+        ),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", "transfer-encoding"),
+        (
+            b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n%s"
+            % (len(gzip.compress(b"a") * 2), gzip.compress(b"a") * 2),
+            "after the end of the compressed body",
+        ),
     ],
 )
 def test_invalid_responses_are_protocol_errors(raw: bytes, message: str) -> None:
@@ -194,3 +206,54 @@ def test_request_head_carries_the_prefix_the_request_and_the_length() -> None:
 def test_a_header_value_that_would_break_the_head_is_refused(value: str) -> None:
     with pytest.raises(ValueError, match="control character"):
         request_head(b"", {"anthropic-beta": value}, 0)
+
+
+def test_both_framings_use_chunked_and_the_connection_is_not_reused() -> None:
+    raw = response("HTTP/1.1 200 OK\nContent-Length: 3\nTransfer-Encoding: chunked\n")
+    parser, body = parse(raw + chunked(b"hello"))
+    assert body == b"hello" and parser.done
+    assert parser.head is not None and not parser.head.keep_alive
+
+
+@pytest.mark.parametrize(
+    "head", ["HTTP/1.1 204 No Content\n", "HTTP/1.1 200 OK\nContent-Length: 0\n"]
+)
+def test_an_empty_body_with_a_content_encoding_is_empty_not_truncated(head: str) -> None:
+    parser, body = parse(response(head + "Content-Encoding: gzip\n"))
+    assert body == b"" and parser.done
+
+
+@st.composite
+def responses(draw: st.DrawFn) -> tuple[bytes, bytes]:
+    """Any response this parser accepts, with the body it must give: interim 1xx heads,
+    chunk extensions, trailers, gzip, Content-Length or chunked framing."""
+    body = draw(st.binary(max_size=300))
+    pieces = draw(st.lists(st.binary(min_size=1, max_size=80), max_size=5))
+    body = body + b"".join(pieces)
+    head = "HTTP/1.1 100 Continue\r\n\r\n" * draw(st.integers(0, 2)) + "HTTP/1.1 200 OK\r\n"
+    payload = gzip.compress(body) if draw(st.booleans()) else body
+    if payload is not body:
+        head += "Content-Encoding: gzip\r\n"
+    if draw(st.booleans()):
+        cut = draw(st.integers(0, len(payload)))
+        parts = [p for p in (payload[:cut], payload[cut:]) if p]
+        ext = b";ext=1" if draw(st.booleans()) else b""
+        framed = b"".join(b"%x%s\r\n%s\r\n" % (len(p), ext, p) for p in parts)
+        trailer = b"X-Trailer: t\r\n" if draw(st.booleans()) else b""
+        data = framed + b"0\r\n" + trailer + b"\r\n"
+        head += "Transfer-Encoding: chunked\r\n"
+    else:
+        data = payload
+        head += f"Content-Length: {len(payload)}\r\n"
+    return head.encode() + b"\r\n" + data, body
+
+
+@given(responses(), st.lists(st.integers(min_value=0, max_value=2000), max_size=8))
+def test_any_response_cut_anywhere_gives_its_body_and_nothing_left_over(
+    case: tuple[bytes, bytes], splits: list[int]
+) -> None:
+    raw, body = case
+    parser, got = parse(raw, [c for c in splits if c <= len(raw)])
+    assert got == body
+    assert parser.done and not parser.leftover
+    assert parser.head is not None and parser.head.status == 200

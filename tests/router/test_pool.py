@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import socket
 import ssl
 import subprocess
@@ -11,6 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
+import uvloop
 from ezat_router.core.http1 import request_head, request_prefix
 from ezat_router.pool import (
     HIGH_WATER,
@@ -22,6 +24,8 @@ from ezat_router.pool import (
 )
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
 OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
 
 
@@ -78,8 +82,40 @@ def answer(*replies: bytes) -> Handler:
 HEAD = request_head(request_prefix("/v1/messages", "127.0.0.1", {}), {}, 2)
 
 
-async def post(pool: Pool, port: int, scheme: str = "http") -> Response:
-    return await pool.request((scheme, "127.0.0.1", port), HEAD, b"{}")
+async def post(pool: Pool, port: int, scheme: str = "http", host: str = "127.0.0.1") -> Response:
+    return await pool.request((scheme, host, port), HEAD, b"{}")
+
+
+async def bodies(
+    pool: Pool, port: int, scheme: str = "http", times: int = 2, pause: float = 0.0
+) -> list[bytes]:
+    """POST ``times`` times, one after the other, reading each body to its end and releasing
+    it (``pause`` seconds after each); the bodies."""
+    out = []
+    for _ in range(times):
+        resp = await post(pool, port, scheme)
+        out.append(await asyncio.wait_for(resp.read(), 2))
+        assert resp.at_eof()
+        resp.release()
+        await asyncio.sleep(pause)
+    return out
+
+
+def watch_close(handler: Handler, gone: asyncio.Event) -> Handler:
+    """``handler``, setting ``gone`` when the client's end of the connection closes."""
+
+    async def watched(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        try:
+            await handler(r, w)
+            await r.read()  # EOF (or a reset) when the client closes
+        except (ConnectionError, asyncio.IncompleteReadError, ssl.SSLError):
+            pass
+        gone.set()
+
+    return watched
+
+
+STREAM_HEAD = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
 
 
 async def test_a_connection_is_reused_after_a_response_read_to_its_end() -> None:
@@ -103,11 +139,7 @@ async def test_a_connection_the_deployment_closed_is_not_reused() -> None:
             await w.drain()
 
         server.handler = one_then_close
-        for _ in range(2):
-            resp = await post(pool, port)
-            assert await resp.read() == b"ok"
-            resp.release()
-            await asyncio.sleep(0.05)  # the close reaches the client while it is idle
+        assert await bodies(pool, port, pause=0.05) == [b"ok"] * 2
         assert server.connections == 2
         pool.close()
 
@@ -115,11 +147,7 @@ async def test_a_connection_the_deployment_closed_is_not_reused() -> None:
 async def test_an_idle_connection_past_the_keepalive_is_not_reused() -> None:
     async with serving(answer(OK, OK)) as (server, port):
         pool = Pool(connect_timeout=1, keepalive=0.05)
-        for _ in range(2):
-            resp = await post(pool, port)
-            assert await resp.read() == b"ok"
-            resp.release()
-            await asyncio.sleep(0.1)
+        assert await bodies(pool, port, pause=0.1) == [b"ok"] * 2
         assert server.connections == 2
         pool.close()
 
@@ -217,10 +245,7 @@ async def test_closing_a_response_early_closes_the_connection_at_once() -> None:
 async def test_bytes_beyond_the_response_keep_the_connection_out_of_the_pool() -> None:
     async with serving(answer(OK + b"HTTP/1.1 200 OK\r\n", OK)) as (server, port):
         pool = Pool(connect_timeout=1, keepalive=30)
-        for _ in range(2):
-            resp = await post(pool, port)
-            assert await resp.read() == b"ok"
-            resp.release()
+        assert await bodies(pool, port) == [b"ok"] * 2
         assert server.connections == 2
         pool.close()
 
@@ -281,9 +306,182 @@ async def test_https_checks_the_certificate_against_the_system_store(
         # Trusted through SSL_CERT_FILE, as an operator would add a private CA.
         monkeypatch.setenv("SSL_CERT_FILE", str(cert))
         pool = Pool(connect_timeout=2, keepalive=30)
-        for _ in range(2):
-            resp = await post(pool, port, "https")
-            assert await resp.read() == b"ok"
-            resp.release()
+        assert await bodies(pool, port, "https") == [b"ok"] * 2
         assert server.connections == 1  # one kept-alive connection (the refused one never was)
         pool.close()
+
+
+async def test_a_request_cancelled_before_its_head_aborts_the_connection() -> None:
+    gone = asyncio.Event()
+
+    async def silent(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        await read_request(r)
+
+    async with serving(watch_close(silent, gone)) as (server, port):
+        pool = Pool(connect_timeout=1, keepalive=30)
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(post(pool, port), 0.2)
+        await asyncio.wait_for(gone.wait(), 1)
+        server.handler = answer(OK)
+        resp = await post(pool, port)
+        assert await resp.read() == b"ok"
+        assert server.connections == 2
+        pool.close()
+
+
+async def test_a_finished_stream_is_pooled_when_its_http_end_follows() -> None:
+    async def late_end(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        await read_request(r)
+        w.write(STREAM_HEAD + b"4\r\nstop\r\n")
+        await asyncio.sleep(0.2)  # the last chunk comes after the stream's last event
+        w.write(b"0\r\n\r\n")
+        await answer(OK)(r, w)
+
+    async with serving(late_end) as (server, port):
+        pool = Pool(connect_timeout=1, keepalive=30)
+        resp = await post(pool, port)
+        assert await resp.readany() == b"stop"
+        resp.release_when_complete(1.0)
+        resp.release()  # the owner's finally: no effect any more
+        await asyncio.sleep(0.4)
+        again = await post(pool, port)
+        assert await again.read() == b"ok"
+        assert server.connections == 1
+        pool.close()
+
+
+async def test_a_finished_stream_whose_http_end_never_comes_is_closed() -> None:
+    gone = asyncio.Event()
+
+    async def no_end(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        await read_request(r)
+        w.write(STREAM_HEAD + b"4\r\nstop\r\n")
+
+    async with serving(watch_close(no_end, gone)) as (server, port):
+        pool = Pool(connect_timeout=1, keepalive=30)
+        resp = await post(pool, port)
+        assert await resp.readany() == b"stop"
+        resp.release_when_complete(0.2)
+        await asyncio.wait_for(gone.wait(), 1.5)
+        server.handler = answer(OK)
+        assert await (await post(pool, port)).read() == b"ok"
+        assert server.connections == 2
+        pool.close()
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok",
+        b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok",
+        b"HTTP/1.1 200 OK\r\nKeep-Alive: timeout=1\r\nContent-Length: 2\r\n\r\nok",
+    ],
+    ids=["connection-close", "http-1.0", "keep-alive-timeout-1"],
+)
+async def test_responses_that_do_not_leave_a_reusable_connection_are_not_pooled(
+    reply: bytes,
+) -> None:
+    async with serving(answer(reply, reply)) as (server, port):
+        pool = Pool(connect_timeout=1, keepalive=30)
+        assert await bodies(pool, port) == [b"ok"] * 2
+        assert server.connections == 2
+        pool.close()
+
+
+async def test_a_body_that_ends_with_the_connection_is_complete_and_not_pooled() -> None:
+    async def until_close(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        await read_request(r)
+        w.write(b"HTTP/1.1 200 OK\r\n\r\nall of it")
+        await w.drain()
+
+    async with serving(until_close) as (server, port):
+        pool = Pool(connect_timeout=1, keepalive=30)
+        assert await bodies(pool, port) == [b"all of it"] * 2
+        assert server.connections == 2
+        pool.close()
+
+
+async def test_at_the_connection_limit_a_request_waits_for_a_free_one() -> None:
+    go = asyncio.Event()
+
+    async def held(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        await read_request(r)
+        w.write(STREAM_HEAD + b"1\r\na\r\n")
+        await go.wait()
+        w.write(b"0\r\n\r\n")
+        await answer(OK)(r, w)
+
+    async with serving(held) as (server, port):
+        pool = Pool(connect_timeout=1, keepalive=30, limit=1)
+        first = await post(pool, port)
+        second = asyncio.create_task(post(pool, port))
+        await asyncio.sleep(0.2)
+        assert not second.done() and server.connections == 1
+        go.set()
+        assert await first.read() == b"a"
+        first.release()
+        resp = await asyncio.wait_for(second, 2)
+        # The first connection was closed to free its slot; the second has one of its own.
+        assert await resp.read() == b"a"
+        assert server.connections == 2
+        pool.close()
+
+
+async def test_closing_a_tls_stream_early_closes_the_connection_at_once(
+    certificate: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over TLS too, the deployment sees the client leave as soon as the router lets go."""
+    cert, key = certificate
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    tls.load_cert_chain(cert, key)
+    gone = asyncio.Event()
+
+    async def endless(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        await read_request(r)
+        w.write(STREAM_HEAD + b"3\r\nabc\r\n")
+        await w.drain()
+
+    async with serving(watch_close(endless, gone), tls) as (_, port):
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+        pool = Pool(connect_timeout=2, keepalive=30)
+        resp = await post(pool, port, "https")
+        assert await resp.readany() == b"abc"
+        resp.release()
+        await asyncio.wait_for(gone.wait(), 1)
+        pool.close()
+
+
+async def test_https_checks_the_host_name(
+    certificate: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cert, key = certificate  # issued for 127.0.0.1 only
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    tls.load_cert_chain(cert, key)
+    async with serving(answer(OK), tls) as (_, port):
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+        pool = Pool(connect_timeout=2, keepalive=30)
+        with pytest.raises(ConnectFailed, match="CERTIFICATE_VERIFY_FAILED"):
+            await post(pool, port, "https", host="localhost")
+
+
+def _on_both_loops(test: Callable[..., Awaitable[None]]) -> Callable[..., None]:
+    """A sync test that runs ``test`` on a fresh loop of each kind: uvloop (what the services
+    run on) and asyncio's own."""
+
+    def run(loop_kind: str, **fixtures: object) -> None:  # pytest passes all by name
+        factory = uvloop.new_event_loop if loop_kind == "uvloop" else asyncio.new_event_loop
+        with asyncio.Runner(loop_factory=factory) as runner:
+            runner.run(test(**fixtures))  # type: ignore[arg-type]
+
+    params = list(inspect.signature(test).parameters.values())
+    loop_kind = inspect.Parameter("loop_kind", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    run.__signature__ = inspect.Signature([loop_kind, *params])  # type: ignore[attr-defined]
+    run.__name__ = test.__name__
+    run.__doc__ = test.__doc__
+    run.pytestmark = getattr(test, "pytestmark", [])  # type: ignore[attr-defined]
+    return pytest.mark.parametrize("loop_kind", ["uvloop", "asyncio"])(run)
+
+
+for _name, _test in list(globals().items()):
+    if _name.startswith("test_") and inspect.iscoroutinefunction(_test):
+        globals()[_name] = _on_both_loops(_test)

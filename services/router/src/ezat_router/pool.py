@@ -1,27 +1,31 @@
 """Keep-alive HTTP/1.1 connections to the deployments: the router's upstream client.
 
 One request at a time per connection; idle connections are kept per origin (scheme, host, port)
-and reused newest first, for at most ``keepalive`` seconds. Bytes are parsed in the protocol's
+and reused newest first, for at most ``keepalive`` seconds (less when the deployment's
+``Keep-Alive: timeout=`` says so), and at most ``limit`` connections are open per origin (more
+requests wait, within the caller's deadline). Bytes are parsed in the protocol's
 ``data_received`` (``core.http1``) and handed to the reader as whole reads: a stream's events are
 never split or held back. Reading pauses while more than ``HIGH_WATER`` bytes wait for the
 reader, so a slow consumer cannot make the router buffer a deployment's output.
 
 Failures are ``UpstreamError``: ``ConnectFailed`` (no connection), ``ServerDisconnected`` (the
 connection closed before the response was complete), ``BadResponse`` (not HTTP/1.1). Closing a
-response before its end closes its connection, which is how a deployment learns that the client
-went away.
+response before its end aborts its connection (no TLS close handshake to wait for), which is how
+a deployment learns at once that the client went away.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import ssl
 from collections import deque
 
 from .core.http1 import ProtocolError, ResponseParser
 
 HIGH_WATER = 256 * 1024
-MAX_IDLE_PER_ORIGIN = 1024
+LIMIT_PER_ORIGIN = 1024  # open connections (in use and idle), as aiohttp's pool had
+_KEEP_ALIVE_TIMEOUT = re.compile(r"timeout\s*=\s*(\d+)", re.IGNORECASE)
 
 Origin = tuple[str, str, int]  # scheme, host, port
 
@@ -45,10 +49,22 @@ class BadResponse(UpstreamError):
 class Response:
     """A response whose head has arrived; its body is read with ``readany`` / ``read``.
 
-    ``release()`` gives a fully read connection back to the pool; ``close()`` drops it.
+    Then exactly one of: ``release()`` (pooled if read to its end, else aborted), ``close()``
+    (aborted), ``release_when_complete()`` (pooled once the body's end arrives); later calls
+    are no-ops, so an owner may release in a ``finally`` whatever happened before.
     """
 
-    __slots__ = ("_conn", "_eof", "_error", "_parts", "_size", "_waiter", "headers", "status")
+    __slots__ = (
+        "_conn",
+        "_eof",
+        "_error",
+        "_parts",
+        "_released",
+        "_size",
+        "_waiter",
+        "headers",
+        "status",
+    )
 
     def __init__(self, conn: Connection) -> None:
         self._conn = conn
@@ -59,6 +75,7 @@ class Response:
         self._eof = False
         self._error: UpstreamError | None = None
         self._waiter: asyncio.Future[None] | None = None
+        self._released = False
 
     async def readany(self) -> bytes:
         """Everything that has arrived since the last read, waiting for something if nothing
@@ -93,18 +110,41 @@ class Response:
         return self._eof and not self._parts and self._error is None
 
     def release(self) -> None:
-        """Back to the pool if the body was read to its end, else close the connection."""
+        """Back to the pool if the body was read to its end, else abort the connection."""
+        if self._released:
+            return
+        self._released = True
         if self.at_eof():
             self._conn.done(self)
         else:
             self._conn.close()
 
+    def release_when_complete(self, within: float) -> None:
+        """For a body whose content is complete by its own protocol (a stream after
+        ``message_stop``) while its HTTP end (the last chunk) may still be on its way: the
+        connection goes back to the pool when that end arrives within ``within`` seconds, else
+        it is closed. Saves a new connection (and TLS handshake) per stream."""
+        if self._released:
+            return
+        self._released = True
+        if self.at_eof():
+            self._conn.done(self)
+        elif self._error is None and self._conn.usable:
+            self._parts.clear()  # nothing more is read from it: drop what arrives meanwhile
+            self._conn.drain(self, within)
+        else:
+            self._conn.close()
+
     def close(self) -> None:
-        self._conn.close()
+        if not self._released:
+            self._released = True
+            self._conn.close()
 
     # -- fed by the connection ---------------------------------------------------------------
 
     def _push(self, data: bytes) -> None:
+        if self._released:
+            return  # draining: the owner reads no more
         self._parts.append(data)
         self._size += len(data)
         if self._size > HIGH_WATER:
@@ -112,9 +152,11 @@ class Response:
         self._wake()
 
     def _end(self, error: UpstreamError | None) -> None:
+        if self._eof or self._error is not None:
+            return  # the first outcome stands
         if error is None:
             self._eof = True
-        elif not self._eof:
+        else:
             self._error = error
         self._wake()
 
@@ -136,7 +178,10 @@ class Connection(asyncio.Protocol):
         self.response: Response | None = None
         self.head: asyncio.Future[Response] | None = None
         self.idle_since = 0.0
+        self.keepalive = pool.keepalive
         self._paused = False
+        self._drain: asyncio.TimerHandle | None = None
+        self._counted = True  # holds one of its origin's connection slots until it is lost
 
     @property
     def usable(self) -> bool:
@@ -151,10 +196,16 @@ class Connection(asyncio.Protocol):
         return self.head
 
     def close(self) -> None:
+        """Close; a response still under way is aborted (its reader, if any, is told)."""
         resp, self.response = self.response, None
-        if self.transport is not None:
-            self.transport.close()
-            self.transport = None
+        self._stop_drain()
+        transport, self.transport = self.transport, None
+        if transport is not None:
+            if resp is None:
+                transport.close()
+            else:
+                # Mid-response: no FIN after buffered writes, no TLS close_notify exchange.
+                transport.abort()
         if resp is not None:  # a reader still waiting must not wait forever
             self._fail(resp, ServerDisconnected("the connection was closed"))
 
@@ -163,11 +214,27 @@ class Connection(asyncio.Protocol):
         if self.response is not response:
             return
         self.response = None
+        self._stop_drain()
         head = self.parser.head
-        if head is not None and head.keep_alive and not self.parser.leftover and self.usable:
+        transport = self.transport
+        if (
+            head is not None
+            and head.keep_alive
+            and not self.parser.leftover
+            and transport is not None
+            and not transport.is_closing()
+            and not transport.get_write_buffer_size()  # the whole request went out
+        ):
+            self.keepalive = _keepalive(head.headers.get("keep-alive"), self.pool.keepalive)
             self.pool.put(self)
         else:
             self.close()
+
+    def drain(self, response: Response, within: float) -> None:
+        self.resume()
+        self._drain = self.loop.call_later(within, self.close)
+        if self.parser.done:
+            self.done(response)
 
     def pause(self) -> None:
         if not self._paused and self.transport is not None:
@@ -179,17 +246,29 @@ class Connection(asyncio.Protocol):
             self._paused = False
             self.transport.resume_reading()
 
+    def _stop_drain(self) -> None:
+        if self._drain is not None:
+            self._drain.cancel()
+            self._drain = None
+
     # -- asyncio.Protocol --------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._counted:
+            self._counted = False
+            self.pool.lost(self.origin)
         self.transport = None
+        self._stop_drain()
         resp, self.response = self.response, None
         if resp is None:
             return
         try:
+            if exc is not None:
+                # A reset is not the end of a read-until-close body.
+                raise ProtocolError(str(exc))
             tail = self.parser.feed_eof()
         except ProtocolError:
             closed = ServerDisconnected("the deployment closed the connection mid-response")
@@ -206,7 +285,7 @@ class Connection(asyncio.Protocol):
             return
         try:
             body = self.parser.feed(data)
-        except ProtocolError as exc:
+        except Exception as exc:  # ProtocolError, or a parser bug: never into the event loop
             self._fail(resp, BadResponse(str(exc)))
             self.close()
             return
@@ -223,6 +302,8 @@ class Connection(asyncio.Protocol):
             head.set_result(resp)
         if parser.done:
             resp._end(None)
+            if self._drain is not None:
+                self.done(resp)
 
     def _fail(self, resp: Response, error: UpstreamError) -> None:
         head = self.head
@@ -231,19 +312,33 @@ class Connection(asyncio.Protocol):
         resp._end(error)
 
 
+def _keepalive(header: str | None, default: float) -> float:
+    """Idle seconds to keep a connection: a second less than the deployment's own
+    ``Keep-Alive: timeout=N``, so that it never closes a connection just as it is reused."""
+    if header:
+        found = _KEEP_ALIVE_TIMEOUT.search(header)
+        if found:
+            return min(default, max(0.0, int(found.group(1)) - 1.0))
+    return default
+
+
 class Pool:
     """Connections per origin; a connection is either idle here or carrying one request."""
 
-    def __init__(self, connect_timeout: float, keepalive: float) -> None:
+    def __init__(
+        self, connect_timeout: float, keepalive: float, limit: int = LIMIT_PER_ORIGIN
+    ) -> None:
+        self.keepalive = keepalive
         self._connect_timeout = connect_timeout
-        self._keepalive = keepalive
+        self._limit = limit
         self._idle: dict[Origin, deque[Connection]] = {}
+        self._slots: dict[Origin, asyncio.Semaphore] = {}
         self._tls: ssl.SSLContext | None = None  # made on first use (reads the CA store)
         self._closed = False
 
     async def request(self, origin: Origin, head: bytes, body: bytes) -> Response:
         """Send one request; returns once the response's head has arrived. Cancelling (a
-        timeout included) closes the connection."""
+        timeout included) aborts the connection."""
         conn = self._idle_connection(origin) or await self._connect(origin)
         waiter = conn.send(head, body)
         try:
@@ -253,16 +348,30 @@ class Pool:
             raise
 
     def put(self, conn: Connection) -> None:
-        idle = self._idle.setdefault(conn.origin, deque())
-        now = conn.loop.time()
-        # The oldest ones are reused last: drop those the deployment closed or that expired.
-        while idle and (not idle[0].usable or idle[0].idle_since < now - self._keepalive):
-            idle.popleft().close()
-        if self._closed or len(idle) >= MAX_IDLE_PER_ORIGIN:
+        slots = self._slots[conn.origin]
+        if self._closed or slots.locked():
+            # At the limit a request may be waiting for a slot: free this one rather than
+            # keep it idle (the waiter connects anew).
             conn.close()
             return
-        conn.idle_since = now
-        idle.append(conn)
+        conn.idle_since = conn.loop.time()
+        self._idle.setdefault(conn.origin, deque()).append(conn)
+
+    def lost(self, origin: Origin) -> None:
+        """A connection of ``origin`` is gone: its slot is free."""
+        self._slots[origin].release()
+
+    def sweep(self) -> None:
+        """Close idle connections past their keep-alive or closed by the deployment."""
+        for idle in self._idle.values():
+            if idle:
+                now = idle[0].loop.time()
+                kept = [c for c in idle if c.usable and now - c.idle_since < c.keepalive]
+                for conn in idle:
+                    if conn not in kept:
+                        conn.close()
+                idle.clear()
+                idle.extend(kept)
 
     def close(self) -> None:
         self._closed = True
@@ -272,19 +381,19 @@ class Pool:
 
     def _idle_connection(self, origin: Origin) -> Connection | None:
         idle = self._idle.get(origin)
-        if not idle:
-            return None
-        oldest_allowed = idle[-1].loop.time() - self._keepalive
         while idle:
             conn = idle.pop()  # newest first: the likeliest to be alive
-            if conn.usable and conn.idle_since > oldest_allowed:
-                # Older ones are closed as they come up; the rest are newer than this one.
+            if conn.usable and conn.loop.time() - conn.idle_since < conn.keepalive:
                 return conn
             conn.close()
         return None
 
     async def _connect(self, origin: Origin) -> Connection:
         scheme, host, port = origin
+        slots = self._slots.get(origin)
+        if slots is None:
+            slots = self._slots[origin] = asyncio.Semaphore(self._limit)
+        await slots.acquire()  # at the limit: wait (the caller's deadline bounds it)
         loop = asyncio.get_running_loop()
         tls = self._context() if scheme == "https" else None
         try:
@@ -296,14 +405,19 @@ class Pool:
                     ssl=tls,
                     server_hostname=host if tls is not None else None,
                 )
-        except TimeoutError:
-            raise ConnectFailed(f"no connection to {host}:{port} within the timeout") from None
-        except OSError as exc:  # refused, unreachable, DNS (gaierror), TLS (SSLError)
-            raise ConnectFailed(f"no connection to {host}:{port}: {exc}") from None
+        except BaseException as exc:
+            slots.release()
+            if isinstance(exc, TimeoutError):
+                raise ConnectFailed(f"no connection to {host}:{port} within the timeout") from None
+            if isinstance(exc, OSError):  # refused, unreachable, DNS (gaierror), TLS (SSLError)
+                raise ConnectFailed(f"no connection to {host}:{port}: {exc}") from None
+            raise
+        if not conn.usable:  # closed already (e.g. bytes before any request)
+            raise ConnectFailed(f"the connection to {host}:{port} closed at once")
         return conn
 
     def _context(self) -> ssl.SSLContext:
         if self._tls is None:
-            # The system's CA store (SSL_CERT_FILE / SSL_CERT_DIR are honoured), verification on.
+            # The system's CA store (or SSL_CERT_FILE / SSL_CERT_DIR), verification on.
             self._tls = ssl.create_default_context()
         return self._tls

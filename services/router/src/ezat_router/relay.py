@@ -39,7 +39,7 @@ from .core.stream import StepResult, StreamStep
 from .core.upstream_errors import Failure, from_stream_error, from_transport
 from .core.usage import UsageAccumulator
 from .pool import Response, UpstreamError
-from .upstream import Target, Upstream, finish
+from .upstream import Target, Upstream, finish, finish_complete
 
 UNRECORDED_FAILURE = Failure(error=UNRECORDED, retryable=False, reason="unrecorded")
 _encode = envelopes.encode
@@ -117,7 +117,10 @@ class Relay:
     ) -> Failure | None:
         result = await self._pump(req, state, target, resp)
         # Release (or close) the upstream connection before waiting on billing.
-        finish(resp)
+        if result is not None and result.finished and not result.invalid:
+            finish_complete(resp)
+        else:
+            finish(resp)
         if result is None or not result.finished:
             return from_transport("dropped", req.response_model, self._cfg.first_byte_timeout)
         if result.invalid:

@@ -23,6 +23,8 @@ from .pool import Origin, Pool, Response, UpstreamError
 ANTHROPIC_VERSION = "2023-06-01"
 USER_AGENT = "ezat-router"
 KEEPALIVE_SECONDS = 30.0
+DRAIN_SECONDS = 1.0  # after message_stop, wait this long for the body's end to reuse the connection
+SWEEP_SECONDS = 10.0  # how often idle connections past their keep-alive are closed
 
 
 class UpstreamUnavailable(Exception):
@@ -46,6 +48,8 @@ class Target:
         port = parts.port or (443 if parts.scheme == "https" else 80)
         self.origin: Origin = (parts.scheme, parts.hostname, port)
         host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+        if parts.port is not None and parts.port != (443 if parts.scheme == "https" else 80):
+            host += f":{parts.port}"  # the default port is left out, as clients do
         headers = {
             "User-Agent": USER_AGENT,
             "Accept-Encoding": "identity",
@@ -56,10 +60,8 @@ class Target:
         if key:
             headers["x-api-key"] = key
         base = parts.path
-        self.messages_prefix = request_prefix(base + "/v1/messages", f"{host}:{port}", headers)
-        self.count_prefix = request_prefix(
-            base + "/v1/messages/count_tokens", f"{host}:{port}", headers
-        )
+        self.messages_prefix = request_prefix(base + "/v1/messages", host, headers)
+        self.count_prefix = request_prefix(base + "/v1/messages/count_tokens", host, headers)
         self.prefix = model_prefix(dep)
         # Base of every reply's x-ezat-* headers; the router adds the affinity outcome.
         self.reply_headers = {"x-ezat-region": dep.region, "x-ezat-deployment": dep.name}
@@ -79,14 +81,25 @@ class Upstream:
     def __init__(self, cfg: RouterConfig) -> None:
         self._cfg = cfg
         self._pool: Pool | None = None
+        self._sweeper: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         self._pool = Pool(self._cfg.connect_timeout, KEEPALIVE_SECONDS)
+        self._sweeper = asyncio.create_task(self._sweep(self._pool))
 
     async def close(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
         if self._pool is not None:
             self._pool.close()
             self._pool = None
+
+    @staticmethod
+    async def _sweep(pool: Pool) -> None:
+        while True:
+            await asyncio.sleep(SWEEP_SECONDS)
+            pool.sweep()
 
     async def open(self, target: Target, head: bytes, payload: bytes) -> Response:
         """POST and wait for the response headers; the caller must ``finish`` the response."""
@@ -108,5 +121,12 @@ class Upstream:
 
 def finish(resp: Response) -> None:
     """Give the connection back to the pool when the body was read to the end, else close it
-    (the deployment sees the disconnect at once and stops generating)."""
+    (the deployment sees the disconnect at once and stops generating). A response already
+    released is left as it is."""
     resp.release()
+
+
+def finish_complete(resp: Response) -> None:
+    """For a stream whose last event arrived: pooled once the HTTP end follows (within
+    ``DRAIN_SECONDS``), so the next stream needs no new connection or TLS handshake."""
+    resp.release_when_complete(DRAIN_SECONDS)

@@ -22,6 +22,7 @@ MAX_LINE = 4096  # a chunk-size or trailer line
 _HEAD_END = b"\r\n\r\n"
 _CRLF = b"\r\n"
 _HEX = re.compile(rb"[0-9A-Fa-f]{1,15}")
+_DIGITS = re.compile(r"[0-9]{1,18}")  # ASCII only: str.isdigit() also takes "²"
 _BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
 # Parser states.
@@ -69,7 +70,7 @@ class Head:
 class ResponseParser:
     """One response at a time; ``reset`` before the next one on the same connection."""
 
-    __slots__ = ("_buf", "_decoder", "_need", "_state", "head")
+    __slots__ = ("_buf", "_decoded", "_decoder", "_need", "_state", "head")
 
     def __init__(self) -> None:
         self.reset()
@@ -79,6 +80,7 @@ class ResponseParser:
         self._state = _HEAD
         self._need = 0
         self._decoder: zlib._Decompress | None = None
+        self._decoded = False  # the decoder was given compressed bytes
         self.head: Head | None = None
 
     @property
@@ -175,7 +177,9 @@ class ResponseParser:
         body = out[0] if len(out) == 1 else b"".join(out)
         if self._decoder is not None:
             try:
-                body = self._decoder.decompress(body)
+                if body:
+                    self._decoded = True
+                    body = self._decoder.decompress(body)
             except zlib.error as exc:
                 raise ProtocolError(f"bad compressed body: {exc}") from None
             if state == _DONE:
@@ -184,14 +188,16 @@ class ResponseParser:
 
     def _flush(self) -> bytes:
         decoder, self._decoder = self._decoder, None
-        if decoder is None:
-            return b""
+        if decoder is None or not self._decoded:
+            return b""  # no body at all (a 204, or Content-Length: 0) is not a truncated one
         try:
             rest = decoder.flush()
         except zlib.error as exc:
             raise ProtocolError(f"bad compressed body: {exc}") from None
         if not decoder.eof:
             raise ProtocolError("the compressed body is truncated")
+        if decoder.unused_data:
+            raise ProtocolError("bytes after the end of the compressed body")
         return rest
 
     def _head(self, raw: bytes) -> int:
@@ -199,7 +205,7 @@ class ResponseParser:
         lines = raw.decode("latin-1").split("\r\n")
         version, _, rest = lines[0].partition(" ")
         code = rest[:3]
-        if version not in ("HTTP/1.1", "HTTP/1.0") or len(code) != 3 or not code.isdigit():
+        if version not in ("HTTP/1.1", "HTTP/1.0") or not _DIGITS.fullmatch(code) or len(code) != 3:
             raise ProtocolError(f"bad status line {lines[0][:80]!r}")
         status = int(code)
         if 100 <= status < 200:
@@ -223,12 +229,14 @@ class ResponseParser:
         if status in (204, 304):
             state = _DONE
         elif coding is not None:
-            if coding.lower().rsplit(",", 1)[-1].strip() == "chunked":
-                state = _SIZE
-            else:
-                keep_alive, state = False, _UNTIL_CLOSE
+            # Only plain chunked: a transfer coding such as gzip on top is not worth supporting.
+            if coding.strip().lower() != "chunked":
+                raise ProtocolError(f"unsupported transfer-encoding {coding[:40]!r}")
+            state = _SIZE
+            if length is not None:
+                keep_alive = False  # both framings: smuggling-shaped, never reuse it
         elif length is not None:
-            if not length.isdigit() or len(length) > 18:
+            if not _DIGITS.fullmatch(length):
                 raise ProtocolError(f"bad Content-Length {length[:20]!r}")
             self._need = int(length)
             state = _LENGTH if self._need else _DONE

@@ -1,0 +1,81 @@
+"""upstream.Target: the request head each deployment gets, built once and completed per request."""
+
+from __future__ import annotations
+
+import pytest
+from ezat_common.config import DeploymentConfig
+from ezat_common.envelopes import RouteRequest
+from ezat_router.upstream import Target
+
+
+def target(base_url: str) -> Target:
+    return Target(
+        DeploymentConfig(
+            name="d", model="m", base_url=base_url, upstream_model="u", api_key="sk-secret"
+        )
+    )
+
+
+def request(**fields: object) -> RouteRequest:
+    values: dict[str, object] = {
+        "request_id": "req-1",
+        "uid": "u1",
+        "api": "messages",
+        "key_id": "k",
+        "model": "m",
+        "response_model": "m",
+        "stream": True,
+        "reply_to": "r",
+        "received_at": 0.0,
+        "beta": "tools-2024",
+    }
+    values.update(fields)
+    return RouteRequest(**values)
+
+
+def lines(head: bytes) -> list[str]:
+    assert head.endswith(b"\r\n\r\n")
+    return head.decode("latin-1").split("\r\n")[:-2]
+
+
+@pytest.mark.parametrize(
+    ("base_url", "origin", "host", "path"),
+    [
+        ("https://api.example.com", ("https", "api.example.com", 443), "api.example.com", ""),
+        ("http://10.0.0.5:8080/", ("http", "10.0.0.5", 8080), "10.0.0.5:8080", ""),
+        ("https://gw.example:443/prefix", ("https", "gw.example", 443), "gw.example", "/prefix"),
+        ("http://[::1]:9000/x/", ("http", "::1", 9000), "[::1]:9000", "/x"),
+    ],
+)
+def test_origin_host_and_path(
+    base_url: str, origin: tuple[str, str, int], host: str, path: str
+) -> None:
+    t = target(base_url)
+    assert t.origin == origin
+    head = lines(t.request_head(request(), 7))
+    assert head[0] == f"POST {path}/v1/messages HTTP/1.1"
+    assert head[1] == f"Host: {host}"
+
+
+def test_create_carries_key_version_request_id_beta_and_length() -> None:
+    head = lines(target("https://api.example.com").request_head(request(), 42))
+    assert {
+        "x-api-key: sk-secret",
+        "anthropic-version: 2023-06-01",
+        "content-type: application/json",
+        "x-request-id: req-1",
+        "anthropic-beta: tools-2024",
+        "Content-Length: 42",
+    } <= set(head)
+
+
+def test_count_tokens_goes_to_its_path_without_the_beta_header() -> None:
+    head = lines(target("https://api.example.com").request_head(request(api="count_tokens"), 2))
+    assert head[0] == "POST /v1/messages/count_tokens HTTP/1.1"
+    assert not any(line.startswith("anthropic-beta") for line in head)
+
+
+@pytest.mark.parametrize("field", ["beta", "request_id"])
+def test_a_value_that_would_inject_a_header_is_refused(field: str) -> None:
+    with pytest.raises(ValueError, match="control character"):
+        target("https://api.example.com").request_head(request(**{field: "x\r\nX-Evil: 1"}), 0)
