@@ -23,7 +23,9 @@ import loadgen
 
 TOP = 20
 PROFILE_CONCURRENCY = int(os.environ.get("EZAT_PROFILE_CONCURRENCY", "32"))
-PROFILE_API = os.environ.get("EZAT_PROFILE_API", "anthropic")  # or "openai"
+PROFILE_API = os.environ.get("EZAT_PROFILE_API", "anthropic")
+if PROFILE_API not in ("anthropic", "openai"):
+    raise SystemExit(f"EZAT_PROFILE_API must be anthropic or openai, not {PROFILE_API!r}")
 
 
 def _py_spy() -> str | None:
@@ -92,6 +94,7 @@ async def profile(
                 continue
             out[f"{name}/{mode}"] = summarise(path)
         out[f"load/{mode}"] = {k: load[k] for k in ("ok", "errors", "per_s", "p50_ms")}
+        out[f"load/{mode}"]["api"] = PROFILE_API
     return out
 
 

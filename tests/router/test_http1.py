@@ -7,7 +7,13 @@ import itertools
 import zlib
 
 import pytest
-from ezat_router.core.http1 import ProtocolError, ResponseParser, request_head, request_prefix
+from ezat_router.core.http1 import (
+    ProtocolError,
+    ResponseParser,
+    idle_seconds,
+    request_head,
+    request_prefix,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -227,16 +233,15 @@ def test_an_empty_body_with_a_content_encoding_is_empty_not_truncated(head: str)
 def responses(draw: st.DrawFn) -> tuple[bytes, bytes]:
     """Any response this parser accepts, with the body it must give: interim 1xx heads,
     chunk extensions, trailers, gzip, Content-Length or chunked framing."""
-    body = draw(st.binary(max_size=300))
-    pieces = draw(st.lists(st.binary(min_size=1, max_size=80), max_size=5))
-    body = body + b"".join(pieces)
+    body = draw(st.binary(max_size=400))
     head = "HTTP/1.1 100 Continue\r\n\r\n" * draw(st.integers(0, 2)) + "HTTP/1.1 200 OK\r\n"
     payload = gzip.compress(body) if draw(st.booleans()) else body
     if payload is not body:
         head += "Content-Encoding: gzip\r\n"
     if draw(st.booleans()):
-        cut = draw(st.integers(0, len(payload)))
-        parts = [p for p in (payload[:cut], payload[cut:]) if p]
+        cuts = sorted(draw(st.lists(st.integers(0, len(payload)), max_size=6)))
+        edges = [0, *cuts, len(payload)]
+        parts = [payload[a:b] for a, b in itertools.pairwise(edges) if b > a]  # up to 7 chunks
         ext = b";ext=1" if draw(st.booleans()) else b""
         framed = b"".join(b"%x%s\r\n%s\r\n" % (len(p), ext, p) for p in parts)
         trailer = b"X-Trailer: t\r\n" if draw(st.booleans()) else b""
@@ -257,3 +262,20 @@ def test_any_response_cut_anywhere_gives_its_body_and_nothing_left_over(
     assert got == body
     assert parser.done and not parser.leftover
     assert parser.head is not None and parser.head.status == 200
+
+
+@pytest.mark.parametrize(
+    ("header", "seconds"),
+    [
+        (None, 30.0),
+        ("", 30.0),
+        ("timeout=5, max=100", 4.0),  # a second before the deployment closes it
+        ("Timeout = 1", 0.0),
+        ("timeout=120", 30.0),  # never longer than our own limit
+        ("max=100", 30.0),
+    ],
+)
+def test_idle_seconds_stay_inside_the_deployments_keep_alive(
+    header: str | None, seconds: float
+) -> None:
+    assert idle_seconds(header, 30.0) == seconds

@@ -26,6 +26,24 @@ from ezat_router.pool import (
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
 
+def on_both_loops(test: Callable[..., Awaitable[None]]) -> Callable[..., None]:
+    """A sync test that runs ``test`` on a fresh loop of each kind: uvloop (what the services
+    run on) and asyncio's own."""
+
+    def run(loop_kind: str, **fixtures: object) -> None:  # pytest passes all by name
+        factory = uvloop.new_event_loop if loop_kind == "uvloop" else asyncio.new_event_loop
+        with asyncio.Runner(loop_factory=factory) as runner:
+            runner.run(test(**fixtures))  # type: ignore[arg-type]
+
+    params = list(inspect.signature(test).parameters.values())
+    loop_kind = inspect.Parameter("loop_kind", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    run.__signature__ = inspect.Signature([loop_kind, *params])  # type: ignore[attr-defined]
+    run.__name__ = test.__name__
+    run.__doc__ = test.__doc__
+    run.pytestmark = getattr(test, "pytestmark", [])  # type: ignore[attr-defined]
+    return pytest.mark.parametrize("loop_kind", ["uvloop", "asyncio"])(run)
+
+
 OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
 
 
@@ -118,6 +136,21 @@ def watch_close(handler: Handler, gone: asyncio.Event) -> Handler:
 STREAM_HEAD = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
 
 
+def held_stream(go: asyncio.Event, then: Handler | None = None) -> Handler:
+    """A stream of one event ("a") whose end waits for ``go``; then ``then`` serves the
+    connection's next requests (else it is kept until the client closes it)."""
+
+    async def handler(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        await read_request(r)
+        w.write(STREAM_HEAD + b"1\r\na\r\n")
+        await go.wait()
+        w.write(b"0\r\n\r\n")
+        await (then(r, w) if then is not None else r.read())
+
+    return handler
+
+
+@on_both_loops
 async def test_a_connection_is_reused_after_a_response_read_to_its_end() -> None:
     async with serving(answer(OK, OK, OK)) as (server, port):
         pool = Pool(connect_timeout=1, keepalive=30)
@@ -129,21 +162,22 @@ async def test_a_connection_is_reused_after_a_response_read_to_its_end() -> None
         pool.close()
 
 
+@on_both_loops
 async def test_a_connection_the_deployment_closed_is_not_reused() -> None:
-    async with serving(answer(OK)) as (server, port):  # one answer, then it hangs up... later
+    async def one_then_close(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        await read_request(r)
+        w.write(OK)
+        await w.drain()  # then the server closes the connection
+
+    async with serving(one_then_close) as (server, port):
         pool = Pool(connect_timeout=1, keepalive=30)
-
-        async def one_then_close(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-            await read_request(r)
-            w.write(OK)
-            await w.drain()
-
-        server.handler = one_then_close
+        # The pause lets the close reach the client while the connection is idle.
         assert await bodies(pool, port, pause=0.05) == [b"ok"] * 2
         assert server.connections == 2
         pool.close()
 
 
+@on_both_loops
 async def test_an_idle_connection_past_the_keepalive_is_not_reused() -> None:
     async with serving(answer(OK, OK)) as (server, port):
         pool = Pool(connect_timeout=1, keepalive=0.05)
@@ -152,6 +186,7 @@ async def test_an_idle_connection_past_the_keepalive_is_not_reused() -> None:
         pool.close()
 
 
+@on_both_loops
 async def test_a_stream_is_read_as_it_arrives_and_its_end_is_an_empty_read() -> None:
     sent = asyncio.Event()
 
@@ -175,6 +210,7 @@ async def test_a_stream_is_read_as_it_arrives_and_its_end_is_an_empty_read() -> 
         pool.close()
 
 
+@on_both_loops
 async def test_a_drop_mid_body_is_server_disconnected_after_what_arrived() -> None:
     async def drop(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
         await read_request(r)
@@ -191,6 +227,7 @@ async def test_a_drop_mid_body_is_server_disconnected_after_what_arrived() -> No
         pool.close()
 
 
+@on_both_loops
 async def test_a_drop_before_the_head_fails_the_request() -> None:
     async def drop(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
         await read_request(r)
@@ -202,6 +239,7 @@ async def test_a_drop_before_the_head_fails_the_request() -> None:
         pool.close()
 
 
+@on_both_loops
 async def test_bytes_that_are_not_http_fail_the_request() -> None:
     async with serving(answer(b"SSH-2.0-OpenSSH\r\n\r\n")) as (_, port):
         pool = Pool(connect_timeout=1, keepalive=30)
@@ -210,6 +248,7 @@ async def test_bytes_that_are_not_http_fail_the_request() -> None:
         pool.close()
 
 
+@on_both_loops
 async def test_nothing_listening_is_connect_failed() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -219,6 +258,7 @@ async def test_nothing_listening_is_connect_failed() -> None:
         await post(pool, port)
 
 
+@on_both_loops
 async def test_closing_a_response_early_closes_the_connection_at_once() -> None:
     """How a deployment learns that the client went away: its connection closes."""
     eof = asyncio.Event()
@@ -242,6 +282,7 @@ async def test_closing_a_response_early_closes_the_connection_at_once() -> None:
         pool.close()
 
 
+@on_both_loops
 async def test_bytes_beyond_the_response_keep_the_connection_out_of_the_pool() -> None:
     async with serving(answer(OK + b"HTTP/1.1 200 OK\r\n", OK)) as (server, port):
         pool = Pool(connect_timeout=1, keepalive=30)
@@ -250,6 +291,7 @@ async def test_bytes_beyond_the_response_keep_the_connection_out_of_the_pool() -
         pool.close()
 
 
+@on_both_loops
 async def test_a_reader_that_falls_behind_stops_the_deployment_instead_of_buffering() -> None:
     """Reading pauses past HIGH_WATER: the deployment's writes back up, nothing is lost."""
     size = 128 * HIGH_WATER  # 32 MB: more than loopback's socket buffers hold
@@ -292,6 +334,7 @@ def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return cert, key
 
 
+@on_both_loops
 async def test_https_checks_the_certificate_against_the_system_store(
     certificate: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -311,6 +354,7 @@ async def test_https_checks_the_certificate_against_the_system_store(
         pool.close()
 
 
+@on_both_loops
 async def test_a_request_cancelled_before_its_head_aborts_the_connection() -> None:
     gone = asyncio.Event()
 
@@ -329,6 +373,7 @@ async def test_a_request_cancelled_before_its_head_aborts_the_connection() -> No
         pool.close()
 
 
+@on_both_loops
 async def test_a_finished_stream_is_pooled_when_its_http_end_follows() -> None:
     async def late_end(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
         await read_request(r)
@@ -350,6 +395,7 @@ async def test_a_finished_stream_is_pooled_when_its_http_end_follows() -> None:
         pool.close()
 
 
+@on_both_loops
 async def test_a_finished_stream_whose_http_end_never_comes_is_closed() -> None:
     gone = asyncio.Event()
 
@@ -378,6 +424,7 @@ async def test_a_finished_stream_whose_http_end_never_comes_is_closed() -> None:
     ],
     ids=["connection-close", "http-1.0", "keep-alive-timeout-1"],
 )
+@on_both_loops
 async def test_responses_that_do_not_leave_a_reusable_connection_are_not_pooled(
     reply: bytes,
 ) -> None:
@@ -388,6 +435,7 @@ async def test_responses_that_do_not_leave_a_reusable_connection_are_not_pooled(
         pool.close()
 
 
+@on_both_loops
 async def test_a_body_that_ends_with_the_connection_is_complete_and_not_pooled() -> None:
     async def until_close(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
         await read_request(r)
@@ -401,17 +449,10 @@ async def test_a_body_that_ends_with_the_connection_is_complete_and_not_pooled()
         pool.close()
 
 
+@on_both_loops
 async def test_at_the_connection_limit_a_request_waits_for_a_free_one() -> None:
     go = asyncio.Event()
-
-    async def held(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-        await read_request(r)
-        w.write(STREAM_HEAD + b"1\r\na\r\n")
-        await go.wait()
-        w.write(b"0\r\n\r\n")
-        await answer(OK)(r, w)
-
-    async with serving(held) as (server, port):
+    async with serving(held_stream(go, then=answer(OK))) as (server, port):
         pool = Pool(connect_timeout=1, keepalive=30, limit=1)
         first = await post(pool, port)
         second = asyncio.create_task(post(pool, port))
@@ -421,12 +462,37 @@ async def test_at_the_connection_limit_a_request_waits_for_a_free_one() -> None:
         assert await first.read() == b"a"
         first.release()
         resp = await asyncio.wait_for(second, 2)
-        # The first connection was closed to free its slot; the second has one of its own.
-        assert await resp.read() == b"a"
-        assert server.connections == 2
+        # The first connection, free again, was handed to the waiting request: no reconnect.
+        assert await resp.read() == b"ok"
+        assert server.connections == 1
         pool.close()
 
 
+@on_both_loops
+async def test_connects_given_up_midway_do_not_raise_the_connection_limit() -> None:
+    """A connect cancelled at any point (a deadline) gives its slot back exactly once."""
+    go = asyncio.Event()
+    async with serving(held_stream(go)) as (_, port):
+        pool = Pool(connect_timeout=1, keepalive=30, limit=1)
+        for i in range(40):
+            attempt = asyncio.create_task(post(pool, port))
+            for _ in range(i % 8):  # cancelled before, during and after the connect
+                await asyncio.sleep(0)
+            attempt.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                (await attempt).close()
+        await asyncio.sleep(0.2)  # every cancelled connection is gone by now
+        first = await asyncio.wait_for(post(pool, port), 2)
+        second = asyncio.create_task(post(pool, port))
+        await asyncio.sleep(0.3)
+        assert not second.done()  # still one connection at most
+        second.cancel()
+        go.set()
+        first.close()
+        pool.close()
+
+
+@on_both_loops
 async def test_closing_a_tls_stream_early_closes_the_connection_at_once(
     certificate: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -451,6 +517,7 @@ async def test_closing_a_tls_stream_early_closes_the_connection_at_once(
         pool.close()
 
 
+@on_both_loops
 async def test_https_checks_the_host_name(
     certificate: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -464,24 +531,18 @@ async def test_https_checks_the_host_name(
             await post(pool, port, "https", host="localhost")
 
 
-def _on_both_loops(test: Callable[..., Awaitable[None]]) -> Callable[..., None]:
-    """A sync test that runs ``test`` on a fresh loop of each kind: uvloop (what the services
-    run on) and asyncio's own."""
-
-    def run(loop_kind: str, **fixtures: object) -> None:  # pytest passes all by name
-        factory = uvloop.new_event_loop if loop_kind == "uvloop" else asyncio.new_event_loop
-        with asyncio.Runner(loop_factory=factory) as runner:
-            runner.run(test(**fixtures))  # type: ignore[arg-type]
-
-    params = list(inspect.signature(test).parameters.values())
-    loop_kind = inspect.Parameter("loop_kind", inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    run.__signature__ = inspect.Signature([loop_kind, *params])  # type: ignore[attr-defined]
-    run.__name__ = test.__name__
-    run.__doc__ = test.__doc__
-    run.pytestmark = getattr(test, "pytestmark", [])  # type: ignore[attr-defined]
-    return pytest.mark.parametrize("loop_kind", ["uvloop", "asyncio"])(run)
-
-
-for _name, _test in list(globals().items()):
-    if _name.startswith("test_") and inspect.iscoroutinefunction(_test):
-        globals()[_name] = _on_both_loops(_test)
+@on_both_loops
+async def test_the_sweep_closes_idle_connections_past_their_keepalive() -> None:
+    """Without waiting for the next request: the deployment's connection is let go."""
+    gone = asyncio.Event()
+    async with serving(watch_close(answer(OK), gone)) as (_, port):
+        pool = Pool(connect_timeout=1, keepalive=0.1)
+        resp = await post(pool, port)
+        assert await resp.read() == b"ok"
+        resp.release()  # idle now
+        pool.sweep()
+        await asyncio.sleep(0.2)
+        assert not gone.is_set()  # not yet: inside its keep-alive when swept
+        pool.sweep()
+        await asyncio.wait_for(gone.wait(), 1)
+        pool.close()

@@ -55,6 +55,15 @@ def test_shipped_default_config_loads() -> None:
             "f.toml: deployments[0].base_url: must start with http(s)://",
         ),
         (
+            MODEL + '[[deployments]]\nname = "d"\nmodel = "anthropic/m"\nbase_url = "http://"\n',
+            "f.toml: deployments[0].base_url: `http://` names no host",
+        ),
+        (
+            MODEL
+            + '[[deployments]]\nname = "d"\nmodel = "anthropic/m"\nbase_url = "http://h:99999"\n',
+            "f.toml: deployments[0].base_url: `http://h:99999` has an invalid port",
+        ),
+        (
             MODEL.replace("[[models]]", 'thinking = "sometimes"\n[[models]]'),
             "f.toml: (top level): Object contains unknown field `thinking`",
         ),

@@ -10,6 +10,7 @@ import os
 import re
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 import msgspec
 from msgspec import Struct, field
@@ -194,6 +195,7 @@ def _check(cfg: Config, file: str) -> None:
             raise ConfigError(f"{file}: deployments[{i}].weight: must be at least 1")
         if not d.base_url.startswith(("http://", "https://")):
             raise ConfigError(f"{file}: deployments[{i}].base_url: must start with http(s)://")
+        _check_base_url(d.base_url, f"{file}: deployments[{i}].base_url")
     for key, listen in [("edge.listen", cfg.edge.listen)] + [
         (f"simulators[{i}].listen", s.listen) for i, s in enumerate(cfg.simulators)
     ]:
@@ -233,3 +235,16 @@ def load_config(explicit: str | None = None) -> Config:
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the configuration: {exc.strerror}") from None
     return parse_config(text, str(path))
+
+
+def _check_base_url(url: str, where: str) -> None:
+    """A deployment's address must name a host and a valid port; no query or fragment."""
+    parts = urlsplit(url)
+    try:
+        parts.port  # noqa: B018  # raises ValueError for a port out of range or not a number
+    except ValueError:
+        raise ConfigError(f"{where}: `{url}` has an invalid port") from None
+    if not parts.hostname:
+        raise ConfigError(f"{where}: `{url}` names no host")
+    if parts.query or parts.fragment:
+        raise ConfigError(f"{where}: `{url}` must not have a query or fragment")

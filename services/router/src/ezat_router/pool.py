@@ -3,10 +3,11 @@
 One request at a time per connection; idle connections are kept per origin (scheme, host, port)
 and reused newest first, for at most ``keepalive`` seconds (less when the deployment's
 ``Keep-Alive: timeout=`` says so), and at most ``limit`` connections are open per origin (more
-requests wait, within the caller's deadline). Bytes are parsed in the protocol's
-``data_received`` (``core.http1``) and handed to the reader as whole reads: a stream's events are
-never split or held back. Reading pauses while more than ``HIGH_WATER`` bytes wait for the
-reader, so a slow consumer cannot make the router buffer a deployment's output.
+requests wait in line, within the caller's deadline). Bytes are parsed in the protocol's
+``data_received`` (``core.http1``); a reader gets everything that arrived since its last read,
+never waiting for more: a stream's events are never split or held back. Reading pauses while
+more than ``HIGH_WATER`` bytes wait for the reader, so a slow consumer cannot make the router
+buffer a deployment's output.
 
 Failures are ``UpstreamError``: ``ConnectFailed`` (no connection), ``ServerDisconnected`` (the
 connection closed before the response was complete), ``BadResponse`` (not HTTP/1.1). Closing a
@@ -17,15 +18,13 @@ a deployment learns at once that the client went away.
 from __future__ import annotations
 
 import asyncio
-import re
 import ssl
 from collections import deque
 
-from .core.http1 import ProtocolError, ResponseParser
+from .core.http1 import ProtocolError, ResponseParser, idle_seconds
 
 HIGH_WATER = 256 * 1024
-LIMIT_PER_ORIGIN = 1024  # open connections (in use and idle), as aiohttp's pool had
-_KEEP_ALIVE_TIMEOUT = re.compile(r"timeout\s*=\s*(\d+)", re.IGNORECASE)
+LIMIT_PER_ORIGIN = 1024  # open connections per origin, in use and idle
 
 Origin = tuple[str, str, int]  # scheme, host, port
 
@@ -181,7 +180,7 @@ class Connection(asyncio.Protocol):
         self.keepalive = pool.keepalive
         self._paused = False
         self._drain: asyncio.TimerHandle | None = None
-        self._counted = True  # holds one of its origin's connection slots until it is lost
+        self.owns_slot = False  # set once made: its origin's slot is freed when it is lost
 
     @property
     def usable(self) -> bool:
@@ -225,7 +224,7 @@ class Connection(asyncio.Protocol):
             and not transport.is_closing()
             and not transport.get_write_buffer_size()  # the whole request went out
         ):
-            self.keepalive = _keepalive(head.headers.get("keep-alive"), self.pool.keepalive)
+            self.keepalive = idle_seconds(head.headers.get("keep-alive"), self.pool.keepalive)
             self.pool.put(self)
         else:
             self.close()
@@ -257,8 +256,8 @@ class Connection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self._counted:
-            self._counted = False
+        if self.owns_slot:
+            self.owns_slot = False
             self.pool.lost(self.origin)
         self.transport = None
         self._stop_drain()
@@ -312,18 +311,13 @@ class Connection(asyncio.Protocol):
         resp._end(error)
 
 
-def _keepalive(header: str | None, default: float) -> float:
-    """Idle seconds to keep a connection: a second less than the deployment's own
-    ``Keep-Alive: timeout=N``, so that it never closes a connection just as it is reused."""
-    if header:
-        found = _KEEP_ALIVE_TIMEOUT.search(header)
-        if found:
-            return min(default, max(0.0, int(found.group(1)) - 1.0))
-    return default
-
-
 class Pool:
-    """Connections per origin; a connection is either idle here or carrying one request."""
+    """Connections per origin; a connection is either idle here or carrying one request.
+
+    Each origin has ``limit`` slots. A slot belongs to the request connecting with it, then to
+    the connection it made (freed in ``connection_lost``); a request that finds none waits in
+    line, and is handed either a connection that just finished (no reconnect) or a freed slot.
+    """
 
     def __init__(
         self, connect_timeout: float, keepalive: float, limit: int = LIMIT_PER_ORIGIN
@@ -332,14 +326,16 @@ class Pool:
         self._connect_timeout = connect_timeout
         self._limit = limit
         self._idle: dict[Origin, deque[Connection]] = {}
-        self._slots: dict[Origin, asyncio.Semaphore] = {}
+        self._open: dict[Origin, int] = {}  # slots taken: connections and connects under way
+        # In line for a slot: resolved with a connection to reuse, or None (connect with it).
+        self._waiting: dict[Origin, deque[asyncio.Future[Connection | None]]] = {}
         self._tls: ssl.SSLContext | None = None  # made on first use (reads the CA store)
         self._closed = False
 
     async def request(self, origin: Origin, head: bytes, body: bytes) -> Response:
         """Send one request; returns once the response's head has arrived. Cancelling (a
         timeout included) aborts the connection."""
-        conn = self._idle_connection(origin) or await self._connect(origin)
+        conn = self._idle_connection(origin) or await self._acquire(origin)
         waiter = conn.send(head, body)
         try:
             return await waiter
@@ -348,18 +344,28 @@ class Pool:
             raise
 
     def put(self, conn: Connection) -> None:
-        slots = self._slots[conn.origin]
-        if self._closed or slots.locked():
-            # At the limit a request may be waiting for a slot: free this one rather than
-            # keep it idle (the waiter connects anew).
+        """A connection that can carry another request: to the first in line, else idle."""
+        if self._closed:
             conn.close()
             return
+        waiting = self._waiting.get(conn.origin)
+        while waiting:
+            turn = waiting.popleft()
+            if not turn.done():
+                turn.set_result(conn)
+                return
         conn.idle_since = conn.loop.time()
         self._idle.setdefault(conn.origin, deque()).append(conn)
 
     def lost(self, origin: Origin) -> None:
-        """A connection of ``origin`` is gone: its slot is free."""
-        self._slots[origin].release()
+        """A connection of ``origin`` is gone: its slot goes to the first in line, or is free."""
+        waiting = self._waiting.get(origin)
+        while waiting:
+            turn = waiting.popleft()
+            if not turn.done():
+                turn.set_result(None)
+                return
+        self._open[origin] -= 1
 
     def sweep(self) -> None:
         """Close idle connections past their keep-alive or closed by the deployment."""
@@ -388,12 +394,29 @@ class Pool:
             conn.close()
         return None
 
+    async def _acquire(self, origin: Origin) -> Connection:
+        """A connection made with a free slot; at the limit, the first one handed over."""
+        taken = self._open.get(origin, 0)
+        if taken < self._limit:
+            self._open[origin] = taken + 1
+            return await self._connect(origin)
+        turn: asyncio.Future[Connection | None] = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault(origin, deque()).append(turn)
+        try:
+            conn = await turn  # the caller's deadline bounds the wait
+        except BaseException:
+            if turn.done() and not turn.cancelled():  # handed over just as we gave up
+                handed = turn.result()
+                if handed is None:
+                    self.lost(origin)
+                else:
+                    self.put(handed)
+            raise
+        return conn if conn is not None else await self._connect(origin)
+
     async def _connect(self, origin: Origin) -> Connection:
+        """Connect with a slot the caller holds; the connection owns it once made."""
         scheme, host, port = origin
-        slots = self._slots.get(origin)
-        if slots is None:
-            slots = self._slots[origin] = asyncio.Semaphore(self._limit)
-        await slots.acquire()  # at the limit: wait (the caller's deadline bounds it)
         loop = asyncio.get_running_loop()
         tls = self._context() if scheme == "https" else None
         try:
@@ -406,14 +429,16 @@ class Pool:
                     server_hostname=host if tls is not None else None,
                 )
         except BaseException as exc:
-            slots.release()
+            self.lost(origin)  # no connection took the slot
             if isinstance(exc, TimeoutError):
                 raise ConnectFailed(f"no connection to {host}:{port} within the timeout") from None
             if isinstance(exc, OSError):  # refused, unreachable, DNS (gaierror), TLS (SSLError)
                 raise ConnectFailed(f"no connection to {host}:{port}: {exc}") from None
             raise
         if not conn.usable:  # closed already (e.g. bytes before any request)
+            self.lost(origin)
             raise ConnectFailed(f"the connection to {host}:{port} closed at once")
+        conn.owns_slot = True
         return conn
 
     def _context(self) -> ssl.SSLContext:

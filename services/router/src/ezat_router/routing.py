@@ -307,11 +307,13 @@ class Router:
         state.target = target
         state.usage = UsageAccumulator()
         try:
-            payload = with_model(target.prefix, body)
-            head = target.request_head(req, len(payload))
-        except (PayloadError, ValueError):
-            # Not JSON, or a header value that would break the request head: never sent.
+            payload = with_model(target.body_prefix, body)
+        except PayloadError:
             return Failure(error=INTERNAL, retryable=False, reason="bad_body")
+        try:
+            head = target.request_head(req, len(payload))
+        except ValueError:  # a header value that would break the request head: never sent
+            return Failure(error=INTERNAL, retryable=False, reason="bad_header")
         state.upstream_started_at = started = self._clock()
         tick = time.perf_counter()
         name = target.dep.name

@@ -38,7 +38,7 @@ class UpstreamUnavailable(Exception):
 class Target:
     """One deployment with everything per-request work needs, computed once."""
 
-    __slots__ = ("count_prefix", "dep", "messages_prefix", "origin", "prefix", "reply_headers")
+    __slots__ = ("body_prefix", "count_prefix", "dep", "messages_prefix", "origin", "reply_headers")
 
     def __init__(self, dep: DeploymentConfig) -> None:
         self.dep = dep
@@ -62,7 +62,7 @@ class Target:
         base = parts.path
         self.messages_prefix = request_prefix(base + "/v1/messages", host, headers)
         self.count_prefix = request_prefix(base + "/v1/messages/count_tokens", host, headers)
-        self.prefix = model_prefix(dep)
+        self.body_prefix = model_prefix(dep)  # the JSON body's start, with the upstream model
         # Base of every reply's x-ezat-* headers; the router adds the affinity outcome.
         self.reply_headers = {"x-ezat-region": dep.region, "x-ezat-deployment": dep.name}
 

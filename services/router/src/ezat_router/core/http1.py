@@ -1,11 +1,11 @@
 """HTTP/1.1 for the upstream client, without I/O: the request head, and the response parser.
 
 The router speaks to deployments with its own small client (``ezat_router.pool``) rather than
-aiohttp's: aiohttp's request object, header multidict, stream reader and timers cost more of the
-router's CPU per call than the call's socket writes (docs/performance.md). What that client needs
-from the protocol lives here, as plain functions on bytes, tested on their own:
+aiohttp's, which was the largest item in the router's profile (docs/performance.md). What that
+client needs from the protocol lives here, as plain functions on bytes, tested on their own:
 
 - ``request_head``: one POST's head, from a pre-encoded per-target prefix.
+- ``idle_seconds``: how long a kept-alive connection may wait, given ``Keep-Alive: timeout=``.
 - ``ResponseParser``: fed the bytes as they arrive, it returns the decoded body bytes of each
   read and sets ``head`` once the status line and headers are complete. It decodes
   ``Content-Length``, ``chunked`` (sizes, extensions, CRLFs, trailers) and read-until-close
@@ -24,6 +24,7 @@ _CRLF = b"\r\n"
 _HEX = re.compile(rb"[0-9A-Fa-f]{1,15}")
 _DIGITS = re.compile(r"[0-9]{1,18}")  # ASCII only: str.isdigit() also takes "²"
 _BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+_KEEP_ALIVE_TIMEOUT = re.compile(r"timeout\s*=\s*([0-9]+)", re.IGNORECASE)
 
 # Parser states.
 _HEAD, _LENGTH, _SIZE, _DATA, _DATA_END, _TRAILER, _UNTIL_CLOSE, _DONE = range(8)
@@ -54,6 +55,16 @@ def _checked(value: str) -> str:
     if _BAD_VALUE.search(value):
         raise ValueError("a header value holds a control character")
     return value
+
+
+def idle_seconds(keep_alive: str | None, default: float) -> float:
+    """How long an idle connection may be kept: ``default``, or a second less than the
+    deployment's own ``Keep-Alive: timeout=N``, so it never closes one just as it is reused."""
+    if keep_alive:
+        found = _KEEP_ALIVE_TIMEOUT.search(keep_alive)
+        if found:
+            return min(default, max(0.0, int(found.group(1)) - 1.0))
+    return default
 
 
 class Head:
@@ -104,7 +115,8 @@ class ResponseParser:
         return b""
 
     def feed(self, data: bytes) -> bytes:
-        """Parse ``data``; returns the body bytes it completed (``b""`` when none)."""
+        """Parse ``data``; returns the body bytes it completed (``b""`` when none). One loop
+        over the framing states, inlined: it runs for every read of every stream."""
         buf = self._buf + data if self._buf else data
         pos = 0
         end_of_buf = len(buf)
@@ -175,16 +187,18 @@ class ResponseParser:
         self._state = state
         self._buf = buf[pos:] if pos < end_of_buf else b""
         body = out[0] if len(out) == 1 else b"".join(out)
-        if self._decoder is not None:
-            try:
-                if body:
-                    self._decoded = True
-                    body = self._decoder.decompress(body)
-            except zlib.error as exc:
-                raise ProtocolError(f"bad compressed body: {exc}") from None
-            if state == _DONE:
-                body += self._flush()
-        return body
+        return body if self._decoder is None else self._decode(body, state == _DONE)
+
+    def _decode(self, body: bytes, done: bool) -> bytes:
+        """Undo the content coding of this read's body bytes (and finish it at the end)."""
+        assert self._decoder is not None
+        try:
+            if body:
+                self._decoded = True
+                body = self._decoder.decompress(body)
+        except zlib.error as exc:
+            raise ProtocolError(f"bad compressed body: {exc}") from None
+        return body + self._flush() if done else body
 
     def _flush(self) -> bytes:
         decoder, self._decoder = self._decoder, None
