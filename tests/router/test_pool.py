@@ -16,6 +16,7 @@ import uvloop
 from ezat_router.core.http1 import request_head, request_prefix
 from ezat_router.pool import (
     HIGH_WATER,
+    LIMIT_PER_ORIGIN,
     BadResponse,
     ConnectFailed,
     Pool,
@@ -67,13 +68,18 @@ class Server:
 
 @contextlib.asynccontextmanager
 async def serving(
-    handler: Handler, tls: ssl.SSLContext | None = None
-) -> AsyncIterator[tuple[Server, int]]:
+    handler: Handler,
+    tls: ssl.SSLContext | None = None,
+    keepalive: float = 30.0,
+    limit: int = LIMIT_PER_ORIGIN,
+) -> AsyncIterator[tuple[Server, int, Pool]]:
+    """A server for ``handler`` on a free port, and a pool to call it with (closed after)."""
     server = Server(handler)
     srv = await asyncio.start_server(server.serve, "127.0.0.1", 0, ssl=tls)
     port = srv.sockets[0].getsockname()[1]
+    pool = Pool(connect_timeout=2, keepalive=keepalive, limit=limit)
     try:
-        yield server, port
+        yield server, port, pool
     finally:
         srv.close()
 
@@ -152,14 +158,12 @@ def held_stream(go: asyncio.Event, then: Handler | None = None) -> Handler:
 
 @on_both_loops
 async def test_a_connection_is_reused_after_a_response_read_to_its_end() -> None:
-    async with serving(answer(OK, OK, OK)) as (server, port):
-        pool = Pool(connect_timeout=1, keepalive=30)
+    async with serving(answer(OK, OK, OK)) as (server, port, pool):
         for _ in range(3):
             resp = await post(pool, port)
             assert (resp.status, await resp.read()) == (200, b"ok")
             resp.release()
         assert server.connections == 1
-        pool.close()
 
 
 @on_both_loops
@@ -169,21 +173,17 @@ async def test_a_connection_the_deployment_closed_is_not_reused() -> None:
         w.write(OK)
         await w.drain()  # then the server closes the connection
 
-    async with serving(one_then_close) as (server, port):
-        pool = Pool(connect_timeout=1, keepalive=30)
+    async with serving(one_then_close) as (server, port, pool):
         # The pause lets the close reach the client while the connection is idle.
         assert await bodies(pool, port, pause=0.05) == [b"ok"] * 2
         assert server.connections == 2
-        pool.close()
 
 
 @on_both_loops
 async def test_an_idle_connection_past_the_keepalive_is_not_reused() -> None:
-    async with serving(answer(OK, OK)) as (server, port):
-        pool = Pool(connect_timeout=1, keepalive=0.05)
+    async with serving(answer(OK, OK), keepalive=0.05) as (server, port, pool):
         assert await bodies(pool, port, pause=0.1) == [b"ok"] * 2
         assert server.connections == 2
-        pool.close()
 
 
 @on_both_loops
@@ -199,15 +199,13 @@ async def test_a_stream_is_read_as_it_arrives_and_its_end_is_an_empty_read() -> 
         await w.drain()
         await r.read()
 
-    async with serving(stream) as (_, port):
-        pool = Pool(connect_timeout=1, keepalive=30)
+    async with serving(stream) as (_, port, pool):
         resp = await post(pool, port)
         assert await asyncio.wait_for(resp.readany(), 2) == b"first"
         sent.set()
         assert await asyncio.wait_for(resp.readany(), 2) == b"second"
         assert await resp.readany() == b""
         assert resp.at_eof()
-        pool.close()
 
 
 @on_both_loops
@@ -217,14 +215,12 @@ async def test_a_drop_mid_body_is_server_disconnected_after_what_arrived() -> No
         w.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npartial")
         await w.drain()
 
-    async with serving(drop) as (_, port):
-        pool = Pool(connect_timeout=1, keepalive=30)
+    async with serving(drop) as (_, port, pool):
         resp = await post(pool, port)
         assert await resp.readany() == b"partial"
         with pytest.raises(ServerDisconnected):
             await asyncio.wait_for(resp.readany(), 2)
         assert not resp.at_eof()
-        pool.close()
 
 
 @on_both_loops
@@ -232,20 +228,16 @@ async def test_a_drop_before_the_head_fails_the_request() -> None:
     async def drop(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
         await read_request(r)
 
-    async with serving(drop) as (_, port):
-        pool = Pool(connect_timeout=1, keepalive=30)
+    async with serving(drop) as (_, port, pool):
         with pytest.raises(ServerDisconnected):
             await asyncio.wait_for(post(pool, port), 2)
-        pool.close()
 
 
 @on_both_loops
 async def test_bytes_that_are_not_http_fail_the_request() -> None:
-    async with serving(answer(b"SSH-2.0-OpenSSH\r\n\r\n")) as (_, port):
-        pool = Pool(connect_timeout=1, keepalive=30)
+    async with serving(answer(b"SSH-2.0-OpenSSH\r\n\r\n")) as (_, port, pool):
         with pytest.raises(BadResponse, match="bad status line"):
             await asyncio.wait_for(post(pool, port), 2)
-        pool.close()
 
 
 @on_both_loops
@@ -270,8 +262,7 @@ async def test_closing_a_response_early_closes_the_connection_at_once() -> None:
         await r.read()  # returns at the client's close
         eof.set()
 
-    async with serving(endless) as (server, port):
-        pool = Pool(connect_timeout=1, keepalive=30)
+    async with serving(endless) as (server, port, pool):
         resp = await post(pool, port)
         assert await resp.readany() == b"abc"
         resp.release()  # not at its end: closed, not pooled
@@ -279,16 +270,13 @@ async def test_closing_a_response_early_closes_the_connection_at_once() -> None:
         resp = await post(pool, port)  # a new connection
         assert server.connections == 2
         resp.close()
-        pool.close()
 
 
 @on_both_loops
 async def test_bytes_beyond_the_response_keep_the_connection_out_of_the_pool() -> None:
-    async with serving(answer(OK + b"HTTP/1.1 200 OK\r\n", OK)) as (server, port):
-        pool = Pool(connect_timeout=1, keepalive=30)
+    async with serving(answer(OK + b"HTTP/1.1 200 OK\r\n", OK)) as (server, port, pool):
         assert await bodies(pool, port) == [b"ok"] * 2
         assert server.connections == 2
-        pool.close()
 
 
 @on_both_loops
@@ -307,14 +295,12 @@ async def test_a_reader_that_falls_behind_stops_the_deployment_instead_of_buffer
         await w.drain()
         await r.read()
 
-    async with serving(flood) as (_, port):
-        pool = Pool(connect_timeout=1, keepalive=30)
+    async with serving(flood) as (_, port, pool):
         resp = await post(pool, port)
         await asyncio.sleep(0.5)
         assert backed_up.is_set()
         assert len(await resp.read()) == size
         resp.release()
-        pool.close()
 
 
 @pytest.fixture(scope="module")
@@ -341,17 +327,14 @@ async def test_https_checks_the_certificate_against_the_system_store(
     cert, key = certificate
     tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     tls.load_cert_chain(cert, key)
-    async with serving(answer(OK, OK), tls) as (server, port):
-        # Not trusted: refused.
-        pool = Pool(connect_timeout=2, keepalive=30)
+    async with serving(answer(OK, OK), tls) as (server, port, pool):
+        # Not trusted: refused (a pool of its own: a pool reads the CA store on first use).
         with pytest.raises(ConnectFailed, match="CERTIFICATE_VERIFY_FAILED"):
-            await post(pool, port, "https")
+            await post(Pool(connect_timeout=2, keepalive=30), port, "https")
         # Trusted through SSL_CERT_FILE, as an operator would add a private CA.
         monkeypatch.setenv("SSL_CERT_FILE", str(cert))
-        pool = Pool(connect_timeout=2, keepalive=30)
         assert await bodies(pool, port, "https") == [b"ok"] * 2
         assert server.connections == 1  # one kept-alive connection (the refused one never was)
-        pool.close()
 
 
 @on_both_loops
@@ -361,8 +344,7 @@ async def test_a_request_cancelled_before_its_head_aborts_the_connection() -> No
     async def silent(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
         await read_request(r)
 
-    async with serving(watch_close(silent, gone)) as (server, port):
-        pool = Pool(connect_timeout=1, keepalive=30)
+    async with serving(watch_close(silent, gone)) as (server, port, pool):
         with pytest.raises(TimeoutError):
             await asyncio.wait_for(post(pool, port), 0.2)
         await asyncio.wait_for(gone.wait(), 1)
@@ -370,7 +352,6 @@ async def test_a_request_cancelled_before_its_head_aborts_the_connection() -> No
         resp = await post(pool, port)
         assert await resp.read() == b"ok"
         assert server.connections == 2
-        pool.close()
 
 
 @on_both_loops
@@ -382,8 +363,7 @@ async def test_a_finished_stream_is_pooled_when_its_http_end_follows() -> None:
         w.write(b"0\r\n\r\n")
         await answer(OK)(r, w)
 
-    async with serving(late_end) as (server, port):
-        pool = Pool(connect_timeout=1, keepalive=30)
+    async with serving(late_end) as (server, port, pool):
         resp = await post(pool, port)
         assert await resp.readany() == b"stop"
         resp.release_when_complete(1.0)
@@ -392,7 +372,6 @@ async def test_a_finished_stream_is_pooled_when_its_http_end_follows() -> None:
         again = await post(pool, port)
         assert await again.read() == b"ok"
         assert server.connections == 1
-        pool.close()
 
 
 @on_both_loops
@@ -403,8 +382,7 @@ async def test_a_finished_stream_whose_http_end_never_comes_is_closed() -> None:
         await read_request(r)
         w.write(STREAM_HEAD + b"4\r\nstop\r\n")
 
-    async with serving(watch_close(no_end, gone)) as (server, port):
-        pool = Pool(connect_timeout=1, keepalive=30)
+    async with serving(watch_close(no_end, gone)) as (server, port, pool):
         resp = await post(pool, port)
         assert await resp.readany() == b"stop"
         resp.release_when_complete(0.2)
@@ -412,7 +390,6 @@ async def test_a_finished_stream_whose_http_end_never_comes_is_closed() -> None:
         server.handler = answer(OK)
         assert await (await post(pool, port)).read() == b"ok"
         assert server.connections == 2
-        pool.close()
 
 
 @pytest.mark.parametrize(
@@ -428,11 +405,9 @@ async def test_a_finished_stream_whose_http_end_never_comes_is_closed() -> None:
 async def test_responses_that_do_not_leave_a_reusable_connection_are_not_pooled(
     reply: bytes,
 ) -> None:
-    async with serving(answer(reply, reply)) as (server, port):
-        pool = Pool(connect_timeout=1, keepalive=30)
+    async with serving(answer(reply, reply)) as (server, port, pool):
         assert await bodies(pool, port) == [b"ok"] * 2
         assert server.connections == 2
-        pool.close()
 
 
 @on_both_loops
@@ -442,18 +417,15 @@ async def test_a_body_that_ends_with_the_connection_is_complete_and_not_pooled()
         w.write(b"HTTP/1.1 200 OK\r\n\r\nall of it")
         await w.drain()
 
-    async with serving(until_close) as (server, port):
-        pool = Pool(connect_timeout=1, keepalive=30)
+    async with serving(until_close) as (server, port, pool):
         assert await bodies(pool, port) == [b"all of it"] * 2
         assert server.connections == 2
-        pool.close()
 
 
 @on_both_loops
 async def test_at_the_connection_limit_a_request_waits_for_a_free_one() -> None:
     go = asyncio.Event()
-    async with serving(held_stream(go, then=answer(OK))) as (server, port):
-        pool = Pool(connect_timeout=1, keepalive=30, limit=1)
+    async with serving(held_stream(go, then=answer(OK)), limit=1) as (server, port, pool):
         first = await post(pool, port)
         second = asyncio.create_task(post(pool, port))
         await asyncio.sleep(0.2)
@@ -465,15 +437,13 @@ async def test_at_the_connection_limit_a_request_waits_for_a_free_one() -> None:
         # The first connection, free again, was handed to the waiting request: no reconnect.
         assert await resp.read() == b"ok"
         assert server.connections == 1
-        pool.close()
 
 
 @on_both_loops
 async def test_connects_given_up_midway_do_not_raise_the_connection_limit() -> None:
     """A connect cancelled at any point (a deadline) gives its slot back exactly once."""
     go = asyncio.Event()
-    async with serving(held_stream(go)) as (_, port):
-        pool = Pool(connect_timeout=1, keepalive=30, limit=1)
+    async with serving(held_stream(go), limit=1) as (_, port, pool):
         for i in range(40):
             attempt = asyncio.create_task(post(pool, port))
             for _ in range(i % 8):  # cancelled before, during and after the connect
@@ -489,7 +459,6 @@ async def test_connects_given_up_midway_do_not_raise_the_connection_limit() -> N
         second.cancel()
         go.set()
         first.close()
-        pool.close()
 
 
 @on_both_loops
@@ -507,14 +476,12 @@ async def test_closing_a_tls_stream_early_closes_the_connection_at_once(
         w.write(STREAM_HEAD + b"3\r\nabc\r\n")
         await w.drain()
 
-    async with serving(watch_close(endless, gone), tls) as (_, port):
+    async with serving(watch_close(endless, gone), tls) as (_, port, pool):
         monkeypatch.setenv("SSL_CERT_FILE", str(cert))
-        pool = Pool(connect_timeout=2, keepalive=30)
         resp = await post(pool, port, "https")
         assert await resp.readany() == b"abc"
         resp.release()
         await asyncio.wait_for(gone.wait(), 1)
-        pool.close()
 
 
 @on_both_loops
@@ -524,9 +491,8 @@ async def test_https_checks_the_host_name(
     cert, key = certificate  # issued for 127.0.0.1 only
     tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     tls.load_cert_chain(cert, key)
-    async with serving(answer(OK), tls) as (_, port):
+    async with serving(answer(OK), tls) as (_, port, pool):
         monkeypatch.setenv("SSL_CERT_FILE", str(cert))
-        pool = Pool(connect_timeout=2, keepalive=30)
         with pytest.raises(ConnectFailed, match="CERTIFICATE_VERIFY_FAILED"):
             await post(pool, port, "https", host="localhost")
 
@@ -535,8 +501,7 @@ async def test_https_checks_the_host_name(
 async def test_the_sweep_closes_idle_connections_past_their_keepalive() -> None:
     """Without waiting for the next request: the deployment's connection is let go."""
     gone = asyncio.Event()
-    async with serving(watch_close(answer(OK), gone)) as (_, port):
-        pool = Pool(connect_timeout=1, keepalive=0.1)
+    async with serving(watch_close(answer(OK), gone), keepalive=0.1) as (_, port, pool):
         resp = await post(pool, port)
         assert await resp.read() == b"ok"
         resp.release()  # idle now
@@ -545,4 +510,3 @@ async def test_the_sweep_closes_idle_connections_past_their_keepalive() -> None:
         assert not gone.is_set()  # not yet: inside its keep-alive when swept
         pool.sweep()
         await asyncio.wait_for(gone.wait(), 1)
-        pool.close()

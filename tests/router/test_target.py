@@ -79,3 +79,12 @@ def test_count_tokens_goes_to_its_path_without_the_beta_header() -> None:
 def test_a_value_that_would_inject_a_header_is_refused(field: str) -> None:
     with pytest.raises(ValueError, match="control character"):
         target("https://api.example.com").request_head(request(**{field: "x\r\nX-Evil: 1"}), 0)
+
+
+def test_the_key_can_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SPEC §8: a deployment's key may be named by ``api_key_env`` instead of written down."""
+    dep = DeploymentConfig(name="d", model="m", base_url="https://a.example", api_key_env="K")
+    monkeypatch.setenv("K", "sk-from-env")
+    assert "x-api-key: sk-from-env" in lines(Target(dep).request_head(request(), 0))
+    monkeypatch.delenv("K")
+    assert not any(h.startswith("x-api-key") for h in lines(Target(dep).request_head(request(), 0)))

@@ -25,6 +25,7 @@ from .core.http1 import ProtocolError, ResponseParser, idle_seconds
 
 HIGH_WATER = 256 * 1024
 LIMIT_PER_ORIGIN = 1024  # open connections per origin, in use and idle
+STREAM_END_GRACE = 1.0  # after a stream's last event, how long its HTTP end may take to come
 
 Origin = tuple[str, str, int]  # scheme, host, port
 
@@ -118,7 +119,7 @@ class Response:
         else:
             self._conn.close()
 
-    def release_when_complete(self, within: float) -> None:
+    def release_when_complete(self, within: float = STREAM_END_GRACE) -> None:
         """For a body whose content is complete by its own protocol (a stream after
         ``message_stop``) while its HTTP end (the last chunk) may still be on its way: the
         connection goes back to the pool when that end arrives within ``within`` seconds, else
@@ -185,6 +186,10 @@ class Connection(asyncio.Protocol):
     @property
     def usable(self) -> bool:
         return self.transport is not None and not self.transport.is_closing()
+
+    def reusable(self, now: float) -> bool:
+        """Idle, open, and inside its keep-alive."""
+        return self.usable and now - self.idle_since < self.keepalive
 
     def send(self, head: bytes, body: bytes) -> asyncio.Future[Response]:
         assert self.transport is not None and self.response is None, "one request at a time"
@@ -347,37 +352,33 @@ class Pool:
         """A connection that can carry another request: to the first in line, else idle."""
         if self._closed:
             conn.close()
-            return
-        waiting = self._waiting.get(conn.origin)
-        while waiting:
-            turn = waiting.popleft()
-            if not turn.done():
-                turn.set_result(conn)
-                return
-        conn.idle_since = conn.loop.time()
-        self._idle.setdefault(conn.origin, deque()).append(conn)
+        elif not self._hand_over(conn.origin, conn):
+            conn.idle_since = conn.loop.time()
+            self._idle.setdefault(conn.origin, deque()).append(conn)
 
     def lost(self, origin: Origin) -> None:
         """A connection of ``origin`` is gone: its slot goes to the first in line, or is free."""
+        if not self._hand_over(origin, None):
+            self._open[origin] -= 1
+
+    def _hand_over(self, origin: Origin, conn: Connection | None) -> bool:
+        """Give ``conn`` (or, for None, a slot) to the first request still in line, if any."""
         waiting = self._waiting.get(origin)
         while waiting:
             turn = waiting.popleft()
             if not turn.done():
-                turn.set_result(None)
-                return
-        self._open[origin] -= 1
+                turn.set_result(conn)
+                return True
+        return False
 
     def sweep(self) -> None:
         """Close idle connections past their keep-alive or closed by the deployment."""
+        now = asyncio.get_running_loop().time()
         for idle in self._idle.values():
-            if idle:
-                now = idle[0].loop.time()
-                kept = [c for c in idle if c.usable and now - c.idle_since < c.keepalive]
-                for conn in idle:
-                    if conn not in kept:
-                        conn.close()
-                idle.clear()
-                idle.extend(kept)
+            expired = [c for c in idle if not c.reusable(now)]
+            for conn in expired:
+                idle.remove(conn)
+                conn.close()
 
     def close(self) -> None:
         self._closed = True
@@ -389,7 +390,7 @@ class Pool:
         idle = self._idle.get(origin)
         while idle:
             conn = idle.pop()  # newest first: the likeliest to be alive
-            if conn.usable and conn.loop.time() - conn.idle_since < conn.keepalive:
+            if conn.reusable(conn.loop.time()):
                 return conn
             conn.close()
         return None

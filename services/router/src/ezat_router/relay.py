@@ -39,7 +39,7 @@ from .core.stream import StepResult, StreamStep
 from .core.upstream_errors import Failure, from_stream_error, from_transport
 from .core.usage import UsageAccumulator
 from .pool import Response, UpstreamError
-from .upstream import Target, Upstream, finish, finish_complete
+from .upstream import Target, Upstream
 
 UNRECORDED_FAILURE = Failure(error=UNRECORDED, retryable=False, reason="unrecorded")
 _encode = envelopes.encode
@@ -116,11 +116,12 @@ class Relay:
         self, req: RouteRequest, state: RequestState, target: Target, resp: Response
     ) -> Failure | None:
         result = await self._pump(req, state, target, resp)
-        # Release (or close) the upstream connection before waiting on billing.
+        # Release the upstream connection before waiting on billing: a stream that finished
+        # keeps it for its HTTP end (then pooled); anything else aborts it.
         if result is not None and result.finished and not result.invalid:
-            finish_complete(resp)
+            resp.release_when_complete()
         else:
-            finish(resp)
+            resp.release()
         if result is None or not result.finished:
             return from_transport("dropped", req.response_model, self._cfg.first_byte_timeout)
         if result.invalid:
@@ -179,7 +180,7 @@ class Relay:
             data = await self._upstream.read_body(resp)
         except (UpstreamError, TimeoutError):
             return from_transport("dropped", req.response_model, self._cfg.first_byte_timeout)
-        finish(resp)
+        resp.release()
         state.first_token_at = self._clock()
         if req.api == "count_tokens":
             # Free and not billed: relayed as is, no usage record, no model rewrite.

@@ -34,7 +34,7 @@ from .core.usage import UsageAccumulator
 from .pool import Response, UpstreamError
 from .relay import Relay, RequestState, usage_base
 from .shared_state import SharedState
-from .upstream import Target, Upstream, UpstreamUnavailable, finish
+from .upstream import Target, Upstream, UpstreamUnavailable
 
 log = logging.getLogger("ezat.router")
 
@@ -335,7 +335,7 @@ class Router:
             finally:
                 # On every exit, cancellation included: an unread response closes its
                 # connection, which is how the deployment learns the client went away.
-                finish(resp)
+                resp.release()
         finally:
             self._outstanding[name] -= 1
             metrics.OUTSTANDING_BY(name).dec()

@@ -23,7 +23,6 @@ from .pool import Origin, Pool, Response, UpstreamError
 ANTHROPIC_VERSION = "2023-06-01"
 USER_AGENT = "ezat-router"
 KEEPALIVE_SECONDS = 30.0
-DRAIN_SECONDS = 1.0  # after message_stop, wait this long for the body's end to reuse the connection
 SWEEP_SECONDS = 10.0  # how often idle connections past their keep-alive are closed
 
 
@@ -43,13 +42,13 @@ class Target:
     def __init__(self, dep: DeploymentConfig) -> None:
         self.dep = dep
         parts = urlsplit(dep.base_url.rstrip("/"))
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"deployment {dep.name}: base_url must be an http(s) URL")
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        self.origin: Origin = (parts.scheme, parts.hostname, port)
-        host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-        if parts.port is not None and parts.port != (443 if parts.scheme == "https" else 80):
-            host += f":{parts.port}"  # the default port is left out, as clients do
+        hostname = parts.hostname or ""  # config checked: http(s), a host, a valid port
+        default_port = 443 if parts.scheme == "https" else 80
+        port = parts.port or default_port
+        self.origin: Origin = (parts.scheme, hostname, port)
+        host = f"[{hostname}]" if ":" in hostname else hostname
+        if port != default_port:
+            host += f":{port}"  # the default port is left out, as clients do
         headers = {
             "User-Agent": USER_AGENT,
             "Accept-Encoding": "identity",
@@ -102,7 +101,9 @@ class Upstream:
             pool.sweep()
 
     async def open(self, target: Target, head: bytes, payload: bytes) -> Response:
-        """POST and wait for the response headers; the caller must ``finish`` the response."""
+        """POST and wait for the response headers; the caller must release the response
+        (``Response.release``: pooled if read to its end, else aborted, which is how the
+        deployment learns at once that the client went away)."""
         assert self._pool is not None, "Upstream.start() was not called"
         try:
             async with asyncio.timeout(self._cfg.first_byte_timeout):
@@ -117,16 +118,3 @@ class Upstream:
         """The whole body, within ``between_events_timeout``; raises UpstreamError/TimeoutError."""
         async with asyncio.timeout(self._cfg.between_events_timeout):
             return await resp.read()
-
-
-def finish(resp: Response) -> None:
-    """Give the connection back to the pool when the body was read to the end, else close it
-    (the deployment sees the disconnect at once and stops generating). A response already
-    released is left as it is."""
-    resp.release()
-
-
-def finish_complete(resp: Response) -> None:
-    """For a stream whose last event arrived: pooled once the HTTP end follows (within
-    ``DRAIN_SECONDS``), so the next stream needs no new connection or TLS handshake."""
-    resp.release_when_complete(DRAIN_SECONDS)

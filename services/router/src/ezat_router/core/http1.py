@@ -123,16 +123,16 @@ class ResponseParser:
         out: list[bytes] = []
         state = self._state
         while True:
-            if state == _DATA:
+            if state in (_DATA, _LENGTH):
                 take = min(self._need, end_of_buf - pos)
-                if not take:
-                    break
-                out.append(buf[pos : pos + take])
-                pos += take
-                self._need -= take
+                if take:
+                    out.append(buf[pos : pos + take])
+                    pos += take
+                    self._need -= take
                 if self._need:
                     break
-                state = _DATA_END
+                # A chunk's data is followed by CRLF; a Content-Length body is simply done.
+                state = _DATA_END if state == _DATA else _DONE
             elif state == _DATA_END:
                 if end_of_buf - pos < 2:
                     break
@@ -141,9 +141,8 @@ class ResponseParser:
                 pos += 2
                 state = _SIZE
             elif state == _SIZE:
-                end = buf.find(_CRLF, pos)
+                end = _line_end(buf, pos, "chunk-size line")
                 if end < 0:
-                    _limit(end_of_buf - pos, MAX_LINE, "chunk-size line")
                     break
                 size = _chunk_size(buf[pos:end])
                 pos = end + 2
@@ -152,24 +151,14 @@ class ResponseParser:
                 else:
                     state = _TRAILER
             elif state == _TRAILER:
-                end = buf.find(_CRLF, pos)
+                end = _line_end(buf, pos, "trailer line")
                 if end < 0:
-                    _limit(end_of_buf - pos, MAX_LINE, "trailer line")
                     break
                 empty = end == pos
                 pos = end + 2
                 if empty:  # the blank line after the last chunk and its trailers
                     state = _DONE
                     break
-            elif state == _LENGTH:
-                take = min(self._need, end_of_buf - pos)
-                if take:
-                    out.append(buf[pos : pos + take])
-                    pos += take
-                    self._need -= take
-                if not self._need:
-                    state = _DONE
-                break
             elif state == _UNTIL_CLOSE:
                 if pos < end_of_buf:
                     out.append(buf[pos:] if pos else buf)
@@ -270,6 +259,14 @@ def _chunk_size(line: bytes) -> int:
 def _limit(size: int, limit: int, what: str) -> None:
     if size > limit:
         raise ProtocolError(f"{what} over {limit} bytes")
+
+
+def _line_end(buf: bytes, pos: int, what: str) -> int:
+    """Where the CRLF ending the line at ``pos`` is; -1 while it is incomplete."""
+    end = buf.find(_CRLF, pos)
+    if end < 0:
+        _limit(len(buf) - pos, MAX_LINE, what)
+    return end
 
 
 def _decoder(coding: str | None) -> zlib._Decompress | None:
