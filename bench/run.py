@@ -61,6 +61,7 @@ FLOORS = {
     "floor-billed": "/billed/v1/messages",
 }
 NOT_AVAILABLE = "n/a (not implemented)"
+FLOOR_START_SECONDS = 30.0
 
 
 def _args() -> argparse.Namespace:
@@ -119,6 +120,26 @@ def run_micro(quick: bool) -> list[dict[str, Any]]:
 # ---- load phases -----------------------------------------------------------------------------
 
 
+async def wait_until_answered(
+    url: str, body: bytes, seconds: float, name: str, pause: float = 0.1
+) -> None:
+    """POST ``body`` until a 200 comes back. A floor's edge listens before its translator and
+    router have subscribed and answers 502 at once until then, so the wait is bounded by time,
+    not by a number of attempts."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    async with aiohttp.ClientSession() as s:
+        while loop.time() < deadline:
+            try:
+                async with asyncio.timeout(0.5), s.post(url, data=body) as r:
+                    if r.status == 200:
+                        return
+            except (TimeoutError, aiohttp.ClientError):
+                pass
+            await asyncio.sleep(pause)
+    raise RuntimeError(f"{name} did not answer within {seconds:g} s")
+
+
 class Bench:
     def __init__(self, systems: Systems, args: argparse.Namespace) -> None:
         self.sys = systems
@@ -162,18 +183,8 @@ class Bench:
             await self._wait_floor(api)
 
     async def _wait_floor(self, api: str) -> None:
-        """The floor's edge listens before its translator and router have subscribed."""
         target = self.target(api, "json")
-        async with aiohttp.ClientSession() as s:
-            for _ in range(100):
-                try:
-                    async with asyncio.timeout(0.5):
-                        async with s.post(target.url, data=target.body) as r:
-                            if r.status == 200:
-                                return
-                except (TimeoutError, aiohttp.ClientError):
-                    await asyncio.sleep(0.1)
-        raise RuntimeError(f"{api} never answered")
+        await wait_until_answered(target.url, target.body, FLOOR_START_SECONDS, api)
 
     async def phase(self, api: str, mode: str, conc: int) -> None:
         name = report.key(mode, api, conc)

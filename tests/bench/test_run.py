@@ -12,7 +12,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
 BENCH = Path(__file__).resolve().parents[2] / "bench"
+sys.path.insert(0, str(BENCH))
+import run  # noqa: E402
+
 APIS = ["direct", "anthropic", "openai", "direct-floor", "floor", "floor-openai", "floor-billed"]
 
 
@@ -33,3 +40,23 @@ def test_a_quick_bench_measures_every_phase(tmp_path: Path) -> None:
                 assert phase["cpu_ms_per_request"]["nats"] > 0  # both sides ran over NATS
     assert "Targets" in proc.stdout and "Reference, not targets" in proc.stdout
     assert "CPU ms per request" in proc.stdout
+
+
+async def test_waiting_for_a_floor_outlasts_its_quick_refusals() -> None:
+    """A floor's edge answers 502 at once until its router subscribed: the bench waits for a
+    200 for a time, not for a number of attempts (it gave up after 100 quick 502s before)."""
+    seen = 0
+
+    async def edge(request: web.Request) -> web.Response:
+        nonlocal seen
+        seen += 1
+        return web.Response(status=200 if seen > 150 else 502)
+
+    app = web.Application()
+    app.router.add_post("/", edge)
+    async with TestServer(app) as server:
+        await run.wait_until_answered(str(server.make_url("/")), b"{}", 60, "floor", pause=0.001)
+    assert seen == 151
+    async with TestServer(web.Application()) as server:  # 404 forever: it gives up in time
+        with pytest.raises(RuntimeError, match=r"did not answer within 0\.3 s"):
+            await run.wait_until_answered(str(server.make_url("/")), b"{}", 0.3, "floor")
