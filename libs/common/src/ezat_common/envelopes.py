@@ -141,7 +141,18 @@ UNRECORDED = ReplyError(
 )
 
 
-Reply = ReplyHead | ReplyChunk | ReplyEnd | ReplyBody | ReplyError
+class Heartbeat(Struct, kw_only=True, tag_field="t", tag="alive"):
+    """The process holding a request is alive (liveness.py): sent to a request's reply subject
+    while the holder has sent nothing else for ``liveness.HEARTBEAT_INTERVAL``. Never final.
+
+    ``stream`` says the request is a stream, so a receiver that has waited ``ping_interval`` for
+    the first byte may commit the SSE response and keep the client's connection alive with pings.
+    """
+
+    stream: bool = False
+
+
+Reply = ReplyHead | ReplyChunk | ReplyEnd | ReplyBody | ReplyError | Heartbeat
 
 
 def error_reply(err: GatewayError, headers: dict[str, str] | None = None) -> ReplyError:

@@ -1,0 +1,81 @@
+"""Owner liveness: every in-flight request knows whether the process serving it is alive.
+
+A process that holds a request (the router while it calls a deployment and relays its stream, the
+translator while it converts one, the fetcher while it downloads) registers the request's reply
+subject with its ``Heartbeats``; once a second it sends a ``Heartbeat`` to every subject it has
+held for at least ``HEARTBEAT_INTERVAL``. A receiver that hears nothing at all, no reply and no
+heartbeat, for ``OWNER_TIMEOUT`` takes the holder for dead (docs/reliability.md).
+
+Heartbeats cost nothing per event: a request that finishes within a second never gets one, and
+the beat is one shared task per process, not a timer per request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+from nats.aio.client import Client
+
+from . import envelopes
+
+log = logging.getLogger("ezat.liveness")
+
+HEARTBEAT_INTERVAL = 1.0
+# Three beats missed: a holder alive but slowed by load still beats well inside it, and a dead
+# one is noticed fast enough that its client's request ends within 5 s (docs/reliability.md).
+OWNER_TIMEOUT = 3.0
+
+BEAT = envelopes.encode(envelopes.Heartbeat())
+STREAM_BEAT = envelopes.encode(envelopes.Heartbeat(stream=True))
+
+
+class Heartbeats:
+    """The reply subjects this process holds, and the task that beats them."""
+
+    def __init__(self, nc: Client, interval: float = HEARTBEAT_INTERVAL) -> None:
+        self._nc = nc
+        self._interval = interval
+        # subject -> (monotonic time it was opened, encoded beat)
+        self._held: dict[str, tuple[float, bytes]] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def open(self, subject: str, stream: bool = False) -> None:
+        if subject:
+            self._held[subject] = (time.monotonic(), STREAM_BEAT if stream else BEAT)
+
+    def close(self, subject: str) -> None:
+        self._held.pop(subject, None)
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def beat_once(self) -> int:
+        """Beat every subject held for at least one interval; returns how many were beaten."""
+        due = time.monotonic() - self._interval
+        beats = [(s, b) for s, (opened, b) in self._held.items() if opened <= due]
+        for subject, beat in beats:
+            try:
+                await self._nc.publish(subject, beat)
+            except Exception as exc:  # NATS away: the receivers' own timeouts take over
+                log.debug("heartbeat not sent: %s", type(exc).__name__)
+                break
+        return len(beats)
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self._interval)
+            await self.beat_once()
