@@ -10,6 +10,7 @@ import nats
 import pytest
 from ezat_common import bus, envelopes
 from ezat_common.envelopes import ReplyBody, ReplyEnd, ReplyHead, UsageRecord
+from ezat_common.liveness import Heartbeats
 from ezat_common.subjects import Subjects
 from ezat_translator.chat import ChatPath, ChatState
 from ezat_translator.core.chat_stream import ChatStream
@@ -53,7 +54,7 @@ async def nc(nats_url: str) -> AsyncIterator[Client]:
 def chat_path(nc: Client) -> ChatPath:
     subjects = Subjects(prefix="heldchat")
     # Catalogue and thinking store are not used when converting replies without thinking.
-    return ChatPath(nc, subjects, bus.Claims(nc, subjects), None, None, "tr-1", "")  # type: ignore[arg-type]
+    return ChatPath(nc, subjects, bus.Claims(nc, subjects), None, None, "tr-1", "", Heartbeats(nc))  # type: ignore[arg-type]
 
 
 def state(stream: bool) -> ChatState:

@@ -152,6 +152,17 @@ class Heartbeat(Struct, kw_only=True, tag_field="t", tag="alive"):
     stream: bool = False
 
 
+# The process serving a request fell silent (died, or lost NATS) before the request finished
+# (liveness.py); sent by a hop that noticed, or written by the edge itself. Nothing was recorded
+# for it by the one that noticed: the dead holder's record, if any, stands on its own.
+OWNER_LOST = ReplyError(
+    status=529,
+    type="overloaded_error",
+    message="the gateway process serving this request stopped before it finished; retry",
+    retry_after=1.0,
+)
+
+
 Reply = ReplyHead | ReplyChunk | ReplyEnd | ReplyBody | ReplyError | Heartbeat
 
 

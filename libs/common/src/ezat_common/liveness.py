@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from typing import Any
 
 from nats.aio.client import Client
 
@@ -33,28 +34,36 @@ STREAM_BEAT = envelopes.encode(envelopes.Heartbeat(stream=True))
 
 
 class Heartbeats:
-    """The reply subjects this process holds, and the task that beats them."""
+    """The reply subjects this process holds, and the task that beats them.
+
+    The task wakes every half interval and beats each subject that has had no beat (or was
+    opened) at least ``interval`` ago: a held request hears from its holder at least every
+    1.5 intervals, well inside ``OWNER_TIMEOUT``.
+    """
 
     def __init__(self, nc: Client, interval: float = HEARTBEAT_INTERVAL) -> None:
         self._nc = nc
         self._interval = interval
-        # subject -> (monotonic time it was opened, encoded beat)
-        self._held: dict[str, tuple[float, bytes]] = {}
+        # subject -> [monotonic time of its last beat, or of its opening; the encoded beat]
+        self._held: dict[str, list[Any]] = {}
         self._task: asyncio.Task[None] | None = None
 
     def __len__(self) -> int:
         return len(self._held)
 
+    def __contains__(self, subject: object) -> bool:
+        return subject in self._held
+
     def open(self, subject: str, stream: bool = False) -> None:
         if subject:
-            self._held[subject] = (time.monotonic(), STREAM_BEAT if stream else BEAT)
+            self._held[subject] = [time.monotonic(), STREAM_BEAT if stream else BEAT]
 
     def close(self, subject: str) -> None:
         self._held.pop(subject, None)
 
     def start(self) -> None:
         if self._task is None:
-            self._task = asyncio.create_task(self._run())
+            self._task = asyncio.create_task(self._run(), name="heartbeats")
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -64,12 +73,14 @@ class Heartbeats:
             self._task = None
 
     async def beat_once(self) -> int:
-        """Beat every subject held for at least one interval; returns how many were beaten."""
-        due = time.monotonic() - self._interval
-        beats = [(s, b) for s, (opened, b) in self._held.items() if opened <= due]
-        for subject, beat in beats:
+        """Beat every subject unbeaten for an interval; returns how many were beaten."""
+        now = time.monotonic()
+        due = now - self._interval
+        beats = [(s, entry) for s, entry in self._held.items() if entry[0] <= due]
+        for subject, entry in beats:
+            entry[0] = now
             try:
-                await self._nc.publish(subject, beat)
+                await self._nc.publish(subject, entry[1])
             except Exception as exc:  # NATS away: the receivers' own timeouts take over
                 log.debug("heartbeat not sent: %s", type(exc).__name__)
                 break
@@ -77,5 +88,8 @@ class Heartbeats:
 
     async def _run(self) -> None:
         while True:
-            await asyncio.sleep(self._interval)
-            await self.beat_once()
+            await asyncio.sleep(self._interval / 2)
+            try:
+                await self.beat_once()
+            except Exception:  # never let the beat die: every held request depends on it
+                log.exception("heartbeat round failed")

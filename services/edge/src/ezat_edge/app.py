@@ -69,7 +69,6 @@ class Edge:
             bus.Claims(self.nc, self.subjects),
             first_reply_timeout=first_reply_timeout(self.cfg),
             ping_interval=self.cfg.edge.ping_interval,
-            idle_timeout=self.cfg.router.between_events_timeout + 30,
         )
         await self.nc.subscribe(self.subjects.keys_revoked, cb=self._on_revoked)
         self._pool_task = asyncio.create_task(self._connect_db())

@@ -11,6 +11,14 @@ broadcast follows a first-reply timeout: the client saw a 504, so the request mu
 Streams have one writer, this handler's loop. A watchdog task, started when ``ReplyHead`` arrives,
 queues a ping when nothing has been written for ``ping_interval`` (pings count as writes), and an
 end-of-stream marker when nothing has been *received* for ``idle_timeout``.
+
+Liveness (docs/reliability.md): whoever holds the request (translator, router) sends a
+``Heartbeat`` while it has nothing else to send, so silence for ``OWNER_TIMEOUT`` means it died.
+Before any reply the request is then published once more, to a live replica (the dead one left no
+record, or one under the same uid, which billing keeps once); after one, the stream ends with an
+error event. A stream request whose first byte takes longer than ``ping_interval`` is committed
+(200 and SSE headers) on its holder's heartbeat, so pings keep the client's connection alive while
+the router still tries deployments; its failure is then an in-stream error.
 """
 
 from __future__ import annotations
@@ -25,7 +33,9 @@ from typing import TypeVar
 from aiohttp import web
 from ezat_common import bus, envelopes
 from ezat_common.envelopes import (
+    OWNER_LOST,
     UNRECORDED,
+    Heartbeat,
     ReplyBody,
     ReplyChunk,
     ReplyEnd,
@@ -33,6 +43,7 @@ from ezat_common.envelopes import (
     ReplyHead,
 )
 from ezat_common.errors import GatewayError
+from ezat_common.liveness import OWNER_TIMEOUT
 from ezat_common.subjects import Subjects
 from nats.aio.msg import Msg
 
@@ -48,6 +59,12 @@ OPENAI_PING = b": ping\n\n"
 _IDLE = object()
 _PING = object()
 SSE_HEADERS = {"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache"}
+# How many times a request is published when its holder dies before replying: once more.
+PUBLISHES = 2
+
+
+class _OwnerLost(Exception):
+    """The request's holder fell silent for ``OWNER_TIMEOUT`` before its first reply."""
 
 
 class SseResponse(web.StreamResponse):
@@ -83,7 +100,8 @@ class Relay:
         claims: bus.Claims,
         first_reply_timeout: float,
         ping_interval: float,
-        idle_timeout: float,
+        idle_timeout: float = OWNER_TIMEOUT,
+        owner_timeout: float = OWNER_TIMEOUT,
     ) -> None:
         self.nc = nc
         self.subjects = subjects
@@ -92,25 +110,45 @@ class Relay:
         self.first_reply_timeout = first_reply_timeout
         self.ping_interval = ping_interval
         self.idle_timeout = idle_timeout
+        self.owner_timeout = owner_timeout
         self.holder = Holder(nc, subjects, inbox)
 
     async def run(self, call: Call, body: bytes) -> web.StreamResponse:
+        for publish in range(1, PUBLISHES + 1):
+            resp = await self._attempt(call, body, publish)
+            if resp is not None:
+                return resp
+            m.OWNER_LOST_BY("retried").inc()
+        raise AssertionError("unreachable: the last publish always answers")
+
+    async def _attempt(self, call: Call, body: bytes, publish: int) -> web.StreamResponse | None:
+        """One publish of the request and its answer; None when its holder died before any
+        reply and the request may be published once more."""
         token, subject, queue = self.inbox.open()
         env = call.envelope
         env.reply_to = subject
         env.ack_to = self.inbox.ack_subject(token)
         held = Held(token)
         try:
-            env.body, env.body_ref = await self._claim(self.claims.pack(body))
+            if publish == 1 or env.body_ref is not None:
+                # A claim is taken (read and deleted) by its reader: a new one for each publish.
+                env.body, env.body_ref = await self._claim(self.claims.pack(body))
             await self.nc.publish(self.subjects.translate, envelopes.encode(env), reply=subject)
             try:
-                msg = await self._first_reply(queue, held)
+                first = await self._first_reply(call, queue, held)
             except TimeoutError:
                 # The client is told it failed: stop the request so it is neither run nor billed.
                 await self._cancel(call)
                 return self._error(call, 504, "timeout_error", "the model took too long to answer")
-            first = self._decode(msg)
+            except _OwnerLost:
+                if publish < PUBLISHES:
+                    return None
+                m.OWNER_LOST_BY("failed").inc()
+                return self._reply_error(call, OWNER_LOST)
             match first:
+                case None:
+                    m.STREAMS_COMMITTED_EARLY.inc()
+                    return await self._stream(call, None, queue, held)
                 case ReplyHead():
                     return await self._stream(call, first, queue, held)
                 case ReplyBody():
@@ -144,15 +182,33 @@ class Relay:
                 503, "the gateway could not move the request body; retry shortly", retry_after=2
             ) from None
 
-    async def _first_reply(self, queue: asyncio.Queue[Msg], held: Held) -> Msg:
-        """The first reply, within ``first_reply_timeout``; an outbox acknowledgement that
-        overtook the final reply it belongs to is kept in ``held``."""
-        async with asyncio.timeout(self.first_reply_timeout):
-            while True:
-                msg = await queue.get()
-                if not self.inbox.is_ack(msg):
-                    return msg
+    async def _first_reply(
+        self, call: Call, queue: asyncio.Queue[Msg], held: Held
+    ) -> envelopes.Reply | None:
+        """The first reply, within ``first_reply_timeout`` (TimeoutError), and while its holder
+        is heard from (else ``_OwnerLost``); None when a stream waited ``ping_interval`` for it
+        and is to be committed now. An outbox acknowledgement that overtook the final reply it
+        belongs to is kept in ``held``."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.first_reply_timeout
+        commit_at = call.started + self.ping_interval
+        while True:
+            silent_at = loop.time() + self.owner_timeout
+            try:
+                async with asyncio.timeout_at(min(deadline, silent_at)):
+                    msg = await queue.get()
+            except TimeoutError:
+                if silent_at < deadline:
+                    raise _OwnerLost from None
+                raise
+            if self.inbox.is_ack(msg):
                 held.ack = msg
+                continue
+            reply = self._decode(msg)
+            if type(reply) is not Heartbeat:
+                return reply
+            if reply.stream and loop.time() >= commit_at:
+                return None
 
     def _decode(self, msg: Msg) -> envelopes.Reply:
         if bus.is_no_responders(msg):
@@ -165,20 +221,25 @@ class Relay:
         return envelopes.decode_reply(msg.data)
 
     async def _stream(
-        self, call: Call, head: ReplyHead, queue: asyncio.Queue[Msg], held: Held
+        self, call: Call, head: ReplyHead | None, queue: asyncio.Queue[Msg], held: Held
     ) -> web.StreamResponse:
-        resp = SseResponse(headers={**SSE_HEADERS, **call.extra_headers, **head.headers})
+        """Relay a stream from its ``ReplyHead``; or, with None, one committed before its head
+        (the head's headers are then not sent: the status line has left already)."""
+        head_headers = head.headers if head is not None else {}
+        resp = SseResponse(headers={**SSE_HEADERS, **call.extra_headers, **head_headers})
         m.ACTIVE_STREAMS.inc()
         now = time.monotonic()
         state = _StreamState(received=now, written=now)
         # The watchdog runs from ReplyHead on: a stream can stall before its first chunk too.
         watchdog = asyncio.create_task(self._watchdog(call, queue, state))
         try:
-            if head.data:
-                # The first read of the upstream travels with the head: write it at once.
+            first = self._ping(call) if head is None else head.data
+            if first:
+                # The first read of the upstream travels with the head: write it at once. A
+                # stream committed early starts with a ping.
                 await resp.prepare(call.request)
                 m.FIRST_BYTE_BY(call.envelope.api).observe(time.monotonic() - call.started)
-                await resp.write(head.data)
+                await resp.write(first)
                 state.written = time.monotonic()
             while True:
                 msg = await queue.get()
@@ -225,9 +286,9 @@ class Relay:
         ping = False
         while True:
             if msg is _IDLE:
-                frame = stream_error_frame(
-                    call.fmt, call.rid, 504, "timeout_error", "the model stopped responding"
-                )
+                m.OWNER_LOST_BY("stream_ended").inc()
+                lost = OWNER_LOST
+                frame = stream_error_frame(call.fmt, call.rid, lost.status, lost.type, lost.message)
                 parts.append(frame)
                 return b"".join(parts), True, None
             if msg is _PING:
@@ -240,6 +301,10 @@ class Relay:
                 match reply:
                     case ReplyChunk():
                         parts.append(reply.data)
+                    case Heartbeat():
+                        pass  # its holder is alive: counted as received above
+                    case ReplyHead():
+                        parts.append(reply.data)  # a stream committed before its head
                     case ReplyEnd():
                         if reply.usage:
                             return b"".join(parts), True, reply

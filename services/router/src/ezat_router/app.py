@@ -17,6 +17,7 @@ from ezat_common import bus, logs
 from ezat_common import metrics as common_metrics
 from ezat_common.bus import Claims
 from ezat_common.config import Config, load_config
+from ezat_common.liveness import Heartbeats
 from ezat_common.subjects import QUEUE_ROUTER, Subjects, from_env
 from nats.aio.client import Client
 
@@ -61,12 +62,14 @@ class RouterService:
             self.shared,
             region=self.region,
         )
-        self.handlers = Handlers(self.router)
+        self.beats = Heartbeats(nc)
+        self.handlers = Handlers(self.router, self.beats)
         self._subs: list[Any] = []
 
     async def start(self) -> None:
         await self.upstream.start()
         await self.shared.start()
+        self.beats.start()
         self._subs.append(
             await self._nc.subscribe(
                 self._subjects.route, queue=QUEUE_ROUTER, cb=self.handlers.on_route
@@ -96,6 +99,7 @@ class RouterService:
             await asyncio.wait(tasks, timeout=CANCEL_GRACE_SECONDS)
         with contextlib.suppress(Exception):
             await cancel.unsubscribe()
+        await self.beats.stop()
         await self.billing.drain(CANCEL_GRACE_SECONDS)
         await self.upstream.close()
         await self.shared.close()

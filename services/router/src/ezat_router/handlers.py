@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 import msgspec
 from ezat_common import envelopes
+from ezat_common.liveness import Heartbeats
 from nats.aio.msg import Msg
 
 from .routing import Router
@@ -39,10 +40,14 @@ class Handlers:
     def __init__(
         self,
         router: Router,
+        beats: Heartbeats | None = None,
         clock: Callable[[], float] = time.monotonic,
         cancel_memory: float = CANCEL_MEMORY_SECONDS,
     ) -> None:
         self._router = router
+        # While a request runs here its reply subject hears from us (docs/reliability.md): the
+        # receiver takes our silence for our death.
+        self._beats = beats
         self._clock = clock
         self._cancel_memory = cancel_memory
         # In-flight requests by identity (uid, or request id from uid-less producers).
@@ -62,7 +67,10 @@ class Handlers:
             return  # the client is already gone
         task = asyncio.get_running_loop().create_task(self._router.run(req))
         self.tasks[key] = task
-        task.add_done_callback(lambda done: self._forget(key, done))
+        if self._beats is not None:
+            self._beats.open(req.reply_to, req.stream)
+        reply_to = req.reply_to
+        task.add_done_callback(lambda done: self._forget(key, done, reply_to))
 
     async def on_cancel(self, msg: Msg) -> None:
         try:
@@ -90,6 +98,8 @@ class Handlers:
                 break
             del cancelled[key]
 
-    def _forget(self, key: str, task: asyncio.Task[None]) -> None:
+    def _forget(self, key: str, task: asyncio.Task[None], reply_to: str) -> None:
         if self.tasks.get(key) is task:
             del self.tasks[key]
+        if self._beats is not None:
+            self._beats.close(reply_to)

@@ -15,6 +15,7 @@ from ezat_common import bus, envelopes, logs, metrics
 from ezat_common.catalogue import Catalogue
 from ezat_common.config import load_config
 from ezat_common.errors import GatewayError
+from ezat_common.liveness import Heartbeats
 from ezat_common.subjects import QUEUE_TRANSLATOR, from_env
 from nats.aio.msg import Msg
 
@@ -39,6 +40,8 @@ class Translator:
         # the edge's inbox is the rest of the subject, so we can tell the client.
         self.no_router_prefix = self.subjects.inbox(instance) + ".nr."
         self.thinking = ThinkingStore(os.environ.get("REDIS_URL"))
+        # The edge hears from us while we hold its request (docs/reliability.md).
+        self.beats = Heartbeats(nc)
         self.chat = ChatPath(
             nc,
             self.subjects,
@@ -47,6 +50,7 @@ class Translator:
             self.thinking,
             instance,
             self.no_router_prefix,
+            self.beats,
         )
         self.tasks: set[asyncio.Task[None]] = set()
 
@@ -57,7 +61,8 @@ class Translator:
         await self.nc.subscribe(s.cancel, cb=self.on_cancel)
         await self.chat.start()
         await bus.serve_health(self.nc, s, "translator", self.check)
-        self._spawn(self.chat.sweep_forever())
+        self.beats.start()
+        self._spawn(self.chat.watch_forever())
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(coro)
@@ -102,6 +107,7 @@ class Translator:
     async def route_with_images(self, req: envelopes.ClientRequest, translated: Translated) -> None:
         """SPEC §2: image blocks with a URL source go to the deployment inline."""
         token = logs.request_id.set(req.request_id)
+        self.beats.open(req.reply_to, translated.stream)
         try:
             assert translated.data is not None
             await inline_images(
@@ -116,6 +122,7 @@ class Translator:
         except BaseException as exc:
             await self.fail(req, exc)
         finally:
+            self.beats.close(req.reply_to)
             logs.request_id.reset(token)
 
     async def route(

@@ -4,8 +4,12 @@ convert the router's Anthropic replies into OpenAI responses on their way to the
 Unlike the Anthropic API, the format changes on the way back, so the router replies to this
 process's inbox; one wildcard subscription dispatches by sequence number to the request's state
 (no task per request or per event). State is dropped on the final reply, on cancellation (matched
-on the request's ``uid``: a client-chosen request id may be shared by other requests), when no
-router is there, or by a sweep for requests whose router vanished.
+on the request's ``uid``: a client-chosen request id may be shared by other requests), or when no
+router is there.
+
+Liveness (docs/reliability.md): while a state lives, the edge hears our heartbeats; the router
+beats us in turn. A router silent for ``OWNER_TIMEOUT`` is dead: the request is sent once more to
+a live router if nothing of it reached the edge yet, else the edge is told it failed (``watch``).
 
 The final reply keeps the router's ``usage`` (the encoded record the edge holds it for, see
 ``RouteRequest.ack_to``): the outbox acknowledges to the edge, which releases the converted final
@@ -20,6 +24,7 @@ the turn that needs it after that event), and a body that comes or goes as a cla
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import time
@@ -30,7 +35,16 @@ from typing import Any
 import msgspec
 from ezat_common import bus, envelopes, logs
 from ezat_common.catalogue import Catalogue
-from ezat_common.envelopes import ReplyBody, ReplyChunk, ReplyEnd, ReplyError, ReplyHead
+from ezat_common.envelopes import (
+    OWNER_LOST,
+    Heartbeat,
+    ReplyBody,
+    ReplyChunk,
+    ReplyEnd,
+    ReplyError,
+    ReplyHead,
+)
+from ezat_common.liveness import OWNER_TIMEOUT, Heartbeats
 from ezat_common.subjects import Subjects
 from nats.aio.msg import Msg
 
@@ -38,13 +52,13 @@ from .core.anthropic_to_openai import ThinkingKept, to_chat_completion
 from .core.chat_stream import ChatStream
 from .core.openai_to_anthropic import ChatTranslation, to_messages_request
 from .images import inline_images
+from .metrics import ROUTER_LOST
 from .routes import route_request
 from .thinking_store import ThinkingStore
 
 log = logging.getLogger("ezat.translator.chat")
 
 _encode_json = msgspec.json.Encoder().encode
-STATE_MAX_AGE = 3600.0
 # After the no-router prefix: the reply subject of a chat route names its state, not the edge.
 NO_ROUTER_TAG = "chat."
 
@@ -58,7 +72,11 @@ class ChatState:
     response_model: str
     created: int
     stream: ChatStream | None
-    started: float = field(default_factory=time.monotonic)
+    # The encoded RouteRequest, kept until the router's first reply: sent once more if that
+    # router dies first (None: sent again already, a claim-checked body, or replies came).
+    route: bytes | None = None
+    # When the router was last heard from (any reply or heartbeat), monotonic.
+    heard: float = field(default_factory=time.monotonic)
 
 
 class ChatPath:
@@ -71,8 +89,10 @@ class ChatPath:
         thinking: ThinkingStore,
         instance: str,
         no_router_prefix: str,
+        beats: Heartbeats,
     ) -> None:
         self.nc = nc
+        self.beats = beats
         self.subjects = subjects
         self.claims = claims
         self.catalogue = catalogue
@@ -94,6 +114,15 @@ class ChatPath:
         ct = to_messages_request(
             body, self.catalogue, session_header=req.session, cache_header=req.cache
         )
+        # From here until the state is forgotten the edge hears from us.
+        self.beats.open(req.reply_to, ct.stream)
+        try:
+            await self._route(req, ct)
+        except BaseException:
+            self.beats.close(req.reply_to)
+            raise
+
+    async def _route(self, req: envelopes.ClientRequest, ct: ChatTranslation) -> None:
         if ct.image_urls:
             await inline_images(
                 self.nc, self.subjects, self.claims, req.request_id, ct.body, ct.image_urls
@@ -114,32 +143,41 @@ class ChatPath:
             if ct.stream
             else None
         )
-        # Registered only once nothing can fail before the publish: no state is left behind.
-        self.states[token] = ChatState(
-            req.request_id, uid, req.key_id, req.reply_to, ct.response_model, created, stream
-        )
-        self.by_request[uid] = token
         route = route_request(
             req,
             model=ct.model.id,
             response_model=ct.response_model,
             stream=ct.stream,
-            reply_to=f"{self.prefix}.{token}",
+            reply_to="",
             body=inline,
             body_ref=ref,
             session_key=ct.session_key,
             prefix_hash=ct.prefix_hash,
             cache_ttl=ct.cache_ttl,
         )
+        # Registered only once nothing can fail before the publish: no state is left behind.
+        state = ChatState(
+            req.request_id, uid, req.key_id, req.reply_to, ct.response_model, created, stream
+        )
+        self.states[token] = state
+        self.by_request[uid] = token
         try:
-            await self.nc.publish(
-                self.subjects.route,
-                envelopes.encode(route),
-                reply=f"{self.no_router_prefix}{NO_ROUTER_TAG}{token}",
-            )
+            await self._publish_route(token, state, route)
         except BaseException:
             self._forget(token)
             raise
+
+    async def _publish_route(
+        self, token: str, state: ChatState, route: envelopes.RouteRequest
+    ) -> None:
+        route.reply_to = f"{self.prefix}.{token}"
+        data = envelopes.encode(route)
+        # A claim-checked body is read (and deleted) by the router: it cannot be sent twice.
+        state.route = data if route.body_ref is None else None
+        state.heard = time.monotonic()
+        await self.nc.publish(
+            self.subjects.route, data, reply=f"{self.no_router_prefix}{NO_ROUTER_TAG}{token}"
+        )
 
     def no_router(self, token: str) -> str | None:
         """No router took the request of ``token``: forget it; the edge inbox to tell, if any."""
@@ -175,9 +213,14 @@ class ChatPath:
         state = self.states.get(token)
         if state is None:
             return
+        state.heard = time.monotonic()
         rid = logs.request_id.set(state.request_id)
         try:
-            out = self._convert(token, state, envelopes.decode_reply(msg.data))
+            reply = envelopes.decode_reply(msg.data)
+            if type(reply) is Heartbeat:
+                return
+            state.route = None  # the router answered: the request is its own now
+            out = self._convert(token, state, reply)
             if out is not None:
                 await self.nc.publish(state.edge_reply_to, envelopes.encode(out))
         except Exception:
@@ -281,7 +324,10 @@ class ChatPath:
 
     def _forget(self, token: str) -> None:
         state = self.states.pop(token, None)
-        if state is not None and self.by_request.get(state.uid) == token:
+        if state is None:
+            return
+        self.beats.close(state.edge_reply_to)
+        if self.by_request.get(state.uid) == token:
             del self.by_request[state.uid]
 
     def cancel(self, uid: str) -> None:
@@ -289,14 +335,36 @@ class ChatPath:
         if token is not None:
             self._forget(token)
 
-    def sweep(self) -> None:
-        """Drop states whose router never finished them (it died); the edge timed out already."""
-        limit = time.monotonic() - STATE_MAX_AGE
-        for token, state in list(self.states.items()):
-            if state.started < limit:
+    async def watch(self) -> int:
+        """Act on the requests whose router fell silent for ``OWNER_TIMEOUT``: send each once
+        more if nothing of it was relayed yet, else tell the edge it failed. Returns how many."""
+        limit = time.monotonic() - OWNER_TIMEOUT
+        lost = [(t, s) for t, s in self.states.items() if s.heard < limit]
+        for token, state in lost:
+            if self.states.get(token) is not state:
+                continue  # finished or cancelled while we were publishing
+            route, state.route = state.route, None
+            if route is None:
+                ROUTER_LOST.labels("failed").inc()
                 self._forget(token)
+                with contextlib.suppress(Exception):
+                    await self.nc.publish(state.edge_reply_to, envelopes.encode(OWNER_LOST))
+                continue
+            ROUTER_LOST.labels("retried").inc()
+            # A new token: anything the silent router still sends is dropped, not mixed in.
+            del self.states[token]
+            new = str(next(self.seq))
+            self.states[new] = state
+            self.by_request[state.uid] = new
+            with contextlib.suppress(Exception):  # NATS away: the next watch ends it
+                await self._publish_route(new, state, envelopes.decode_route_request(route))
+            state.route = None  # sent again once only
+        return len(lost)
 
-    async def sweep_forever(self) -> None:
+    async def watch_forever(self) -> None:
         while True:
-            await asyncio.sleep(60)
-            self.sweep()
+            await asyncio.sleep(OWNER_TIMEOUT / 6)
+            try:
+                await self.watch()
+            except Exception:
+                log.exception("router liveness watch failed")

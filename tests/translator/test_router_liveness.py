@@ -1,0 +1,164 @@
+"""The chat path watches the router it sent a request to, and beats the edge meanwhile
+(docs/reliability.md). Real NATS; the router is whatever the test does on the route subject."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import msgspec
+import nats
+import pytest
+from ezat_common import bus, envelopes, liveness
+from ezat_common.catalogue import Catalogue
+from ezat_common.config import load_config
+from ezat_common.envelopes import ClientRequest, Heartbeat, ReplyChunk, ReplyHead, RouteRequest
+from ezat_common.liveness import Heartbeats
+from ezat_common.subjects import Subjects
+from ezat_translator.chat import ChatPath
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+
+CONFIG = Path(__file__).parents[2] / "config" / "ezat.toml"
+BODY = msgspec.json.encode(
+    {
+        "model": "claude-sonnet-5-5",
+        "max_tokens": 16,
+        "stream": True,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+)
+START = b'event: message_start\ndata: {"type":"message_start","message":{"id":"m","usage":{}}}\n\n'
+
+
+class Wire:
+    """A chat path on real NATS, what reached the route subject and the edge's inbox."""
+
+    def __init__(self, nc: Client, subjects: Subjects) -> None:
+        self.nc = nc
+        self.subjects = subjects
+        self.beats = Heartbeats(nc)
+        self.path = ChatPath(
+            nc,
+            subjects,
+            bus.Claims(nc, subjects),
+            Catalogue(load_config(str(CONFIG))),
+            None,  # type: ignore[arg-type]  # no thinking in these requests
+            "tr-test",
+            subjects.inbox("tr-test") + ".nr.",
+            self.beats,
+        )
+        self.routes: list[RouteRequest] = []
+        self.edge: list[envelopes.Reply] = []
+        self.edge_inbox = f"_INBOX.{subjects.prefix}.edge-x.1"
+
+    async def start(self) -> None:
+        async def on_route(msg: Msg) -> None:
+            self.routes.append(envelopes.decode_route_request(msg.data))
+
+        async def on_edge(msg: Msg) -> None:
+            self.edge.append(envelopes.decode_reply(msg.data))
+
+        await self.path.start()
+        await self.nc.subscribe(self.subjects.route, cb=on_route)
+        await self.nc.subscribe(self.edge_inbox, cb=on_edge)
+        await self.nc.flush()
+
+    def request(self) -> ClientRequest:
+        return ClientRequest(
+            request_id="req-1",
+            uid=uuid.uuid4().hex,
+            api="chat",
+            key_id="key-1",
+            reply_to=self.edge_inbox,
+            received_at=time.time(),
+        )
+
+    async def settle(self) -> None:
+        await self.nc.flush()
+        await asyncio.sleep(0.1)
+
+    def age(self, seconds: float) -> None:
+        """As if the router had been silent for ``seconds`` (the watch reads ``heard``)."""
+        for state in self.path.states.values():
+            state.heard -= seconds
+
+
+@pytest.fixture
+async def wire(nats_url: str) -> AsyncIterator[Wire]:
+    nc = await nats.connect(nats_url)
+    w = Wire(nc, Subjects(prefix=f"rl{uuid.uuid4().hex[:8]}"))
+    await w.start()
+    try:
+        yield w
+    finally:
+        await nc.close()
+
+
+async def test_the_edge_hears_from_the_translator_while_it_holds_a_request(wire: Wire) -> None:
+    await wire.path.route(wire.request(), BODY)
+    assert wire.edge_inbox in wire.beats  # a stream: the edge may commit it on these beats
+    await asyncio.sleep(liveness.HEARTBEAT_INTERVAL)
+    assert await wire.beats.beat_once() == 1
+    await wire.settle()
+    assert wire.edge == [Heartbeat(stream=True)]
+
+
+async def test_a_router_silent_before_its_first_reply_gets_the_request_once_more(
+    wire: Wire,
+) -> None:
+    req = wire.request()
+    await wire.path.route(req, BODY)
+    await wire.settle()
+    wire.age(liveness.OWNER_TIMEOUT + 0.1)
+    assert await wire.path.watch() == 1
+    await wire.settle()
+    first, again = wire.routes
+    assert again.uid == first.uid == req.uid
+    assert again.body == first.body
+    assert again.reply_to != first.reply_to  # replies of the silent router are not mixed in
+    # Still the request of the edge's client: nothing was told to the edge.
+    assert wire.edge == []
+    assert wire.edge_inbox in wire.beats
+
+    # The second router dies too: the edge is told, once, and the request is forgotten.
+    wire.age(liveness.OWNER_TIMEOUT + 0.1)
+    assert await wire.path.watch() == 1
+    await wire.settle()
+    assert wire.edge == [envelopes.OWNER_LOST]
+    assert len(wire.routes) == 2
+    assert wire.path.states == {} and wire.path.by_request == {}
+    assert wire.edge_inbox not in wire.beats
+
+
+async def test_a_router_that_beats_is_not_taken_for_dead(wire: Wire) -> None:
+    await wire.path.route(wire.request(), BODY)
+    await wire.settle()
+    route = wire.routes[0]
+    wire.age(liveness.OWNER_TIMEOUT + 0.1)
+    await wire.nc.publish(route.reply_to, envelopes.encode(Heartbeat(stream=True)))
+    await wire.settle()
+    assert await wire.path.watch() == 0
+    assert len(wire.routes) == 1 and wire.edge == []  # a heartbeat is not relayed
+
+
+async def test_a_router_silent_after_the_stream_started_ends_it_at_the_edge(wire: Wire) -> None:
+    await wire.path.route(wire.request(), BODY)
+    await wire.settle()
+    route = wire.routes[0]
+    await wire.nc.publish(route.reply_to, envelopes.encode(ReplyHead(data=START)))
+    await wire.settle()
+    wire.age(liveness.OWNER_TIMEOUT + 0.1)
+    assert await wire.path.watch() == 1
+    await wire.settle()
+    # Never sent again once something reached the edge: the client would see it twice.
+    assert len(wire.routes) == 1
+    assert [type(r) for r in wire.edge] == [ReplyHead, envelopes.ReplyError]
+    assert wire.edge[-1] == envelopes.OWNER_LOST
+    # Late replies of that router are dropped.
+    await wire.nc.publish(route.reply_to, envelopes.encode(ReplyChunk(data=b"")))
+    await wire.settle()
+    assert len(wire.edge) == 2
