@@ -8,7 +8,7 @@ export UV_PYTHON := $(shell command -v $(PY))
 export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := $(CURDIR)/$(VENV)
 
-.PHONY: install run test lint fmt bench clean
+.PHONY: install run test test-faults lint fmt bench clean
 
 $(UV):
 	$(PY) -m venv $(TOOLS)
@@ -24,7 +24,11 @@ run: install
 	$(VENV)/bin/ezat up --config $(or $(EZAT_CONFIG),config/ezat.toml)
 
 test: install
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+	$(VENV)/bin/pytest --ignore=tests/faults $(PYTEST_ARGS)
+
+# The fault suite (docs/reliability.md): processes killed and restarted under load, its own stack.
+test-faults: install
+	$(VENV)/bin/pytest tests/faults $(PYTEST_ARGS)
 
 lint: install
 	$(VENV)/bin/ruff check .

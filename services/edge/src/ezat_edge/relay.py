@@ -258,6 +258,10 @@ class Relay:
                         await resp.write(data)  # no bytes yet: the headers go out on their own
                 if final:
                     await resp.write_eof(data)
+                    if state.lost:
+                        # The process relaying it is gone, not necessarily the router behind it
+                        # (a dead translator): stop the upstream call.
+                        await self._cancel(call)
                     break
                 if data:
                     await resp.write(data)
@@ -287,6 +291,7 @@ class Relay:
         while True:
             if msg is _IDLE:
                 m.OWNER_LOST_BY("stream_ended").inc()
+                state.lost = True
                 lost = OWNER_LOST
                 frame = stream_error_frame(call.fmt, call.rid, lost.status, lost.type, lost.message)
                 parts.append(frame)
@@ -383,3 +388,4 @@ def _unrecorded_frame(call: Call) -> bytes:
 class _StreamState:
     received: float  # last reply received (the idle timeout)
     written: float  # last write to the client, pings included (the ping schedule)
+    lost: bool = False  # ended because its holder fell silent

@@ -1,0 +1,236 @@
+"""Load with a recorded history for the fault suite (docs/reliability.md).
+
+``run_load`` starts N requests at once through the official SDKs, mixing both APIs, streaming
+and not; each request's history says when it started and ended, what the client saw (a complete
+answer, an error event inside a stream, an HTTP error, or nothing before the bound: hung) and its
+usage rows. ``check`` asserts the invariants every scenario shares.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import aiohttp
+import anthropic
+import asyncpg
+import openai
+from ezat_cli.stack import Stack
+from prometheus_client.parser import text_string_to_metric_families
+
+Kind = Literal["anthropic-stream", "anthropic-json", "openai-stream", "openai-json"]
+KINDS: tuple[Kind, ...] = ("anthropic-stream", "anthropic-json", "openai-stream", "openai-json")
+Outcome = Literal["complete", "stream_error", "http_error", "hung"]
+HUNG_AFTER = 30.0  # seconds: a request still open then is hung
+
+
+@dataclass
+class Target:
+    """The stack under test and one client of each SDK (made once: building a client costs tens
+    of milliseconds of CPU, which would delay the load past the moment of the fault)."""
+
+    stack: Stack
+    url: str
+    key: str
+    database_url: str
+    # Each replica's /metrics, by process name.
+    metrics: dict[str, str] = field(default_factory=dict)
+    # Counter values before a scenario, by process name (kill_busier).
+    baseline: dict[str, float] = field(default_factory=dict)
+    _clients: dict[str, Any] = field(default_factory=dict)
+
+    async def sample(self, name: str, metric: str) -> float:
+        """The sum of ``metric``'s samples on process ``name`` (0 when it does not answer)."""
+        try:
+            async with (
+                aiohttp.ClientSession() as http,
+                http.get(self.metrics[name], timeout=aiohttp.ClientTimeout(total=2)) as resp,
+            ):
+                text = await resp.text()
+        except (aiohttp.ClientError, TimeoutError):
+            return 0.0
+        total = 0.0
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                if s.name == metric and s.labels.get("api", "chat") == "chat":
+                    total += s.value
+        return total
+
+    def anthropic(self) -> anthropic.AsyncAnthropic:
+        if "anthropic" not in self._clients:
+            self._clients["anthropic"] = anthropic.AsyncAnthropic(
+                base_url=self.url, api_key=self.key, max_retries=0
+            )
+        client: anthropic.AsyncAnthropic = self._clients["anthropic"]
+        return client
+
+    def openai(self) -> openai.AsyncOpenAI:
+        if "openai" not in self._clients:
+            self._clients["openai"] = openai.AsyncOpenAI(
+                base_url=self.url + "/openai/v1", api_key=self.key, max_retries=0
+            )
+        client: openai.AsyncOpenAI = self._clients["openai"]
+        return client
+
+
+@dataclass
+class History:
+    kind: Kind
+    request_id: str
+    started: float
+    ended: float = 0.0
+    outcome: Outcome = "hung"
+    status: int = 0
+    started_streaming: bool = False  # some answer text reached the client
+    error: str = ""
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def seconds(self) -> float:
+        return self.ended - self.started
+
+
+def _prompt(tokens: int) -> str:
+    return f"Tell me a long story. [sim:tokens={tokens}]"
+
+
+async def _anthropic(t: Target, h: History, stream: bool, tokens: int) -> None:
+    client = t.anthropic()
+    args: dict[str, Any] = {
+        "model": "claude-sonnet-5-5",
+        "max_tokens": 1024,
+        "messages": [{"role": "user", "content": _prompt(tokens)}],
+        "extra_headers": {"x-request-id": h.request_id},
+    }
+    if not stream:
+        await client.messages.create(**args)
+        h.outcome = "complete"
+        return
+    async with client.messages.stream(**args) as s:
+        async for event in s:
+            if event.type == "text":
+                h.started_streaming = True
+            if event.type == "message_stop":
+                h.outcome = "complete"
+
+
+async def _openai(t: Target, h: History, stream: bool, tokens: int) -> None:
+    client = t.openai()
+    args: dict[str, Any] = {
+        "model": "claude-sonnet-5-5",
+        "max_tokens": 1024,
+        "messages": [{"role": "user", "content": _prompt(tokens)}],
+        "extra_headers": {"x-request-id": h.request_id},
+    }
+    if not stream:
+        await client.chat.completions.create(**args)
+        h.outcome = "complete"
+        return
+    chunks = await client.chat.completions.create(
+        **args, stream=True, stream_options={"include_usage": True}
+    )
+    async for chunk in chunks:
+        if chunk.choices and chunk.choices[0].delta.content:
+            h.started_streaming = True
+        if chunk.usage is not None:
+            h.outcome = "complete"  # the last chunk before [DONE]
+
+
+async def one(t: Target, kind: Kind, tokens: int) -> History:
+    h = History(kind, f"flt-{uuid.uuid4().hex[:16]}", time.monotonic())
+    call = _anthropic if kind.startswith("anthropic") else _openai
+    try:
+        await asyncio.wait_for(call(t, h, kind.endswith("stream"), tokens), HUNG_AFTER)
+    except TimeoutError:
+        h.outcome = "hung"
+    except (anthropic.APIStatusError, openai.APIStatusError) as exc:
+        h.status = exc.status_code
+        h.error = str(exc)[:300]
+        in_stream = kind.endswith("stream") and exc.response.status_code == 200
+        h.outcome = "stream_error" if in_stream else "http_error"
+    except (anthropic.APIError, openai.APIError) as exc:
+        # An error event inside a 200 stream (the SDKs raise APIError for it), or a connection
+        # that broke.
+        h.error = f"{type(exc).__name__}: {str(exc)[:300]}"
+        h.outcome = "stream_error" if kind.endswith("stream") else "http_error"
+    h.ended = time.monotonic()
+    if h.outcome not in ("complete", "stream_error", "http_error", "hung"):
+        h.outcome = "stream_error"
+    return h
+
+
+async def run_load(
+    t: Target,
+    n: int,
+    tokens: int,
+    fault: Callable[[], Awaitable[None]] | None = None,
+    fault_at: float = 1.0,
+) -> list[History]:
+    """``n`` requests at once (the kinds in turn), ``fault`` run ``fault_at`` s in."""
+    kinds = itertools.cycle(KINDS)
+    tasks = [asyncio.create_task(one(t, next(kinds), tokens)) for _ in range(n)]
+    if fault is not None:
+        await asyncio.sleep(fault_at)
+        await fault()
+    histories = list(await asyncio.gather(*tasks))
+    await _attach_rows(t, histories)
+    return histories
+
+
+async def _attach_rows(t: Target, histories: list[History], settle: float = 3.0) -> None:
+    """Each request's usage rows, once billing drained what the outbox holds."""
+    await asyncio.sleep(settle)
+    conn = await asyncpg.connect(t.database_url)
+    try:
+        ids = [h.request_id for h in histories]
+        rows = await conn.fetch(
+            "SELECT request_id, status, output_tokens FROM usage_records"
+            " WHERE request_id = ANY($1::text[])",
+            ids,
+        )
+    finally:
+        await conn.close()
+    by_id = {h.request_id: h for h in histories}
+    for row in rows:
+        by_id[row["request_id"]].rows.append(dict(row))
+
+
+def summary(histories: list[History]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for h in histories:
+        counts[h.outcome] = counts.get(h.outcome, 0) + 1
+    return counts
+
+
+def check(histories: list[History], bound: float) -> None:
+    """The invariants of every scenario: nothing hangs, every request ends within ``bound`` s,
+    every answer the client saw complete has exactly one usage row, no row is doubled."""
+    hung = [h.request_id for h in histories if h.outcome == "hung"]
+    assert not hung, f"hung: {hung}"
+    slow = [(h.kind, round(h.seconds, 1), h.outcome) for h in histories if h.seconds > bound]
+    assert not slow, f"ended after {bound}s: {slow}"
+    unbilled = [(h.kind, h.request_id) for h in histories if h.outcome == "complete" and not h.rows]
+    assert not unbilled, f"complete without a usage row: {unbilled}"
+    doubled = [(h.kind, h.request_id) for h in histories if len(h.rows) > 1]
+    assert not doubled, f"usage recorded twice: {doubled}"
+    wrong = [
+        (h.kind, h.rows[0]["status"]) for h in histories
+        if h.outcome == "complete" and h.rows[0]["status"] != "complete"
+    ]  # fmt: skip
+    assert not wrong, f"complete answers recorded as not complete: {wrong}"
+
+
+async def serves_again(t: Target, within: float = 20.0) -> History:
+    """The stack serves again by itself: a request of each API succeeds within ``within`` s."""
+    deadline = time.monotonic() + within
+    while True:
+        results = [await one(t, kind, 4) for kind in ("anthropic-json", "openai-stream")]
+        if all(r.outcome == "complete" for r in results):
+            return results[-1]
+        assert time.monotonic() < deadline, f"not serving again: {results}"
+        await asyncio.sleep(0.5)
