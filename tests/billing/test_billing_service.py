@@ -14,16 +14,17 @@ import msgspec
 import nats
 import pytest
 import pytest_asyncio
-from ezat_billing import app, config
+from ezat_billing import app, config, settle
 from ezat_cli.infra import free_port
 from ezat_common import envelopes
 from ezat_common.config import parse_config
-from ezat_common.envelopes import UsageAck, UsageQuery
+from ezat_common.envelopes import Delivered, UsageAck, UsageQuery
 from ezat_common.outbox import Outbox
 from ezat_common.subjects import Subjects
 from nats.aio.client import Client
 
 from .factories import count_rows, record
+from .test_billing_settle import age, rows_of
 
 CONFIG = """
 [[models]]
@@ -360,3 +361,30 @@ async def test_stops_promptly_after_the_outbox_drain_has_idled(
         started = asyncio.get_running_loop().time()
         await asyncio.wait_for(asyncio.shield(running.task), 20)
         assert asyncio.get_running_loop().time() - started < 3.0
+
+
+@pytest.mark.parametrize("order", ["record_first", "confirmation_first"])
+async def test_the_drain_stores_records_and_confirmations_from_the_outbox(
+    billing: Running, pool: asyncpg.Pool, key_id: str, order: str
+) -> None:
+    rec = record(key_id=key_id, request_id=f"r-{uuid.uuid4().hex[:8]}", uid=uuid.uuid4().hex)
+    js = billing.nc.jetstream()
+    messages = [
+        (envelopes.encode(rec), rec.uid),
+        (envelopes.encode(Delivered(uids=[rec.uid])), f"delivered-{rec.uid}"),
+    ]
+    if order == "confirmation_first":
+        messages.reverse()
+    for data, msg_id in messages:
+        await js.publish(billing.subjects.usage_outbox, data, headers={"Nats-Msg-Id": msg_id})
+    for _ in range(100):
+        info = await js.stream_info(billing.subjects.outbox_stream)
+        if info.state.messages == 0:
+            break
+        await asyncio.sleep(0.05)
+    assert info.state.messages == 0
+    delivered = await pool.fetchval("SELECT count(*) FROM usage_deliveries WHERE uid = $1", rec.uid)
+    assert delivered == 1
+    await age(pool, key_id, 61)
+    await settle.settle_due(pool, 60)
+    assert (await rows_of(pool, key_id))[rec.request_id][0] == "complete"

@@ -276,6 +276,7 @@ USES: dict[str, dict[str, list[tuple[str, str | None]]]] = {
             (S.cancel, None),
             (S.usage_query, None),
             (S.usage_record, None),  # held final replies the outbox did not acknowledge
+            (S.usage_outbox, None),  # delivery confirmations (docs/billing.md)
             *[(S.health(s), None) for s in ("translator", "router", "billing", "fetcher")],
             *[(x, None) for x in CLAIMS_PUB],
         ],

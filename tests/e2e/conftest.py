@@ -171,7 +171,9 @@ class Gateway:
                     msg = await js.get_msg(f"{PREFIX}_billing_outbox", seq)
                 except nats.js.errors.NotFoundError:
                     continue
-                if envelopes.decode_usage_record(msg.data or b"").request_id == request_id:
+                item = envelopes.decode_outbox(msg.data or b"")
+                # The edge's delivery confirmations share the stream (docs/billing.md).
+                if isinstance(item, envelopes.UsageRecord) and item.request_id == request_id:
                     return True
         finally:
             await nc.close()

@@ -132,10 +132,12 @@ async def test_a_request_whose_holder_dies_before_replying_is_published_once_mor
     resp = await holder.relay.run(call, b"{}")
     assert isinstance(resp, web.Response)
     assert (resp.status, resp.body) == (200, BODY)
-    # The same request twice, under the same uid: the gateway's identity of it (a record the
-    # dead holder left would be the one billing keeps), each time to a fresh inbox.
-    assert [env.uid for env in holder.received] == [call.envelope.uid] * 2
-    assert holder.received[0].reply_to != holder.received[1].reply_to
+    # Published again as a request of its own: a new uid (a record the first publish left is
+    # never charged, docs/billing.md), a fresh inbox; the first is cancelled as failed.
+    first, again = holder.received
+    assert first.uid != again.uid == call.envelope.uid
+    assert first.reply_to != again.reply_to
+    assert first.request_id == again.request_id == call.rid
     assert OWNER_TIMEOUT <= time.monotonic() - started < OWNER_TIMEOUT + 1.0
 
 

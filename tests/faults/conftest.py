@@ -30,6 +30,10 @@ first_byte_timeout = 10.0
 between_events_timeout = 10.0
 metrics_listen = "127.0.0.1:{router_metrics}"
 
+[billing]
+# Short, so that the suite sees records settled (docs/billing.md); the default is 60 s.
+delivery_confirm_seconds = 2.0
+
 [translator]
 metrics_listen = "127.0.0.1:{translator_metrics}"
 

@@ -12,7 +12,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 import nats
@@ -366,7 +366,12 @@ async def test_upstream_dropping_mid_stream_is_an_uncharged_error(nats_url: str)
         assert stack.service.shared.health("a").failures == 1  # a broken stream is a fault
 
 
-async def test_cancel_closes_the_upstream_and_records_client_closed(nats_url: str) -> None:
+@pytest.mark.parametrize(("reason", "status"), [("client", "client_closed"), ("gateway", "failed")])
+async def test_cancel_closes_the_upstream_and_records_client_closed(
+    nats_url: str, reason: Literal["client", "gateway"], status: str
+) -> None:
+    """A client's cancel is billed by estimate; the edge's "gateway" cancel (the stream's relay
+    died, docs/billing.md) is recorded failed, not charged, with the same counts."""
     async with running_stack(nats_url, [("a", "eu")]) as stack:
         up = stack.upstream
         text = "Hello, streaming world"  # 22 characters: 6 estimated tokens
@@ -381,7 +386,7 @@ async def test_cancel_closes_the_upstream_and_records_client_closed(nats_url: st
             streamed = isinstance(reply, ReplyHead | ReplyChunk)
             if streamed and text.encode() in reply.data and not cancelled_at:  # type: ignore[union-attr]
                 cancelled_at = time.monotonic()
-                cancel = CancelRequest(request_id=req.request_id, uid=req.uid)
+                cancel = CancelRequest(request_id=req.request_id, uid=req.uid, reason=reason)
                 await stack.nc.publish(stack.subjects.cancel, envelopes.encode(cancel))
 
         with pytest.raises(TimeoutError):  # no final reply: the client is gone
@@ -390,7 +395,7 @@ async def test_cancel_closes_the_upstream_and_records_client_closed(nats_url: st
         assert up.disconnected_at["a"] - cancelled_at < 1.0
         rec = await stack.record_of(req.request_id)
         assert (rec.status, rec.input_tokens, rec.output_tokens, rec.estimated) == (
-            "client_closed",
+            status,
             40,
             6,
             True,

@@ -117,6 +117,9 @@ class TranslatorConfig(Struct, forbid_unknown_fields=True, kw_only=True):
 
 class BillingConfig(Struct, forbid_unknown_fields=True, kw_only=True):
     metrics_listen: str | None = None
+    # Seconds a complete record waits for the edge's confirmation that its final event was
+    # written; past them it is re-marked failed and not charged (docs/billing.md).
+    delivery_confirm_seconds: float = 60.0
 
 
 class FetcherConfig(Struct, forbid_unknown_fields=True, kw_only=True):
@@ -196,6 +199,11 @@ def _check(cfg: Config, file: str) -> None:
         if not d.base_url.startswith(("http://", "https://")):
             raise ConfigError(f"{file}: deployments[{i}].base_url: must start with http(s)://")
         _check_base_url(d.base_url, f"{file}: deployments[{i}].base_url")
+    if not cfg.billing.delivery_confirm_seconds >= 1:
+        raise ConfigError(
+            f"{file}: billing.delivery_confirm_seconds: must be at least 1 (seconds); it must "
+            "outlast the edge's confirmation of a delivered final event"
+        )
     for key, listen in [("edge.listen", cfg.edge.listen)] + [
         (f"simulators[{i}].listen", s.listen) for i, s in enumerate(cfg.simulators)
     ]:

@@ -185,10 +185,16 @@ def identity(uid: str, request_id: str) -> str:
 
 
 class CancelRequest(Struct, kw_only=True, tag_field="t", tag="cancel"):
-    """edge -> routers and translators: the client disconnected."""
+    """edge -> routers and translators: stop this request.
+
+    ``reason`` "client": the client disconnected (what was consumed is billed, estimated);
+    "gateway": the gateway failed it after its stream started (a holder died), so it is recorded
+    as failed and not charged (docs/billing.md).
+    """
 
     request_id: str
     uid: str = ""
+    reason: Literal["client", "gateway"] = "client"
 
 
 UsageStatus = Literal["complete", "client_closed", "failed"]
@@ -218,6 +224,18 @@ class UsageRecord(Struct, kw_only=True, tag_field="t", tag="usage"):
     first_token_at: float = 0.0
     finished_at: float = 0.0
     error_type: str | None = None
+
+
+class Delivered(Struct, kw_only=True, tag_field="t", tag="delivered"):
+    """edge -> billing, through the usage outbox: the requests (uids) whose final event this edge
+    wrote to its client, or whose client left first (docs/billing.md, "Billed only when
+    delivered"). Batched: one message per ``Deliveries`` flush."""
+
+    uids: list[str]
+
+
+# What the usage outbox stream carries.
+OutboxMessage = UsageRecord | Delivered
 
 
 class UsageAck(Struct, kw_only=True, tag_field="t", tag="usage_ack"):
@@ -306,6 +324,7 @@ decode_client_request = msgspec.msgpack.Decoder(ClientRequest).decode
 decode_route_request = msgspec.msgpack.Decoder(RouteRequest).decode
 decode_cancel = msgspec.msgpack.Decoder(CancelRequest).decode
 decode_usage_record = msgspec.msgpack.Decoder(UsageRecord).decode
+decode_outbox = msgspec.msgpack.Decoder(OutboxMessage).decode
 decode_usage_ack = msgspec.msgpack.Decoder(UsageAck).decode
 decode_usage_query = msgspec.msgpack.Decoder(UsageQuery).decode
 decode_health = msgspec.msgpack.Decoder(HealthReply).decode

@@ -18,7 +18,7 @@ from ezat_common.outbox import Outbox
 from ezat_common.runtime import run_service
 from nats.aio.msg import Msg
 
-from . import config, store
+from . import config, settle, store
 from .batcher import Batcher
 from .drain import Drain
 from .handlers import Handlers
@@ -102,8 +102,13 @@ async def serve(stop: asyncio.Event, settings: config.Settings | None = None) ->
     outbox = Outbox(nc, subjects)
     handlers = Handlers(settings, batcher, pool, outbox)
     write = functools.partial(store.insert_batch, pool, timeout=settings.write_timeout)
+    confirm = functools.partial(settle.confirm, pool)
     drain = asyncio.create_task(
-        Drain(nc, subjects, outbox, handlers.row_for, write).run(), name="billing-outbox-drain"
+        Drain(nc, subjects, outbox, handlers.row_for, write, confirm).run(),
+        name="billing-outbox-drain",
+    )
+    settler = asyncio.create_task(
+        settle.settle_forever(pool, settings.delivery_confirm), name="billing-settle"
     )
     tasks = TaskSet()
     subs: list[Any] = [
@@ -128,8 +133,11 @@ async def serve(stop: asyncio.Event, settings: config.Settings | None = None) ->
     await tasks.wait(STOP_TIMEOUT)
     # Between batches or mid-batch alike: whatever was not acknowledged is redelivered later.
     drain.cancel()
+    settler.cancel()
     with contextlib.suppress(asyncio.CancelledError, Exception):
         await drain
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await settler
     await batcher.stop(timeout=STOP_TIMEOUT)
     watcher.cancel()
     try:

@@ -27,6 +27,9 @@ ACK_DEADLINE = 0.8
 DEGRADED_DEADLINE = 0.05
 # How long the JetStream PubAck of the outbox may take.
 OUTBOX_TIMEOUT = 0.3
+# Seconds after it is stored that a complete record must have its delivery confirmed by the edge,
+# or it is re-marked failed, not charged (docs/billing.md); [billing] delivery_confirm_seconds.
+DELIVERY_CONFIRM = 60.0
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,7 @@ class Settings:
     degraded_deadline: float = DEGRADED_DEADLINE
     outbox_timeout: float = OUTBOX_TIMEOUT
     max_batch: int = DEFAULT_MAX_BATCH
+    delivery_confirm: float = DELIVERY_CONFIRM
 
 
 def load(path: str | None = None) -> Settings:
@@ -53,6 +57,7 @@ def from_config(cfg: Config, ack_deadline: float | None = None) -> Settings:
         catalogue=catalogue,
         prices=dict(catalogue.prices),
         ack_deadline=ack_deadline if ack_deadline is not None else ACK_DEADLINE,
+        delivery_confirm=cfg.billing.delivery_confirm_seconds,
     )
 
 

@@ -5,6 +5,9 @@ NOTHING``, so a record also stored by the fast path, published twice, or redeliv
 ack stays one row) and acknowledged only after the commit. A batch that cannot be stored is
 handed back (``nak`` with a delay) and retried until PostgreSQL returns; an unreadable or invalid
 message is terminated (logged, never retried). Prices are those of the config when drained.
+
+The stream also carries the edge's delivery confirmations (``Delivered``, settle.py): stored in
+the same round as the records of their batch, acknowledged after both commits.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from collections.abc import Awaitable, Callable, Sequence
 import msgspec
 import nats.errors
 from ezat_common import envelopes
-from ezat_common.envelopes import UsageRecord
+from ezat_common.envelopes import Delivered, UsageRecord
 from ezat_common.outbox import Outbox
 from ezat_common.subjects import Subjects
 from nats.aio.client import Client
@@ -40,18 +43,26 @@ RETRY_DELAY = 1.0
 LINGER = 0.05
 
 WriteRows = Callable[[Sequence[UsageRow]], Awaitable[object]]
+Confirm = Callable[[Sequence[str]], Awaitable[object]]
 RowFor = Callable[[UsageRecord], UsageRow]
 
 
 class Drain:
     def __init__(
-        self, nc: Client, subjects: Subjects, outbox: Outbox, row_for: RowFor, write: WriteRows
+        self,
+        nc: Client,
+        subjects: Subjects,
+        outbox: Outbox,
+        row_for: RowFor,
+        write: WriteRows,
+        confirm: Confirm,
     ) -> None:
         self._nc = nc
         self._subjects = subjects
         self._outbox = outbox
         self._row_for = row_for
         self._write = write
+        self._confirm = confirm
         self.drained = 0
 
     async def run(self) -> None:
@@ -109,13 +120,18 @@ class Drain:
     async def store(self, msgs: Sequence[Msg]) -> bool:
         """Store one fetched batch; True if it was committed and acknowledged."""
         rows: list[UsageRow] = []
+        delivered: list[str] = []
         good: list[Msg] = []
         for msg in msgs:
             try:
-                record = envelopes.decode_usage_record(msg.data)
+                record = envelopes.decode_outbox(msg.data)
             except msgspec.DecodeError as exc:
                 log.error("outbox message unreadable, dropped: %s", exc)
                 await msg.term()
+                continue
+            if isinstance(record, Delivered):
+                delivered += record.uids
+                good.append(msg)
                 continue
             problem = problem_of(record)
             if problem is not None:
@@ -129,20 +145,22 @@ class Drain:
                 continue
             rows.append(self._row_for(record))
             good.append(msg)
-        if not rows:
+        if not good:
             return True
         try:
-            await self._write(rows)
+            if rows:
+                await self._write(rows)
+            await self._confirm(delivered)
         except Exception as exc:
             metrics.DRAIN_FAILURES.inc()
-            log.warning("storing %d outbox records failed, will retry: %r", len(rows), exc)
+            log.warning("storing %d outbox messages failed, will retry: %r", len(good), exc)
             for msg in good:
                 await msg.nak(delay=RETRY_DELAY)
             await asyncio.sleep(RETRY_DELAY)
             return False
         for msg in good:  # committed: from now on a redelivery is only a duplicate
             await msg.ack()
-        self.drained += len(good)
-        metrics.DRAINED.inc(len(good))
-        log.info("stored %d records from the outbox", len(good))
+        self.drained += len(rows)
+        metrics.DRAINED.inc(len(rows))
+        log.info("stored %d records and %d deliveries from the outbox", len(rows), len(delivered))
         return True

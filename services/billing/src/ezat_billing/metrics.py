@@ -52,3 +52,12 @@ QUERIES = Counter(
     "Usage listing queries answered",
     ["outcome"],  # "ok", "invalid", "unavailable"
 )
+DELIVERED = Counter(
+    "ezat_billing_delivered_records_total",
+    "Complete records whose delivery the edge confirmed, settled as charged",
+)
+UNDELIVERED = Counter(
+    "ezat_billing_undelivered_records_total",
+    "Complete records whose delivery was never confirmed, re-marked failed and not charged "
+    "(a gateway process died before the final event reached the client)",
+)

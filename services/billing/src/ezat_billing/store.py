@@ -46,6 +46,7 @@ _COLUMNS: tuple[tuple[str, str], ...] = (
     ("ttft_ms", "float8"),
     ("total_ms", "float8"),
     ("error_type", "text"),
+    ("awaiting_delivery", "bool"),
 )
 _NAMES = ", ".join(name for name, _ in _COLUMNS)
 _INSERT = (

@@ -23,6 +23,7 @@ from . import metrics as m
 from .auth import Authenticator
 from .bodies import read_limited
 from .budgets import Budgets
+from .deliveries import Deliveries
 from .ids import new_uid, request_id
 from .limits import RateLimiter
 from .relay import Call, Relay
@@ -54,6 +55,7 @@ class Edge:
         self.models_public = self.catalogue.public()
         self.nc: bus.Client | None = None
         self.relay: Relay | None = None
+        self.deliveries: Deliveries | None = None
         self._pool_task: asyncio.Task[None] | None = None
 
     # ---- lifecycle ------------------------------------------------------------------------
@@ -62,6 +64,8 @@ class Edge:
         self.nc = await bus.connect(self.instance)
         inbox = bus.Inbox(self.nc, self.subjects, self.instance)
         await inbox.start()
+        self.deliveries = Deliveries(self.nc, self.subjects)
+        self.deliveries.start()
         self.relay = Relay(
             self.nc,
             self.subjects,
@@ -69,6 +73,7 @@ class Edge:
             bus.Claims(self.nc, self.subjects),
             first_reply_timeout=first_reply_timeout(self.cfg),
             ping_interval=self.cfg.edge.ping_interval,
+            deliveries=self.deliveries,
         )
         await self.nc.subscribe(self.subjects.keys_revoked, cb=self._on_revoked)
         self._pool_task = asyncio.create_task(self._connect_db())
@@ -89,6 +94,8 @@ class Edge:
         if self.relay is not None:
             # Usage of requests whose client left is still being confirmed: NATS must stay up.
             await self.relay.holder.settle()
+        if self.deliveries is not None:
+            await self.deliveries.stop()
         if self.nc is not None:
             await self.nc.drain()
         if self.auth.pool is not None:

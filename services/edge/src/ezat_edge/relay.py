@@ -14,11 +14,12 @@ end-of-stream marker when nothing has been *received* for ``idle_timeout``.
 
 Liveness (docs/reliability.md): whoever holds the request (translator, router) sends a
 ``Heartbeat`` while it has nothing else to send, so silence for ``OWNER_TIMEOUT`` means it died.
-Before any reply the request is then published once more, to a live replica (the dead one left no
-record, or one under the same uid, which billing keeps once); after one, the stream ends with an
-error event. A stream request whose first byte takes longer than ``ping_interval`` is committed
-(200 and SSE headers) on its holder's heartbeat, so pings keep the client's connection alive while
-the router still tries deployments; its failure is then an in-stream error.
+Before any reply the request is then published once more, under a new uid, to a live replica (the
+first publish is cancelled as failed: a record it left is never charged); after one, the stream
+ends with an error event. A stream request whose first byte takes longer than ``ping_interval``
+is committed (200 and SSE headers) on its holder's heartbeat, so pings keep the client's
+connection alive while the router still tries deployments; its failure is then an in-stream
+error.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import logging
 import time
 from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from aiohttp import web
 from ezat_common import bus, envelopes
@@ -48,7 +49,9 @@ from ezat_common.subjects import Subjects
 from nats.aio.msg import Msg
 
 from . import metrics as m
+from .deliveries import Deliveries
 from .held import Held, Holder
+from .ids import new_uid
 from .responses import JSON, Format, error_response, stream_error_frame
 
 log = logging.getLogger("ezat.edge.relay")
@@ -102,6 +105,7 @@ class Relay:
         ping_interval: float,
         idle_timeout: float = OWNER_TIMEOUT,
         owner_timeout: float = OWNER_TIMEOUT,
+        deliveries: Deliveries | None = None,
     ) -> None:
         self.nc = nc
         self.subjects = subjects
@@ -112,6 +116,7 @@ class Relay:
         self.idle_timeout = idle_timeout
         self.owner_timeout = owner_timeout
         self.holder = Holder(nc, subjects, inbox)
+        self.deliveries = deliveries
 
     async def run(self, call: Call, body: bytes) -> web.StreamResponse:
         for publish in range(1, PUBLISHES + 1):
@@ -119,6 +124,11 @@ class Relay:
             if resp is not None:
                 return resp
             m.OWNER_LOST_BY("retried").inc()
+            # A router may still run the first publish (its translator died): stop it, recorded
+            # failed. The next publish is a request of its own, under a uid of its own, so that
+            # neither its cancels nor its record are mistaken for the first one's.
+            await self._cancel(call, "gateway")
+            call.envelope.uid = new_uid()
         raise AssertionError("unreachable: the last publish always answers")
 
     async def _attempt(self, call: Call, body: bytes, publish: int) -> web.StreamResponse | None:
@@ -156,6 +166,8 @@ class Relay:
                         return self._reply_error(call, UNRECORDED)
                     data = await self._claim(self.claims.unpack(first.data, first.data_ref))
                     headers = {**call.extra_headers, **first.headers}
+                    # Handed to aiohttp, which writes it as the handler returns: delivered.
+                    self._delivered(call)
                     return web.Response(
                         status=first.status, body=data, content_type=JSON, headers=headers
                     )
@@ -166,6 +178,7 @@ class Relay:
                     return self._error(call, 500, "api_error", "internal error; retry")
         except asyncio.CancelledError:
             m.DISCONNECTS.inc()
+            self._delivered(call)  # the client left: what the router records is billed
             await self._cancel(call)
             raise
         finally:
@@ -250,6 +263,7 @@ class Relay:
                     # Held until its usage is durable; then written with what preceded it.
                     durable = await self.holder.durable(queue, held, end.usage)
                     data += end.data if durable else _unrecorded_frame(call)
+                    state.complete = durable
                 if not resp.prepared:
                     # Headers leave with the first bytes of the body, in the same write.
                     await resp.prepare(call.request)
@@ -258,10 +272,12 @@ class Relay:
                         await resp.write(data)  # no bytes yet: the headers go out on their own
                 if final:
                     await resp.write_eof(data)
-                    if state.lost:
+                    if state.complete:
+                        self._delivered(call)
+                    elif state.lost:
                         # The process relaying it is gone, not necessarily the router behind it
-                        # (a dead translator): stop the upstream call.
-                        await self._cancel(call)
+                        # (a dead translator): stop the upstream call, not charged.
+                        await self._cancel(call, "gateway")
                     break
                 if data:
                     await resp.write(data)
@@ -270,6 +286,7 @@ class Relay:
             # The client went away (aiohttp raises ConnectionResetError, or RuntimeError on a
             # closed transport).
             m.DISCONNECTS.inc()
+            self._delivered(call)  # an early close is billed as the router records it
             await self._cancel(call)
         except Exception:
             await self._cancel(call)
@@ -314,6 +331,7 @@ class Relay:
                         if reply.usage:
                             return b"".join(parts), True, reply
                         parts.append(reply.data)
+                        state.complete = True  # durable already (held by the router)
                         return b"".join(parts), True, None
                     case ReplyError():
                         frame = stream_error_frame(
@@ -353,10 +371,16 @@ class Relay:
                 state.written = now
                 queue.put_nowait(_PING)  # type: ignore[arg-type]
 
-    async def _cancel(self, call: Call) -> None:
+    def _delivered(self, call: Call) -> None:
+        if self.deliveries is not None and call.envelope.api != "count_tokens":
+            self.deliveries.add(call.envelope.uid)
+
+    async def _cancel(self, call: Call, reason: Literal["client", "gateway"] = "client") -> None:
         try:
             env = call.envelope
-            cancel = envelopes.encode(envelopes.CancelRequest(request_id=call.rid, uid=env.uid))
+            cancel = envelopes.encode(
+                envelopes.CancelRequest(request_id=call.rid, uid=env.uid, reason=reason)
+            )
             await self.nc.publish(self.subjects.cancel, cancel)
         except Exception:
             log.warning("could not broadcast the cancellation")
@@ -389,3 +413,4 @@ class _StreamState:
     received: float  # last reply received (the idle timeout)
     written: float  # last write to the client, pings included (the ping schedule)
     lost: bool = False  # ended because its holder fell silent
+    complete: bool = False  # its final event is durable and goes out with the last write

@@ -80,7 +80,8 @@ class Handlers:
         key = envelopes.identity(cancel.uid, cancel.request_id)
         task = self.tasks.get(key)
         if task is not None:
-            task.cancel()
+            # The reason travels in the CancelledError: "gateway" is recorded as failed.
+            task.cancel(cancel.reason)
             return
         self._expire_cancels()
         self._cancelled[key] = self._clock() + self._cancel_memory

@@ -115,8 +115,8 @@ class Router:
         outcome = "error"
         try:
             outcome = await self._route(req, state, decision)
-        except asyncio.CancelledError:
-            outcome = await self._cancelled(req, state)
+        except asyncio.CancelledError as exc:
+            outcome = await self._cancelled(req, state, gateway="gateway" in exc.args)
             raise
         except Exception:
             log.exception("request failed inside the router")
@@ -353,8 +353,9 @@ class Router:
             req.response_model,
         )
 
-    async def _cancelled(self, req: RouteRequest, state: RequestState) -> str:
-        """The client went away (or the replica is stopping): record what was consumed."""
+    async def _cancelled(self, req: RouteRequest, state: RequestState, gateway: bool) -> str:
+        """The client went away, the edge failed the request (``gateway``: a process relaying it
+        died), or the replica is stopping: record what was consumed."""
         if state.final_sent:
             return "ok"
         if self.stopping:
@@ -362,6 +363,8 @@ class Router:
                 await self._publish(req, SHUTDOWN)
             status: envelopes.UsageStatus = "failed"
             outcome = "shutdown"
+        elif gateway:
+            status, outcome = "failed", "relay_lost"  # not charged (docs/billing.md)
         else:
             status, outcome = "client_closed", "client_closed"
         # count_tokens is free and never recorded (docs/billing.md), cancelled or not.

@@ -46,6 +46,8 @@ class UsageRow(Struct, frozen=True, kw_only=True):
     ttft_ms: float | None
     total_ms: float | None
     error_type: str | None
+    # A complete record is charged for good once the edge confirms its delivery (settle.py).
+    awaiting_delivery: bool = False
 
 
 def to_row(record: UsageRecord, prices: Prices, cost: int) -> UsageRow:
@@ -74,6 +76,7 @@ def to_row(record: UsageRecord, prices: Prices, cost: int) -> UsageRow:
         ttft_ms=_since_received(record, record.first_token_at),
         total_ms=_since_received(record, record.finished_at),
         error_type=record.error_type,
+        awaiting_delivery=record.status == "complete",
     )
 
 

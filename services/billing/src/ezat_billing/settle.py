@@ -1,0 +1,90 @@
+"""PostgreSQL adapter of "billed only when delivered" (docs/billing.md): the edge's delivery
+confirmations, and the settling of complete records once their confirmation time is up.
+
+A complete record is stored ``awaiting_delivery``. The edge confirms the uids whose final event it
+wrote (``envelopes.Delivered``, through the usage outbox); confirmations live in their own table,
+so one that arrives before its record (drained by another billing replica) still counts. Every
+``SETTLE_EVERY`` seconds billing settles the records stored more than ``delivery_confirm`` ago:
+confirmed ones stay as they are, the others become ``failed`` with cost 0 and error_type
+``undelivered``. Settling is one idempotent UPDATE; replicas running it at once skip each other's
+rows (``SKIP LOCKED``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+
+import asyncpg
+
+from . import metrics
+
+log = logging.getLogger("ezat.billing.settle")
+
+SETTLE_EVERY = 5.0
+SETTLE_BATCH = 5000
+# Confirmations are kept this long: far longer than any record waits for its own.
+KEEP_DELIVERIES = "1 day"
+UNDELIVERED = "undelivered"
+
+_CONFIRM = (
+    "INSERT INTO usage_deliveries (uid) SELECT unnest($1::text[]) ON CONFLICT (uid) DO NOTHING"
+)
+_SETTLE = f"""
+WITH due AS (
+    SELECT r.uid, EXISTS (SELECT 1 FROM usage_deliveries d WHERE d.uid = r.uid) AS delivered
+    FROM usage_records r
+    WHERE r.awaiting_delivery AND r.recorded_at < now() - make_interval(secs => $1)
+    ORDER BY r.recorded_at
+    LIMIT {SETTLE_BATCH}
+    FOR UPDATE OF r SKIP LOCKED
+)
+UPDATE usage_records r SET
+    awaiting_delivery = false,
+    status = CASE WHEN due.delivered THEN r.status ELSE 'failed' END,
+    cost_micros = CASE WHEN due.delivered THEN r.cost_micros ELSE 0 END,
+    error_type = CASE WHEN due.delivered THEN r.error_type ELSE '{UNDELIVERED}' END
+FROM due WHERE r.uid = due.uid
+RETURNING due.delivered
+"""
+_PRUNE = f"DELETE FROM usage_deliveries WHERE delivered_at < now() - interval '{KEEP_DELIVERIES}'"
+
+
+async def confirm(pool: asyncpg.Pool, uids: Sequence[str], timeout: float = 5.0) -> None:
+    """Store the edge's confirmations (idempotent)."""
+    if uids:
+        await pool.execute(_CONFIRM, list(uids), timeout=timeout)
+
+
+async def settle_due(pool: asyncpg.Pool, after: float, timeout: float = 10.0) -> tuple[int, int]:
+    """Settle the records whose confirmation time (``after`` s since stored) is up; returns how
+    many were (kept, voided)."""
+    kept = voided = 0
+    while True:
+        async with pool.acquire(timeout=timeout) as conn, conn.transaction():
+            rows = await conn.fetch(_SETTLE, after, timeout=timeout)
+        batch_voided = sum(1 for r in rows if not r["delivered"])
+        kept += len(rows) - batch_voided
+        voided += batch_voided
+        if len(rows) < SETTLE_BATCH:
+            return kept, voided
+
+
+async def settle_forever(pool: asyncpg.Pool, after: float) -> None:
+    while True:
+        await asyncio.sleep(SETTLE_EVERY)
+        try:
+            kept, voided = await settle_due(pool, after)
+            await pool.execute(_PRUNE, timeout=10.0)
+        except Exception as exc:  # PostgreSQL away: the next round settles what is due
+            log.warning("settling delivered records failed: %r", exc)
+            continue
+        if voided:
+            metrics.UNDELIVERED.inc(voided)
+            log.warning(
+                "re-marked %d complete records failed: their delivery was never confirmed",
+                voided,
+            )
+        if kept:
+            metrics.DELIVERED.inc(kept)

@@ -1,0 +1,102 @@
+"""Billed only when delivered (docs/billing.md): a complete record is charged for good once the
+edge confirmed its delivery, and re-marked failed, cost 0, when the confirmation never came.
+Real PostgreSQL; the settling query is the one billing runs every few seconds."""
+
+from __future__ import annotations
+
+import asyncpg
+import msgspec
+import pytest
+from ezat_billing import settle, store
+from ezat_common import envelopes
+from ezat_common.envelopes import Delivered
+
+from .factories import record, row
+
+AFTER = 60.0
+
+
+async def age(pool: asyncpg.Pool, key_id: str, seconds: float) -> None:
+    """As if the key's rows had been stored ``seconds`` ago."""
+    await pool.execute(
+        "UPDATE usage_records SET recorded_at = now() - make_interval(secs => $2)"
+        " WHERE key_id = $1",
+        key_id,
+        seconds,
+    )
+
+
+async def rows_of(pool: asyncpg.Pool, key_id: str) -> dict[str, tuple[str, int, str | None]]:
+    found = await pool.fetch(
+        "SELECT request_id, status, cost_micros, error_type FROM usage_records WHERE key_id = $1",
+        key_id,
+    )
+    return {r["request_id"]: (r["status"], r["cost_micros"], r["error_type"]) for r in found}
+
+
+async def test_only_complete_records_await_their_delivery(pool: asyncpg.Pool, key_id: str) -> None:
+    statuses = ("complete", "client_closed", "failed")
+    rows = [row(key_id=key_id, request_id=s, status=s) for s in statuses]
+    await store.insert_batch(pool, rows)
+    awaiting = await pool.fetch(
+        "SELECT request_id FROM usage_records WHERE key_id = $1 AND awaiting_delivery", key_id
+    )
+    assert [r["request_id"] for r in awaiting] == ["complete"]
+
+
+async def test_past_the_bound_an_unconfirmed_record_is_voided_a_confirmed_one_kept(
+    pool: asyncpg.Pool, key_id: str
+) -> None:
+    delivered = row(key_id=key_id, request_id="delivered")
+    lost = row(key_id=key_id, request_id="lost")
+    closed = row(key_id=key_id, request_id="closed", status="client_closed", estimated=True)
+    await store.insert_batch(pool, [delivered, lost, closed])
+    await settle.confirm(pool, [delivered.uid])
+    cost = delivered.cost_micros
+    assert cost > 0
+
+    await settle_due_for(pool, key_id, within=True)
+    # Within the bound nothing changes: a confirmation may still be on its way.
+    before = await rows_of(pool, key_id)
+    assert before["lost"] == ("complete", cost, None)
+
+    await age(pool, key_id, AFTER + 1)
+    await settle_due_for(pool, key_id, within=False)
+    after = await rows_of(pool, key_id)
+    assert after["delivered"] == ("complete", cost, None)
+    assert after["lost"] == ("failed", 0, "undelivered")
+    assert after["closed"] == before["closed"]  # an early close is billed as recorded
+    # Idempotent: settled rows are not settled again.
+    assert await settle.settle_due(pool, AFTER) == (0, 0)
+    assert await rows_of(pool, key_id) == after
+
+
+async def settle_due_for(pool: asyncpg.Pool, key_id: str, within: bool) -> None:
+    """Settle, and check what this key's rows contributed (other tests share the table)."""
+    awaiting = await pool.fetchval(
+        "SELECT count(*) FROM usage_records WHERE key_id = $1 AND awaiting_delivery", key_id
+    )
+    await settle.settle_due(pool, AFTER)
+    left = await pool.fetchval(
+        "SELECT count(*) FROM usage_records WHERE key_id = $1 AND awaiting_delivery", key_id
+    )
+    assert left == (awaiting if within else 0)
+
+
+async def test_a_confirmation_that_overtook_its_record_still_counts(
+    pool: asyncpg.Pool, key_id: str
+) -> None:
+    early = row(key_id=key_id, request_id="early")
+    await settle.confirm(pool, [early.uid, early.uid])  # twice: idempotent
+    await store.insert_batch(pool, [early])
+    await age(pool, key_id, AFTER + 1)
+    await settle.settle_due(pool, AFTER)
+    assert (await rows_of(pool, key_id))["early"] == ("complete", early.cost_micros, None)
+
+
+def test_the_outbox_decoder_tells_records_from_confirmations() -> None:
+    rec = record()
+    assert envelopes.decode_outbox(envelopes.encode(rec)) == rec
+    assert envelopes.decode_outbox(envelopes.encode(Delivered(uids=["a"]))) == Delivered(uids=["a"])
+    with pytest.raises(msgspec.ValidationError):
+        envelopes.decode_outbox(envelopes.encode(envelopes.HealthReply(service="x", ok=True)))
