@@ -8,6 +8,7 @@ that never started is a hit that never came.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable
@@ -76,13 +77,13 @@ def body_and_parts(urls: list[str]) -> tuple[dict[str, Any], list[ImageUrlPart]]
     return {"messages": [{"role": "user", "content": content}]}, parts
 
 
-@pytest_asyncio.fixture(loop_scope="session")
-async def stack(nats_url: str) -> AsyncIterator[Stack]:
+@contextlib.asynccontextmanager
+async def running(nats_url: str, limits: Limits) -> AsyncIterator[Stack]:
     subjects = Subjects(prefix=f"t{uuid.uuid4().hex[:10]}")
     service_nc = await nats.connect(nats_url)
     translator_nc = await nats.connect(nats_url)
     fetcher = Fetcher(parse_networks(["127.0.0.0/8"]), timeout=DOWNLOAD_TIMEOUT)
-    service = FetchService(service_nc, subjects, fetcher, limits=Limits())
+    service = FetchService(service_nc, subjects, fetcher, limits=limits)
     await service.start()
     await service_nc.flush()
     try:
@@ -91,6 +92,12 @@ async def stack(nats_url: str) -> AsyncIterator[Stack]:
         await service.stop(grace=0.5)
         await translator_nc.close()
         await service_nc.close()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def stack(nats_url: str) -> AsyncIterator[Stack]:
+    async with running(nats_url, Limits()) as started:
+        yield started
 
 
 async def eventually(check: Any, within: float = 3.0) -> None:
@@ -202,3 +209,42 @@ async def test_downloads_past_the_requests_deadline_are_cut_and_never_start(
     await asyncio.sleep(0.3)
     assert image_server.hits(tag) == Limits().per_request
     assert stack.service.scheduler.queued == stack.service.scheduler.running == 0
+
+
+async def test_a_cancel_that_overtakes_its_request_drops_it(
+    stack: Stack, image_server: ImageServer
+) -> None:
+    # The client left while the translator was still translating: the cancel comes first.
+    tag = f"early-{uuid.uuid4().hex[:6]}"
+    uid = uuid.uuid4().hex
+    await stack.cancel(uid)
+    await stack.translator.flush()
+    with pytest.raises(GatewayError) as info:
+        await asyncio.wait_for(stack.ask([image_server.stall_url(tag)], key_id="f", uid=uid), 2)
+    assert info.value.status == 503
+    assert image_server.hits(tag) == 0
+
+
+async def test_a_key_over_its_waiting_limit_is_told_to_retry(
+    nats_url: str, image_server: ImageServer
+) -> None:
+    tag = f"full-{uuid.uuid4().hex[:6]}"
+    limits = Limits(total=4, per_key=2, per_request=2, queued_per_key=3)
+    async with running(nats_url, limits) as stack:
+        held = asyncio.create_task(
+            stack.ask([image_server.stall_url(tag, i) for i in range(5)], key_id="g")
+        )
+        try:
+            await eventually(lambda: image_server.hits(tag) == 2)
+            assert stack.service.scheduler.queued == 3
+            started = time.monotonic()
+            with pytest.raises(GatewayError) as info:
+                await stack.ask([image_server.stall_url(tag, 9)], key_id="g")
+            assert time.monotonic() - started < 0.5
+            assert (info.value.status, info.value.retry_after) == (503, handlers.RETRY_AFTER)
+            assert info.value.message.endswith(handlers.BUSY)
+            # Another key is not refused, and gets a slot at once.
+            body = await asyncio.wait_for(stack.ask([image_server.url("/png")], key_id="h"), 1)
+            assert body["messages"][0]["content"][0]["source"]["type"] == "base64"
+        finally:
+            await stop_all([held])

@@ -84,16 +84,13 @@ class FetchService:
         fetcher: Fetcher,
         *,
         limits: Limits | None = None,
-        heartbeat_interval: float | None = None,
     ) -> None:
         self._nc = nc
         self._subjects = subjects
         self._fetcher = fetcher
         self._claims = bus.Claims(nc, subjects)
         self._scheduler: Scheduler[_Job] = Scheduler(limits or Limits())
-        self._heartbeats = (
-            Heartbeats(nc) if heartbeat_interval is None else Heartbeats(nc, heartbeat_interval)
-        )
+        self._heartbeats = Heartbeats(nc)
         self._jobs: dict[asyncio.Task[None], _Job] = {}
         self._sub: Any = None
         self._cancel_sub: Any = None
@@ -157,7 +154,10 @@ class FetchService:
         loop = asyncio.get_running_loop()
         wait = min(req.timeout if req.timeout > 0 else DEFAULT_WAIT, MAX_WAIT)
         job = _Job(msg, req, loop.create_future())
-        ticket = Ticket(key=req.key_id, request=request, deadline=loop.time() + wait, item=job)
+        # A caller that sends no key (an older translator): each request is a key of its own, so
+        # its requests still take turns rather than sharing one key's slots.
+        key = req.key_id or f"request:{request}"
+        ticket = Ticket(key=key, request=request, deadline=loop.time() + wait, item=job)
         job.ticket = ticket
         if not self._scheduler.submit(ticket):
             m.record("busy", 0.0)
