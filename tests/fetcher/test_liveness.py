@@ -123,6 +123,8 @@ async def test_no_fetcher_at_all_is_a_503_at_once(nats_url: str) -> None:
             )
     finally:
         await nc.close()
-    assert time.monotonic() - started < 0.5
+    took = time.monotonic() - started
+    assert took < 0.5
+    print(f"503 with no fetcher: {took * 1000:.0f} ms")
     assert info.value.status == 503 and info.value.retry_after == 2
     assert info.value.param == "messages[0].content[0].image_url.url"
