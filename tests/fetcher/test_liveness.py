@@ -29,6 +29,7 @@ from ezat_translator import images
 from ezat_translator.core.openai_messages import ImageUrlPart
 
 from .conftest import ImageServer
+from .test_shares import warm_up
 
 
 @pytest_asyncio.fixture(loop_scope="session")
@@ -58,6 +59,7 @@ async def fetcher_process(
                 await asyncio.sleep(0.05)
         else:
             raise AssertionError("the fetcher process never became ready")
+        await warm_up(nc, subjects)
     finally:
         await nc.close()
     try:

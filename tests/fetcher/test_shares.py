@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import nats
+import nats.errors
 import pytest
 import pytest_asyncio
 from ezat_common import bus, envelopes
@@ -69,6 +70,19 @@ class Stack:
         await self.translator.publish(self.subjects.cancel, envelopes.encode(cancel))
 
 
+async def warm_up(nc: Client, subjects: Subjects) -> None:
+    """Until the service answers this connection: right after a subscription on another
+    connection, nats-server now and then still answers "no responders" (as in test_handlers).
+    An unreadable request is answered at once, with no download."""
+    for _ in range(100):
+        try:
+            await nc.request(subjects.fetch, b"\x93warm-up", timeout=2)
+            return
+        except nats.errors.NoRespondersError:
+            await asyncio.sleep(0.02)
+    raise AssertionError("the fetch service never answered")
+
+
 def body_and_parts(urls: list[str]) -> tuple[dict[str, Any], list[ImageUrlPart]]:
     content = [{"type": "image", "source": {"type": "url", "url": u}} for u in urls]
     parts = [
@@ -86,6 +100,7 @@ async def running(nats_url: str, limits: Limits) -> AsyncIterator[Stack]:
     service = FetchService(service_nc, subjects, fetcher, limits=limits)
     await service.start()
     await service_nc.flush()
+    await warm_up(translator_nc, subjects)
     try:
         yield Stack(translator_nc, subjects, service)
     finally:

@@ -21,6 +21,7 @@ import asyncio
 import base64
 import itertools
 import logging
+import uuid
 from typing import Any
 
 import msgspec
@@ -55,7 +56,8 @@ async def inline_images(
     uid: str = "",
 ) -> None:
     """Download every part's URL and put the bytes in its block. ``key_id`` and ``uid`` (the
-    request's gateway-made identity) give the fetcher its fair shares and its cancellation."""
+    request's gateway-made identity) give the fetcher its fair shares and its cancellation; the
+    edge's cancel of the request reaches the fetcher only when ``uid`` is the request's own."""
     if len(parts) > MAX_URLS:
         extra = parts[MAX_URLS]
         raise GatewayError(
@@ -63,6 +65,9 @@ async def inline_images(
             f"{extra.path}: at most {MAX_URLS} image URLs per request; send the rest inline",
             param=extra.path,
         )
+    # Without the request's uid, one of our own: the fetcher must never take the client-chosen
+    # request id (which other requests may share) for the identity it cancels by.
+    uid = uid or f"images-{uuid.uuid4().hex}"
     loop = asyncio.get_running_loop()
     deadline = loop.time() + FETCH_DEADLINE
     answers = _Answers(nc)
@@ -219,8 +224,6 @@ async def _fetch(
 
 
 async def _cancel_at_fetcher(nc: Client, subjects: Subjects, request_id: str, uid: str) -> None:
-    if not uid:
-        return  # a client-chosen request id alone may be another request's too
     try:
         cancel = envelopes.CancelRequest(request_id=request_id, uid=uid)
         await nc.publish(subjects.cancel, envelopes.encode(cancel))
