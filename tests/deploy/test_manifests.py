@@ -289,6 +289,7 @@ USES: dict[str, dict[str, list[tuple[str, str | None]]]] = {
     "translator": {
         "publish": [
             (S.route, None),
+            (S.cancel, None),  # the downloads of a request it gave up
             (S.fetch, None),
             (EDGE_INBOX, None),
             *[(x, None) for x in CLAIMS_PUB],
@@ -336,7 +337,12 @@ USES: dict[str, dict[str, list[tuple[str, str | None]]]] = {
     },
     "fetcher": {
         "publish": [(x, None) for x in CLAIMS_PUB],
-        "subscribe": [(S.fetch, QUEUE_FETCHER), (S.health("fetcher"), None), (REQUEST_INBOX, None)],
+        "subscribe": [
+            (S.fetch, QUEUE_FETCHER),
+            (S.health("fetcher"), None),
+            (S.cancel, None),  # drops the downloads of a cancelled request
+            (REQUEST_INBOX, None),
+        ],
     },
 }
 # Services that answer requests they receive (health probes, fetches, usage records/queries).
@@ -425,7 +431,9 @@ def test_only_billing_consumes_usage() -> None:
 
 def test_fetcher_publishes_only_replies_and_claim_checks() -> None:
     perms = nats_users()["fetcher"]
-    assert perms["allow_responses"] is True
+    # Heartbeats are responses too: one a second while a download (up to 120 s) is held.
+    responses = perms["allow_responses"]
+    assert isinstance(responses, dict) and int(responses["max"]) >= 121, responses
     for entry in perms["publish"]["allow"]:
         assert entry.startswith((f"$O.{BUCKET}.", "$JS.API.", f"$JS.FC.{OBJ}.")), entry
         assert entry == "$JS.API.STREAM.NAMES" or OBJ in entry or BUCKET in entry, entry

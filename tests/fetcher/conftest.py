@@ -7,6 +7,7 @@ Loopback is not public, so tests that want a download to succeed pass
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -63,6 +64,23 @@ async def slow(request: web.Request) -> web.Response:
     return web.Response(body=PNG)
 
 
+# /stall?tag=T: hits and handlers still running, by tag (each test picks its own tag).
+STALL_HITS: Counter[str] = Counter()
+STALL_ACTIVE: Counter[str] = Counter()
+
+
+async def stall(request: web.Request) -> web.Response:
+    """Counts the hit, then sends nothing for a minute (or until the client hangs up)."""
+    tag = request.query.get("tag", "")
+    STALL_HITS[tag] += 1
+    STALL_ACTIVE[tag] += 1
+    try:
+        await asyncio.sleep(60)
+        return web.Response(body=PNG)
+    finally:
+        STALL_ACTIVE[tag] -= 1
+
+
 async def host_png(request: web.Request) -> web.Response:
     """The PNG only when the Host header is the name the client asked for."""
     expected = request.query["host"]
@@ -78,6 +96,18 @@ class ImageServer:
     def url(self, path: str, host: str = "127.0.0.1") -> str:
         return f"http://{host}:{self.port}{path}"
 
+    def stall_url(self, tag: str, n: int = 0) -> str:
+        return self.url(f"/stall?tag={tag}&n={n}")
+
+    @staticmethod
+    def hits(tag: str) -> int:
+        return STALL_HITS[tag]
+
+    @staticmethod
+    def active(tag: str) -> int:
+        """Stalled downloads of ``tag`` whose client has not hung up yet."""
+        return STALL_ACTIVE[tag]
+
 
 @pytest_asyncio.fixture(scope="package", loop_scope="session")
 async def image_server() -> AsyncIterator[ImageServer]:
@@ -91,6 +121,7 @@ async def image_server() -> AsyncIterator[ImageServer]:
     app.router.add_get("/html", html)
     app.router.add_get("/slow", slow)
     app.router.add_get("/host.png", host_png)
+    app.router.add_get("/stall", stall)
     runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=0.5)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)

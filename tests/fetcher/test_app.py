@@ -13,6 +13,7 @@ from ezat_common import envelopes, logs
 from ezat_common.config import ConfigError, FetcherConfig
 from ezat_common.subjects import Subjects
 from ezat_fetcher import app
+from ezat_fetcher.core.fairness import Limits
 
 from .conftest import PNG, ImageServer
 
@@ -20,6 +21,32 @@ from .conftest import PNG, ImageServer
 def test_bad_allow_networks_fail_at_start() -> None:
     with pytest.raises(ConfigError, match=r"^fetcher\.allow_networks: `10\.0\.0\.0/33` is not"):
         app.allowed_networks(FetcherConfig(allow_networks=["10.0.0.0/33"]))
+
+
+def test_fair_share_limits_come_from_the_config() -> None:
+    shares = app.limits(FetcherConfig(max_concurrent=16, max_per_key=4, max_per_request=2))
+    assert (shares.total, shares.per_key, shares.per_request, shares.queued_per_key) == (
+        16,
+        4,
+        2,
+        200,
+    )
+    assert app.limits(FetcherConfig()) == Limits()  # the documented defaults: 32, 8, 4, 200
+
+
+@pytest.mark.parametrize(
+    ("fields", "error"),
+    [
+        ({"max_concurrent": 0}, "fetcher.max_concurrent: must be at least 1"),
+        ({"max_per_key": 64}, "fetcher.max_per_key: must not exceed max_concurrent"),
+        ({"max_per_request": 9}, "fetcher.max_per_request: must not exceed max_per_key"),
+        ({"max_queued_per_key": 0}, "fetcher.max_queued_per_key: must be at least 1"),
+    ],
+)
+def test_bad_fair_share_limits_fail_at_start(fields: dict[str, int], error: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        app.limits(FetcherConfig(**fields))  # type: ignore[arg-type]
+    assert str(info.value) == error
 
 
 async def test_main_serves_fetches_and_health_then_stops(

@@ -125,6 +125,13 @@ class BillingConfig(Struct, forbid_unknown_fields=True, kw_only=True):
 class FetcherConfig(Struct, forbid_unknown_fields=True, kw_only=True):
     allow_networks: list[str] = field(default_factory=list)
     metrics_listen: str | None = None
+    # Fair shares of one replica's download slots (docs/reliability.md): downloads at once in
+    # all, at once for one key (well below the total, so a key cannot take every slot), at once
+    # for one request, and waiting for one key (more are refused with a 503 and retry-after).
+    max_concurrent: int = 32
+    max_per_key: int = 8
+    max_per_request: int = 4
+    max_queued_per_key: int = 200
 
 
 class SimulatorConfig(Struct, forbid_unknown_fields=True, kw_only=True):

@@ -9,6 +9,7 @@ from ezat_common.config import ConfigError, FetcherConfig, load_config
 from ezat_common.subjects import from_env
 
 from .core.addresses import Network, parse_networks
+from .core.fairness import Limits
 from .download import Fetcher
 from .handlers import FetchService
 
@@ -20,16 +21,41 @@ def allowed_networks(cfg: FetcherConfig) -> tuple[Network, ...]:
         raise ConfigError(f"fetcher.allow_networks: {exc}") from None
 
 
+# Limits field -> its [fetcher] key.
+_LIMIT_KEYS = {
+    "total": "max_concurrent",
+    "per_key": "max_per_key",
+    "per_request": "max_per_request",
+    "queued_per_key": "max_queued_per_key",
+}
+
+
+def limits(cfg: FetcherConfig) -> Limits:
+    """The fair shares of the download slots; a ConfigError naming the key when unusable."""
+    out = Limits(
+        total=cfg.max_concurrent,
+        per_key=cfg.max_per_key,
+        per_request=cfg.max_per_request,
+        queued_per_key=cfg.max_queued_per_key,
+    )
+    problem = out.problem()
+    if problem is not None:
+        name, why = problem
+        raise ConfigError(f"fetcher.{_LIMIT_KEYS[name]}: {why}")
+    return out
+
+
 async def main(stop: asyncio.Event) -> None:
     log = logs.setup("fetcher")
     cfg = load_config()
     allow = allowed_networks(cfg.fetcher)
+    shares = limits(cfg.fetcher)
     if allow:
         # Loud on purpose: these networks bypass the public-address rule.
         log.warning("treating as public: %s", ", ".join(str(n) for n in allow))
     subjects = from_env()
     nc = await bus.connect("fetcher")
-    service = FetchService(nc, subjects, Fetcher(allow))
+    service = FetchService(nc, subjects, Fetcher(allow), limits=shares)
     await service.start()
     await bus.serve_health(nc, subjects, "fetcher", service.problem)
     metrics.serve(cfg.fetcher.metrics_listen)

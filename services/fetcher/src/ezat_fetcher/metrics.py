@@ -5,7 +5,8 @@ from prometheus_client import Counter, Gauge, Histogram
 
 FETCHES = Counter(
     "ezat_fetcher_fetches_total",
-    "Downloads by outcome (ok, http_error, not_public, timeout, too_large, ...)",
+    "Downloads by outcome (ok, http_error, not_public, timeout, too_large, ...; busy, expired,"
+    " late, cancelled, stopping: not done for the gateway's reasons, the caller may retry)",
     ["outcome"],
 )
 BYTES = Counter("ezat_fetcher_bytes_total", "Bytes of accepted downloads")
@@ -16,6 +17,7 @@ DURATION = Histogram(
     buckets=LATENCY_BUCKETS,
 )
 IN_FLIGHT = Gauge("ezat_fetcher_in_flight", "Downloads running now")
+QUEUED = Gauge("ezat_fetcher_queued", "Downloads waiting for a fair share of the download slots")
 
 
 def record(outcome: str, seconds: float, size: int = 0) -> None:

@@ -117,6 +117,8 @@ class Translator:
                 req.request_id,
                 translated.data,
                 translated.image_urls,
+                key_id=req.key_id,
+                uid=req.uid,
             )
             await self.route(req, translated, encode_body(translated.data))
         except BaseException as exc:

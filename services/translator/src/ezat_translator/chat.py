@@ -125,7 +125,14 @@ class ChatPath:
     async def _route(self, req: envelopes.ClientRequest, ct: ChatTranslation) -> None:
         if ct.image_urls:
             await inline_images(
-                self.nc, self.subjects, self.claims, req.request_id, ct.body, ct.image_urls
+                self.nc,
+                self.subjects,
+                self.claims,
+                req.request_id,
+                ct.body,
+                ct.image_urls,
+                key_id=req.key_id,
+                uid=req.uid,
             )
         if ct.thinking_requested and ct.tool_turns:
             await self._restore_thinking(req.key_id, ct)

@@ -2,33 +2,62 @@
 
 The fetcher is the only service that talks to arbitrary hosts; here we only ask it, enforce the
 per-request budget (20 URLs, 32 MB in all), and name the failing part in the client's error.
+
+The wait follows the fetcher's liveness, not a fixed time: each download's answer comes to a
+reply inbox of this request, and while the fetcher holds the download (waiting for a fair share
+of its slots, then downloading) it sends a ``Heartbeat`` there every second. Nothing at all for
+``liveness.OWNER_TIMEOUT`` (3 s) means the fetcher died: 503 with retry-after naming the part.
+No fetcher subscribed at all: NATS answers "no responders" at once, and so do we.
+
+All of a request's downloads share one deadline (``FETCH_DEADLINE``), sent with each of them:
+the fetcher never starts one past it and cuts one running past it. When we give up early (a
+download failed, the 32 MB budget ran out, the request was cancelled) we broadcast the request's
+``CancelRequest`` so the fetcher drops the downloads still waiting or running for it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import itertools
+import logging
+import uuid
 from typing import Any
 
-from ezat_common import bus, envelopes
+import msgspec
+from ezat_common import bus, envelopes, liveness
 from ezat_common.errors import GatewayError
 from ezat_common.subjects import Subjects
+from nats.aio.client import Client
+from nats.aio.msg import Msg
 
 from .core.openai_messages import ImageUrlPart
 
+log = logging.getLogger("ezat.translator.images")
+
 MAX_URLS = 20
 MAX_TOTAL_BYTES = 32 * 1024 * 1024
-FETCH_TIMEOUT = 20.0  # the fetcher's own limit is 15 s per download
+# Seconds for all of a request's downloads, queueing at the fetcher included (the fetcher's own
+# limit is 15 s per download; fair shares may make a request with many URLs wait for slots).
+FETCH_DEADLINE = 60.0
+
+_decode_answer = msgspec.msgpack.Decoder(envelopes.FetchResult | envelopes.Heartbeat).decode
 
 
 async def inline_images(
-    nc: bus.Client,
+    nc: Client,
     subjects: Subjects,
     claims: bus.Claims,
     request_id: str,
     body: dict[str, Any],
     parts: list[ImageUrlPart],
+    *,
+    key_id: str = "",
+    uid: str = "",
 ) -> None:
+    """Download every part's URL and put the bytes in its block. ``key_id`` and ``uid`` (the
+    request's gateway-made identity) give the fetcher its fair shares and its cancellation; the
+    edge's cancel of the request reaches the fetcher only when ``uid`` is the request's own."""
     if len(parts) > MAX_URLS:
         extra = parts[MAX_URLS]
         raise GatewayError(
@@ -36,10 +65,20 @@ async def inline_images(
             f"{extra.path}: at most {MAX_URLS} image URLs per request; send the rest inline",
             param=extra.path,
         )
+    # Without the request's uid, one of our own: the fetcher must never take the client-chosen
+    # request id (which other requests may share) for the identity it cancels by.
+    uid = uid or f"images-{uuid.uuid4().hex}"
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + FETCH_DEADLINE
+    answers = _Answers(nc)
+    await answers.start()
     # Downloads run concurrently; the 32 MB budget is checked as each one arrives, and the first
     # failure (or the budget running out) cancels the downloads still running.
     tasks = {
-        asyncio.create_task(_fetch(nc, subjects, claims, request_id, part)): part for part in parts
+        asyncio.create_task(
+            _fetch(nc, subjects, claims, answers, deadline, request_id, key_id, uid, part)
+        ): part
+        for part in parts
     }
     total = 0
     pending: set[asyncio.Task[tuple[str, bytes]]] = set(tasks)
@@ -66,6 +105,12 @@ async def inline_images(
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
+            # The fetcher still holds some of them: let it drop them (waiting or running).
+            await _cancel_at_fetcher(nc, subjects, request_id, uid)
+        for task in tasks:  # failures that finished with the one reported: already answered
+            if task.done() and not task.cancelled():
+                task.exception()
+        await answers.stop()
 
 
 def _block(body: dict[str, Any], part: ImageUrlPart) -> dict[str, Any]:
@@ -76,22 +121,111 @@ def _block(body: dict[str, Any], part: ImageUrlPart) -> dict[str, Any]:
     return block
 
 
+class _Answers:
+    """One wildcard reply subscription per request; each download listens on its own token."""
+
+    def __init__(self, nc: Client) -> None:
+        self._nc = nc
+        self._prefix = nc.new_inbox()
+        self._seq = itertools.count(1)
+        self._queues: dict[str, asyncio.Queue[Msg]] = {}
+        self._sub: Any = None
+
+    async def start(self) -> None:
+        self._sub = await self._nc.subscribe(self._prefix + ".*", cb=self._on_msg)
+
+    async def stop(self) -> None:
+        self._queues.clear()
+        if self._sub is not None:
+            try:
+                await self._sub.unsubscribe()
+            except Exception as exc:  # the connection is gone; so is the subscription
+                log.debug("answer inbox not unsubscribed: %s", type(exc).__name__)
+            self._sub = None
+
+    async def _on_msg(self, msg: Msg) -> None:
+        queue = self._queues.get(msg.subject.rsplit(".", 1)[-1])
+        if queue is not None:
+            queue.put_nowait(msg)
+
+    def open(self) -> tuple[str, str, asyncio.Queue[Msg]]:
+        token = str(next(self._seq))
+        queue: asyncio.Queue[Msg] = asyncio.Queue()
+        self._queues[token] = queue
+        return token, f"{self._prefix}.{token}", queue
+
+    def close(self, token: str) -> None:
+        self._queues.pop(token, None)
+
+
+def _unavailable(part: ImageUrlPart, retry_after: float = 2) -> GatewayError:
+    return GatewayError(
+        503,
+        f"{part.path}: the image could not be downloaded right now; retry shortly",
+        param=part.path,
+        retry_after=retry_after,
+    )
+
+
 async def _fetch(
-    nc: bus.Client, subjects: Subjects, claims: bus.Claims, request_id: str, part: ImageUrlPart
+    nc: Client,
+    subjects: Subjects,
+    claims: bus.Claims,
+    answers: _Answers,
+    deadline: float,
+    request_id: str,
+    key_id: str,
+    uid: str,
+    part: ImageUrlPart,
 ) -> tuple[str, bytes]:
-    ask = envelopes.FetchRequest(request_id=request_id, url=part.url, part=part.path)
+    loop = asyncio.get_running_loop()
+    ask = envelopes.FetchRequest(
+        request_id=request_id,
+        url=part.url,
+        part=part.path,
+        key_id=key_id,
+        uid=uid,
+        timeout=max(0.001, deadline - loop.time()),
+        fail_together=True,
+        heartbeat=True,
+    )
+    token, inbox, queue = answers.open()
     try:
-        msg = await nc.request(subjects.fetch, envelopes.encode(ask), timeout=FETCH_TIMEOUT)
-    except Exception:
-        raise GatewayError(
-            503,
-            f"{part.path}: the image could not be downloaded right now; retry shortly",
-            param=part.path,
-            retry_after=2,
-        ) from None
-    result = envelopes.decode_fetch_result(msg.data)
-    if not result.ok or result.media_type is None:
-        problem = result.error or "could not download the image"
+        try:
+            await nc.publish(subjects.fetch, envelopes.encode(ask), reply=inbox)
+        except Exception:
+            raise _unavailable(part) from None
+        # The fetcher answers by the deadline; past it by OWNER_TIMEOUT, a live but wedged fetcher
+        # is given up on too.
+        last_call = deadline + liveness.OWNER_TIMEOUT
+        while True:
+            wait = min(liveness.OWNER_TIMEOUT, last_call - loop.time())
+            try:
+                msg = await asyncio.wait_for(queue.get(), max(wait, 0.0))
+            except TimeoutError:
+                log.warning("the fetcher stopped answering", extra={"fields": {"part": part.path}})
+                raise _unavailable(part) from None
+            if bus.is_no_responders(msg):
+                raise _unavailable(part)
+            answer = _decode_answer(msg.data)
+            if isinstance(answer, envelopes.FetchResult):
+                break
+    finally:
+        answers.close(token)
+    if not answer.ok or answer.media_type is None:
+        problem = answer.error or "could not download the image"
+        if answer.retry_after is not None:  # the gateway's failure, not the URL's
+            raise GatewayError(
+                503, f"{part.path}: {problem}", param=part.path, retry_after=answer.retry_after
+            )
         raise GatewayError(400, f"{part.path}: {problem}", param=part.path)
-    data = await claims.unpack(result.data, result.data_ref)
-    return result.media_type, data
+    data = await claims.unpack(answer.data, answer.data_ref)
+    return answer.media_type, data
+
+
+async def _cancel_at_fetcher(nc: Client, subjects: Subjects, request_id: str, uid: str) -> None:
+    try:
+        cancel = envelopes.CancelRequest(request_id=request_id, uid=uid)
+        await nc.publish(subjects.cancel, envelopes.encode(cancel))
+    except Exception as exc:  # the deadline sent with each download bounds them anyway
+        log.debug("fetch cancel not sent: %s", type(exc).__name__)
