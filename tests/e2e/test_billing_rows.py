@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import aiohttp
+import anthropic
+import openai
+
 from .conftest import Gateway
 
 MODEL = "anthropic/claude-sonnet-5-5"
@@ -43,3 +49,37 @@ async def test_stream_has_a_usage_row_when_message_stop_arrives(gateway: Gateway
                 assert row is not None, "message_stop arrived before the usage was durable"
                 assert row["output_tokens"] == 4
                 assert row["status"] == "complete"
+
+
+async def test_a_client_reads_its_own_usage_right_after_the_final_event(
+    gateway: Gateway, new_key: Any, http: aiohttp.ClientSession
+) -> None:
+    """/api/usage waits for the usage outbox to drain (a read barrier): the row of a request is
+    there as soon as its final event was sent, not ~50 ms later (docs/billing.md, "Queries")."""
+    key = await new_key("read-own-usage")
+    anthropic_client = anthropic.AsyncAnthropic(base_url=gateway.url, api_key=key, max_retries=0)
+    openai_client = openai.AsyncOpenAI(
+        base_url=gateway.url + "/openai/v1", api_key=key, max_retries=0
+    )
+    auth = {"x-api-key": key}
+    for turn in range(4):
+        if turn % 2 == 0:
+            async with anthropic_client.messages.stream(
+                model=MODEL,
+                max_tokens=32,
+                messages=[{"role": "user", "content": f"own usage {turn} [sim:tokens=3]"}],
+            ) as stream:
+                rid = stream.response.headers["request-id"]
+                await stream.get_final_message()
+        else:
+            raw = await openai_client.chat.completions.with_raw_response.create(
+                model=MODEL,
+                max_tokens=32,
+                messages=[{"role": "user", "content": f"own usage {turn} [sim:tokens=3]"}],
+            )
+            rid = raw.headers["request-id"]
+        async with http.get(f"{gateway.url}/api/usage?limit=10", headers=auth) as r:
+            assert r.status == 200
+            page = await r.json()
+        assert rid in [item["request_id"] for item in page["data"]], turn
+        assert page["totals"]["requests"] == turn + 1

@@ -141,6 +141,32 @@ async def _keys(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _outbox_barrier() -> None:
+    """Read your own usage: records still in the usage outbox (drained within ~50 ms) are
+    waited for, up to a second, so the listing shows every request whose final event was sent."""
+    if "NATS_URL" not in os.environ:
+        return
+    import nats
+    from ezat_common import outbox
+
+    try:
+        nc = await nats.connect(os.environ["NATS_URL"], connect_timeout=2, max_reconnect_attempts=0)
+    except Exception as exc:
+        print(
+            f"ezat: note: NATS unreachable ({type(exc).__name__}); listing what is stored",
+            file=sys.stderr,
+        )
+        return
+    try:
+        if not await outbox.wait_drained(nc, from_env()):
+            print(
+                "ezat: note: the usage outbox is not draining; recent records may be missing",
+                file=sys.stderr,
+            )
+    finally:
+        await nc.close()
+
+
 async def _broadcast_revocation(key_id: str) -> None:
     """Tell running edges to drop the key now; without NATS their cache expires within seconds."""
     if "NATS_URL" not in os.environ:
@@ -163,6 +189,7 @@ async def _broadcast_revocation(key_id: str) -> None:
 def cmd_usage(args: argparse.Namespace) -> int:
     async def run() -> None:
         await ensure_database()
+        await _outbox_barrier()
         conn = await db.connect()
         try:
             rows = await conn.fetch(

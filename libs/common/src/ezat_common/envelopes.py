@@ -252,6 +252,9 @@ class UsageQuery(Struct, kw_only=True, tag_field="t", tag="usage_query"):
     model: str | None = None
     limit: int = 100
     cursor: str | None = None
+    # Read your own usage: first wait (up to a second) until what the usage outbox holds now is
+    # stored, so a row shows as soon as its final event was sent (docs/billing.md).
+    fresh: bool = False
 
 
 class UsageItem(Struct, kw_only=True):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 import msgspec
 import nats.errors
@@ -162,3 +163,35 @@ class Outbox:
             log.warning("usage outbox refused the record: %r", exc)
             return False
         return ack.stream == self._subjects.outbox_stream
+
+
+BARRIER_TIMEOUT = 1.0
+
+
+async def wait_drained(
+    nc: Client,
+    subjects: Subjects,
+    timeout: float = BARRIER_TIMEOUT,
+    nudge: Callable[[], None] | None = None,
+) -> bool:
+    """A read barrier: wait until every message the outbox held when called has been drained into
+    PostgreSQL (work-queue retention removes a message once billing acknowledged it after its
+    commit). True when done, False past ``timeout`` (billing or PostgreSQL down: the caller reads
+    what is stored). ``nudge`` asks the drain to fetch now instead of after its linger."""
+    js = nc.jetstream(timeout=timeout)
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + timeout
+    try:
+        info = await js.stream_info(subjects.outbox_stream)
+        target = info.state.last_seq
+        while info.state.messages and info.state.first_seq <= target:
+            if nudge is not None:
+                nudge()
+            if loop.time() >= give_up:
+                return False
+            await asyncio.sleep(0.005)
+            info = await js.stream_info(subjects.outbox_stream)
+    except (nats.errors.Error, TimeoutError, OSError) as exc:
+        log.info("outbox read barrier skipped: %r", exc)
+        return False
+    return True

@@ -100,13 +100,12 @@ async def serve(stop: asyncio.Event, settings: config.Settings | None = None) ->
     watcher = asyncio.create_task(watch_database(check))
     nc = await bus.connect("billing")
     outbox = Outbox(nc, subjects)
-    handlers = Handlers(settings, batcher, pool, outbox)
     write = functools.partial(store.insert_batch, pool, timeout=settings.write_timeout)
     confirm = functools.partial(settle.confirm, pool)
-    drain = asyncio.create_task(
-        Drain(nc, subjects, outbox, handlers.row_for, write, confirm).run(),
-        name="billing-outbox-drain",
-    )
+    handlers = Handlers(settings, batcher, pool, outbox)
+    drainer = Drain(nc, subjects, outbox, handlers.row_for, write, confirm)
+    handlers.barrier = drainer.barrier
+    drain = asyncio.create_task(drainer.run(), name="billing-outbox-drain")
     settler = asyncio.create_task(
         settle.settle_forever(pool, settings.delivery_confirm), name="billing-settle"
     )

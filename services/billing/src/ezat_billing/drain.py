@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import msgspec
 import nats.errors
-from ezat_common import envelopes
+from ezat_common import envelopes, outbox
 from ezat_common.envelopes import Delivered, UsageRecord
 from ezat_common.outbox import Outbox
 from ezat_common.subjects import Subjects
@@ -63,7 +63,16 @@ class Drain:
         self._row_for = row_for
         self._write = write
         self._confirm = confirm
+        self._wake = asyncio.Event()
         self.drained = 0
+
+    def nudge(self) -> None:
+        """Fetch now, not after the linger: a read barrier waits (``barrier``)."""
+        self._wake.set()
+
+    async def barrier(self, timeout: float = outbox.BARRIER_TIMEOUT) -> bool:
+        """Wait until what the outbox holds now is stored (docs/billing.md, "Queries")."""
+        return await outbox.wait_drained(self._nc, self._subjects, timeout, self.nudge)
 
     async def run(self) -> None:
         """Forever (cancel to stop): subscribe, then store what arrives, batch after batch."""
@@ -98,7 +107,10 @@ class Drain:
                 continue
             await self.store(msgs)
             if len(msgs) < BATCH:
-                await asyncio.sleep(LINGER)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(LINGER):
+                        await self._wake.wait()
+            self._wake.clear()
 
     async def _subscribe(self) -> JetStreamContext.PullSubscription:
         await self._outbox.ensure_stream()

@@ -16,6 +16,7 @@ times out, the documented "lost acknowledgement" window, instead of a false "not
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 
 import asyncpg
 import msgspec
@@ -41,12 +42,19 @@ NOT_DURABLE = "usage record not stored (PostgreSQL and the outbox both unavailab
 
 class Handlers:
     def __init__(
-        self, settings: Settings, batcher: Batcher, pool: asyncpg.Pool, outbox: Outbox
+        self,
+        settings: Settings,
+        batcher: Batcher,
+        pool: asyncpg.Pool,
+        outbox: Outbox,
+        barrier: Callable[[], Awaitable[bool]] | None = None,
     ) -> None:
         self._settings = settings
         self._batcher = batcher
         self._pool = pool
         self._outbox = outbox
+        # The outbox drain's read barrier, for queries that ask for it (``UsageQuery.fresh``).
+        self.barrier = barrier
 
     async def on_usage_record(self, msg: Msg) -> None:
         ack = await self.ack_for(msg.data)
@@ -128,6 +136,8 @@ class Handlers:
         except msgspec.DecodeError as exc:
             metrics.QUERIES.labels("invalid").inc()
             return encode_page(UsageError(error=f"invalid usage query: {exc}"))
+        if q.fresh and self.barrier is not None:
+            await self.barrier()
         model = q.model
         if model is not None:
             resolved = self._settings.catalogue.resolve(model)

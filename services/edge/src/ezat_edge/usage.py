@@ -50,6 +50,7 @@ def parse_query(key: ApiKey, request: web.Request) -> envelopes.UsageQuery:
         model=q.get("model") or None,
         limit=int(limit_text),
         cursor=q.get("cursor") or None,
+        fresh=True,  # read your own usage: rows of requests whose final event was sent
     )
 
 
