@@ -19,7 +19,7 @@ import pytest
 from aiohttp.web_protocol import RequestHandler
 from ezat_edge.protocol import EdgeProtocol
 
-from .conftest import RunningEdge, closed_within, raw, read_response, running_edge
+from .harness import RunningEdge, closed_within, raw, read_response, running_edge
 
 HEADER_TIMEOUT = 1.0
 KEEPALIVE = 1.5

@@ -42,7 +42,7 @@ import asyncio
 import logging
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from aiohttp import http_exceptions, web
 from aiohttp.web_protocol import RequestHandler, _ErrInfo
@@ -162,7 +162,7 @@ class EdgeProtocol(RequestHandler):
             # Refused before aiohttp sees it: nothing to unregister later.
             self._manager = None
             m.CONNECTIONS_REFUSED.inc()
-            assert isinstance(transport, asyncio.Transport)
+            transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
             transport.write(
                 raw_error(
                     "anthropic",
