@@ -343,3 +343,23 @@ def test_the_aiohttp_internals_the_protocol_relies_on_are_there() -> None:
     slots = set(RequestHandler.__slots__)
     assert {"_request_count", "_waiter", "_messages", "_manager", "_keepalive_timeout"} <= slots
     assert issubclass(EdgeProtocol, RequestHandler)
+
+
+async def test_a_broken_chunked_body_is_a_json_400(
+    edge: RunningEdge, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    reader, writer = await raw(edge.port)
+    writer.write(
+        b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: "
+        + edge.key.encode()
+        + b'\r\ntransfer-encoding: chunked\r\n\r\n5\r\n{"mo"\r\nZZ-not-a-size\r\n\r\n'
+    )
+    status, headers, body = await read_response(reader)
+    assert status == 400, body
+    _no_banner(headers)
+    error = json.loads(body)["error"]
+    assert error["type"] == "invalid_request_error"
+    assert error["message"].startswith("request body: its framing"), error
+    assert "Traceback" not in caplog.text
+    writer.close()

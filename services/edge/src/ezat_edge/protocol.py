@@ -79,6 +79,7 @@ KNOWN_HEADERS = frozenset(
     }
 )
 _NAME_IN_ERROR = re.compile(r"b['\"]([!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}):")
+_REASON = re.compile(r"[A-Za-z][A-Za-z -]{2,80}")
 _OPENAI_LINE = re.compile(rb"^[A-Z]{3,10} /openai/")
 
 
@@ -122,22 +123,30 @@ def format_of_head(head: bytes) -> Format:
 
 def describe(exc: BaseException | None) -> str:
     """What was wrong with a request aiohttp could not parse, without quoting any of it."""
+    text = getattr(exc, "message", "") or ""
     name = None
-    found = _NAME_IN_ERROR.search(getattr(exc, "message", "") or "")
+    found = _NAME_IN_ERROR.search(text)
     if found and found.group(1).lower() in KNOWN_HEADERS:
         name = found.group(1).lower()
+    # llhttp's reason is a fixed phrase ("Invalid character in chunk size"); the rest of the
+    # message quotes the request, so only a first line made of words is kept.
+    first = text.split(":\n", 1)[0].strip()
+    reason = first if _REASON.fullmatch(first) else ""
+    said = f" ({reason})" if reason else ""
+    if isinstance(exc, http_exceptions.PayloadEncodingError) or any(
+        w in reason.lower() for w in ("chunk", "content-length", "transfer-encoding")
+    ):
+        return f"request body: its framing (content-length or chunked encoding) is invalid{said}"
     if isinstance(exc, http_exceptions.LineTooLong):
         what = f"{name}: header" if name else "the request line or a header"
         return f"{what} is too long"
     if isinstance(exc, http_exceptions.BadHttpMethod):
         return "the request is not HTTP/1.1 (or it is TLS sent to a plain-HTTP port)"
     if isinstance(exc, http_exceptions.BadStatusLine):
-        return "the request line is malformed"
-    if isinstance(exc, http_exceptions.PayloadEncodingError):
-        return "request body: its framing (content-length or chunked encoding) is invalid"
+        return f"the request line is malformed{said}"
     where = f"{name}: header" if name else "a request header"
     return (
-        f"{where} is malformed: each header line must end with CRLF and hold no control"
+        f"{where} is malformed{said}: each header line must end with CRLF and hold no control"
         " characters (CR, LF or NUL inside a value)"
     )
 
