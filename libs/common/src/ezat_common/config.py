@@ -33,7 +33,24 @@ class EdgeConfig(Struct, forbid_unknown_fields=True, kw_only=True):
     # Seconds between ": ping" / "event: ping" keep-alives on a quiet stream.
     ping_interval: float = 10.0
     # Seconds an auth result stays cached (revocation is also broadcast, so this is a fallback).
+    # While PostgreSQL is unreachable a known key is served from the cache past this TTL.
     auth_cache_ttl: float = 5.0
+    # Slow and hostile clients (docs/reliability.md). Seconds a connection may take to send a
+    # complete request head (request line and headers), counted from the connection's opening
+    # or, on a kept-alive connection, from the first byte of the next request.
+    header_timeout: float = 10.0
+    # A request body must arrive within body_timeout seconds plus one second per body_min_rate
+    # bytes of its size (a 32 MB body: 30 + 256 s at the defaults).
+    body_timeout: float = 30.0
+    body_min_rate: int = 128 * 1024
+    # Seconds an idle kept-alive connection stays open between requests.
+    keepalive_timeout: float = 15.0
+    # Open client connections per edge; beyond it a new connection is answered 503 and closed.
+    # Lowered at start to the process's file limit less a reserve (NATS, PostgreSQL, Redis).
+    max_connections: int = 4096
+    # Model requests (messages, count_tokens, chat) in flight per edge; beyond it the edge
+    # answers 529 overloaded_error (OpenAI API: 503) with retry-after at once.
+    max_in_flight: int = 2048
 
 
 class Price(Struct, forbid_unknown_fields=True, kw_only=True):
@@ -174,7 +191,20 @@ def _located(file: str, err: msgspec.ValidationError | msgspec.DecodeError) -> C
     return ConfigError(f"{file}: {text}")
 
 
+_EDGE_POSITIVE = (
+    "header_timeout",
+    "body_timeout",
+    "body_min_rate",
+    "keepalive_timeout",
+    "max_connections",
+    "max_in_flight",
+)
+
+
 def _check(cfg: Config, file: str) -> None:
+    for name in _EDGE_POSITIVE:
+        if getattr(cfg.edge, name) <= 0:
+            raise ConfigError(f"{file}: edge.{name}: must be positive")
     names: dict[str, str] = {}
     for i, m in enumerate(cfg.models):
         for j, name in enumerate([m.id, *m.aliases]):

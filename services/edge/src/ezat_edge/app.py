@@ -11,7 +11,8 @@ from collections.abc import Awaitable, Callable
 
 import asyncpg
 import msgspec
-from aiohttp import web
+from aiohttp import http_exceptions, web
+from aiohttp.web_protocol import RequestPayloadError
 from ezat_common import bus, db, envelopes, logs, metrics
 from ezat_common.catalogue import Catalogue
 from ezat_common.config import Config, load_config, split_listen
@@ -20,12 +21,13 @@ from ezat_common.subjects import from_env
 from nats.aio.msg import Msg
 
 from . import metrics as m
-from .auth import Authenticator
+from .auth import Authenticator, ascii_header
 from .bodies import read_limited
 from .budgets import Budgets
 from .deliveries import Deliveries
 from .ids import new_uid, request_id
 from .limits import RateLimiter
+from .protocol import RID, SERVER, ConnectionGuard, EdgeRunner, connection_budget
 from .relay import Call, Relay
 from .responses import JSON, Format, from_gateway_error
 from .usage import usage_query
@@ -34,7 +36,8 @@ log = logging.getLogger("ezat.edge")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 PROBED_SERVICES = ("translator", "router", "billing", "fetcher")
-RID = web.AppKey("rid", str)
+# Seconds an overloaded edge asks clients to wait (retry-after) before trying again.
+OVERLOAD_RETRY_AFTER = 1
 
 
 def api_format(path: str) -> Format:
@@ -56,6 +59,10 @@ class Edge:
         self.nc: bus.Client | None = None
         self.relay: Relay | None = None
         self.deliveries: Deliveries | None = None
+        # Model requests in flight; beyond max_in_flight a new one is refused at once.
+        self.in_flight = 0
+        self.max_in_flight = cfg.edge.max_in_flight
+        m.IN_FLIGHT.set_function(lambda: self.in_flight)
         self._pool_task: asyncio.Task[None] | None = None
 
     # ---- lifecycle ------------------------------------------------------------------------
@@ -84,7 +91,7 @@ class Edge:
             try:
                 self.auth.pool = await db.pool(min_size=1, max_size=8)
                 return
-            except (OSError, asyncpg.PostgresError) as exc:
+            except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
                 log.warning("database not reachable yet: %s", type(exc).__name__)
                 await asyncio.sleep(1)
 
@@ -116,14 +123,23 @@ class Edge:
         try:
             return await handler(request)
         except GatewayError as err:
-            return from_gateway_error(fmt, rid, err)
+            resp = from_gateway_error(fmt, rid, err)
+            if err.status == 408:
+                resp.force_close()  # the rest of the body may still be on its way
+            return resp
         except web.HTTPException as exc:
             if exc.status >= 400:
-                err = GatewayError(exc.status, _http_message(exc, request))
-                return from_gateway_error(fmt, rid, err)
+                refused = GatewayError(exc.status, _http_message(exc, request))
+                return from_gateway_error(fmt, rid, refused)
             raise
         except asyncio.IncompleteReadError:
             return from_gateway_error(fmt, rid, GatewayError(400, "request body: is incomplete"))
+        except (RequestPayloadError, http_exceptions.HttpProcessingError) as exc:
+            # The body's framing was broken (bad chunked encoding, say); never its bytes.
+            log.info("malformed request body: %s", type(exc).__name__)
+            resp = from_gateway_error(fmt, rid, GatewayError(400, "request body: is malformed"))
+            resp.force_close()
+            return resp
         except Exception:
             # Never aiohttp's text/plain 500: the client gets the error format of its API.
             log.exception("request failed")
@@ -133,10 +149,12 @@ class Edge:
 
     @staticmethod
     async def on_prepare(request: web.Request, response: web.StreamResponse) -> None:
+        headers = response.headers
+        headers["server"] = SERVER  # instead of aiohttp's Python and aiohttp versions
         rid = request.get(RID)
         if rid:
-            response.headers["request-id"] = rid
-            response.headers["x-request-id"] = rid
+            headers["request-id"] = rid
+            headers["x-request-id"] = rid
 
     # ---- model endpoints ------------------------------------------------------------------
 
@@ -152,6 +170,23 @@ class Edge:
     async def _model_call(
         self, request: web.Request, api: envelopes.Api, fmt: Format
     ) -> web.StreamResponse:
+        if self.in_flight >= self.max_in_flight:
+            # At once rather than queued into timeouts; admitted requests go on unaffected.
+            m.OVERLOADED.inc()
+            raise GatewayError(
+                529,
+                "the gateway is overloaded; retry shortly",
+                retry_after=OVERLOAD_RETRY_AFTER,
+            )
+        self.in_flight += 1
+        try:
+            return await self._admitted_call(request, api, fmt)
+        finally:
+            self.in_flight -= 1
+
+    async def _admitted_call(
+        self, request: web.Request, api: envelopes.Api, fmt: Format
+    ) -> web.StreamResponse:
         started = time.monotonic()
         received_at = time.time()
         rid = request[RID]
@@ -160,12 +195,14 @@ class Edge:
             assert self.nc is not None
             await self.budgets.check(self.nc, key)  # 403 before anything is sent upstream
         limit_headers = await self.limiter.check(key)
-        body = await read_limited(request, self.cfg.edge.max_body_bytes)
+        edge_cfg = self.cfg.edge
+        body = await read_limited(
+            request, edge_cfg.max_body_bytes, edge_cfg.body_timeout, edge_cfg.body_min_rate
+        )
         if key.tpm is not None and api != "count_tokens":
             # Estimated input tokens (limits.py); count_tokens runs no model, so only its
             # request counts (RPM).
             limit_headers.update(await self.limiter.check_tokens(key, len(body), limit_headers))
-        headers = request.headers
         env = envelopes.ClientRequest(
             request_id=rid,
             # The request's identity inside the gateway; ``rid`` may be chosen (and reused) by
@@ -175,9 +212,9 @@ class Edge:
             key_id=key.id,
             reply_to="",
             received_at=received_at,
-            session=headers.get("x-ezat-session"),
-            cache=headers.get("x-ezat-cache"),
-            beta=headers.get("anthropic-beta"),
+            session=utf8_header(request, "x-ezat-session"),
+            cache=ascii_header(request, "x-ezat-cache"),
+            beta=ascii_header(request, "anthropic-beta"),
         )
         call = Call(request, rid, fmt, env, limit_headers, started)
         assert self.relay is not None
@@ -284,6 +321,49 @@ def first_reply_timeout(cfg: Config) -> float:
     return float(max(1, router.max_attempts) * per_attempt + FIRST_REPLY_MARGIN)
 
 
+def utf8_header(request: web.Request, name: str) -> str | None:
+    """The header's value; a 400 naming it when its bytes are not UTF-8 (aiohttp decodes them
+    with ``surrogateescape``: such a byte is a lone surrogate, which cannot be encoded)."""
+    value = request.headers.get(name)
+    if value is not None and not value.isascii():
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            raise GatewayError(400, f"{name}: header is not valid UTF-8") from None
+    return value
+
+
+def handler_args(cfg: Config) -> dict[str, float]:
+    """aiohttp's own connection settings: the idle keep-alive timeout."""
+    return {"keepalive_timeout": cfg.edge.keepalive_timeout}
+
+
+async def serve(edge: Edge, cfg: Config) -> tuple[EdgeRunner, int]:
+    """The edge's HTTP server on ``edge.listen``: returns the runner and the bound port."""
+    wanted = cfg.edge.max_connections
+    guard = ConnectionGuard(
+        max_connections=connection_budget(wanted), header_timeout=cfg.edge.header_timeout
+    )
+    if guard.max_connections < wanted:
+        log.warning(
+            "max_connections lowered to %d by the file limit (RLIMIT_NOFILE)",
+            guard.max_connections,
+        )
+    runner = EdgeRunner(
+        edge.build(),
+        guard=guard,
+        handler_cancellation=True,
+        access_log=None,
+        **handler_args(cfg),
+    )
+    await runner.setup()
+    host, port = split_listen(cfg.edge.listen)
+    site = web.TCPSite(runner, host, port, reuse_address=True, backlog=1024)
+    await site.start()
+    bound = runner.addresses[0][1] if port == 0 else port
+    return runner, bound
+
+
 def _http_message(exc: web.HTTPException, request: web.Request) -> str:
     if exc.status == 404:
         return f"{request.method} {request.path}: no such endpoint"
@@ -297,11 +377,8 @@ async def main(stop: asyncio.Event) -> None:
     cfg = load_config()
     edge = Edge(cfg)
     await edge.start()
-    runner = web.AppRunner(edge.build(), handler_cancellation=True, access_log=None)
-    await runner.setup()
-    host, port = split_listen(cfg.edge.listen)
-    site = web.TCPSite(runner, host, port, reuse_address=True, backlog=1024)
-    await site.start()
+    runner, port = await serve(edge, cfg)
+    host, _ = split_listen(cfg.edge.listen)
     log.info("edge listening on http://%s:%d", host, port)
     await stop.wait()
     # Drain: stop accepting, let open streams finish (bounded), then close connections.

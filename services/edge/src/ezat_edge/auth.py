@@ -1,32 +1,67 @@
-"""API-key authentication with a short in-process cache.
+"""API-key authentication with a short in-process cache that outlives a database outage.
 
 Keys are looked up by their SHA-256 hash in PostgreSQL. Results are cached for
 ``edge.auth_cache_ttl`` seconds so the database is not on the hot path; ``ezat keys revoke``
-broadcasts the revoked id on NATS and every edge evicts it at once, so the TTL is only a fallback.
+broadcasts the revoked id on NATS and every edge marks it revoked at once, so the TTL is only a
+fallback.
+
+While PostgreSQL is unreachable (a lookup failed or timed out), a key this edge already knows is
+served from its cache past the TTL (serve-stale): the database is asked again at most once per
+``RETRY_DOWN`` seconds, by the next request of an expired entry, and the others do not wait for
+it. A revocation broadcast during the outage still applies: the entry becomes a revoked one, and
+that is what is served. Only keys the edge does not know wait for the database: 503 with
+``retry-after``. asyncpg's pool reconnects by itself once the server is back (a connection found
+closed is replaced when it is next acquired); the first query on a connection the restart killed
+fails, so a lookup is tried twice.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 
 import asyncpg
+import msgspec
 from aiohttp import web
 from ezat_common import db
 from ezat_common.errors import GatewayError
+
+from . import metrics as m
 
 log = logging.getLogger("ezat.edge.auth")
 
 _NEGATIVE_TTL = 1.0
 _MAX_ENTRIES = 100_000
+LOOKUP_TIMEOUT = 2.0  # seconds a key lookup may take before the database counts as unreachable
+RETRY_DOWN = 1.0  # seconds known keys are served stale without asking the database again
+_DB_ERRORS = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
+
+
+class _Unavailable(Exception):
+    pass
+
+
+def unavailable() -> GatewayError:
+    return GatewayError(503, "authentication is unavailable; retry shortly", retry_after=2)
+
+
+def ascii_header(request: web.Request, name: str) -> str | None:
+    """The header's value; a 400 naming it when it holds anything but ASCII (aiohttp decodes
+    header bytes as UTF-8 with ``surrogateescape``, so a byte that is not UTF-8 arrives as a
+    lone surrogate, and the value cannot be hashed, encoded or sent on)."""
+    value = request.headers.get(name)
+    if value is not None and not value.isascii():
+        raise GatewayError(400, f"{name}: header must contain only ASCII characters")
+    return value
 
 
 def presented_key(request: web.Request) -> str | None:
-    key = request.headers.get("x-api-key")
+    key = ascii_header(request, "x-api-key")
+    auth = ascii_header(request, "authorization")
     if key:
         return key.strip()
-    auth = request.headers.get("authorization", "")
-    scheme, _, value = auth.partition(" ")
+    scheme, _, value = (auth or "").partition(" ")
     if scheme.lower() == "bearer" and value.strip():
         return value.strip()
     return None
@@ -37,6 +72,7 @@ class Authenticator:
         self.ttl = ttl
         self.pool: asyncpg.Pool | None = None
         self._cache: dict[bytes, tuple[db.ApiKey | None, float]] = {}
+        self._down_until = 0.0  # until then, known keys whose entry expired are served stale
 
     async def authenticate(self, request: web.Request) -> db.ApiKey:
         secret = presented_key(request)
@@ -51,11 +87,22 @@ class Authenticator:
         hit = self._cache.get(digest)
         if hit is not None and hit[1] > now:
             key = hit[0]
+        elif hit is not None and hit[0] is not None and self._down_until > now:
+            key = hit[0]  # the database is down: what this edge knows stands
+            m.AUTH_STALE.inc()
+        elif not db.looks_like_key(secret):
+            key = None
+            self._store(digest, None, now)
         else:
-            key = await self._lookup(secret) if db.looks_like_key(secret) else None
-            if len(self._cache) >= _MAX_ENTRIES:
-                self._cache.clear()
-            self._cache[digest] = (key, now + (self.ttl if key else _NEGATIVE_TTL))
+            try:
+                key = await self._lookup(secret)
+            except _Unavailable:
+                if hit is None or hit[0] is None:
+                    raise unavailable() from None
+                key = hit[0]
+                m.AUTH_STALE.inc()
+            else:
+                self._store(digest, key, now)
         if key is None or key.revoked:
             raise GatewayError(
                 401,
@@ -64,18 +111,41 @@ class Authenticator:
             )
         return key
 
+    def _store(self, digest: bytes, key: db.ApiKey | None, now: float) -> None:
+        cache = self._cache
+        if len(cache) >= _MAX_ENTRIES and digest not in cache:
+            # Unknown keys go first; never all the known ones at once (they carry an outage).
+            for d in [d for d, (k, _) in cache.items() if k is None]:
+                del cache[d]
+            if len(cache) >= _MAX_ENTRIES:
+                for d in list(cache)[: _MAX_ENTRIES // 10]:  # the oldest tenth
+                    del cache[d]
+        cache[digest] = (key, now + (self.ttl if key else _NEGATIVE_TTL))
+
     async def _lookup(self, secret: str) -> db.ApiKey | None:
-        if self.pool is None:
-            raise GatewayError(503, "authentication is unavailable; retry shortly", retry_after=2)
+        pool = self.pool
+        if pool is None:
+            raise _Unavailable
+        problem: BaseException | None = None
         try:
-            return await db.find_key(self.pool, secret)
-        except (OSError, asyncpg.PostgresError) as exc:
-            log.warning("key lookup failed: %s", type(exc).__name__)
-            raise GatewayError(
-                503, "authentication is unavailable; retry shortly", retry_after=2
-            ) from None
+            async with asyncio.timeout(LOOKUP_TIMEOUT):
+                for _ in range(2):  # a connection killed by a restart fails once, then reconnects
+                    try:
+                        return await db.find_key(pool, secret)
+                    except asyncio.CancelledError:
+                        raise
+                    except _DB_ERRORS as exc:
+                        problem = exc
+        except TimeoutError as exc:
+            problem = exc
+        self._down_until = time.monotonic() + RETRY_DOWN
+        log.warning("key lookup failed: %s", type(problem).__name__)
+        raise _Unavailable
 
     def evict(self, key_id: str) -> None:
+        """A revocation: every cached entry of the key becomes a revoked one (which is what is
+        served if the database cannot be asked when it expires)."""
+        until = time.monotonic() + self.ttl
         for digest, (key, _) in list(self._cache.items()):
             if key is not None and key.id == key_id:
-                del self._cache[digest]
+                self._cache[digest] = (msgspec.structs.replace(key, revoked=True), until)

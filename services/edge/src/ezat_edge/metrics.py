@@ -29,6 +29,25 @@ STREAMS_COMMITTED_EARLY = Counter(
     "ezat_edge_streams_committed_early_total",
     "Streams whose 200 and pings went out before their first byte (ping_interval passed)",
 )
+CONNECTIONS_REFUSED = Counter(
+    "ezat_edge_connections_refused_total", "Connections closed at once: max_connections reached"
+)
+HEAD_TIMEOUTS = Counter(
+    "ezat_edge_header_timeouts_total", "Connections closed: no complete request head in time"
+)
+BODY_TIMEOUTS = Counter(
+    "ezat_edge_body_timeouts_total", "Requests refused: the body did not arrive in time"
+)
+MALFORMED = Counter(
+    "ezat_edge_malformed_requests_total", "Requests the HTTP parser refused (answered 400)"
+)
+OVERLOADED = Counter(
+    "ezat_edge_overloaded_total", "Model requests refused at once: max_in_flight reached"
+)
+IN_FLIGHT = Gauge("ezat_edge_in_flight", "Model requests in flight")
+AUTH_STALE = Counter(
+    "ezat_edge_auth_stale_total", "Keys served from the cache past its TTL: database unreachable"
+)
 RATE_LIMITED = Counter("ezat_edge_rate_limited_total", "Requests refused by a key's limits")
 
 # Memoised children for the per-request hot path.
