@@ -22,7 +22,7 @@ from nats.js.api import ObjectStoreConfig
 from nats.js.errors import BucketNotFoundError
 from nats.js.object_store import ObjectStore
 
-from . import envelopes
+from . import envelopes, lifecycle
 from .subjects import Subjects
 
 log = logging.getLogger("ezat.bus")
@@ -164,7 +164,11 @@ def is_no_responders(msg: Msg) -> bool:
 async def serve_health(
     nc: Client, subjects: Subjects, service: str, check: Callable[[], Awaitable[str | None]]
 ) -> None:
-    """Answer readiness probes: ``check`` returns None when ready, else what is missing."""
+    """Answer readiness probes: ``check`` returns None when ready, else what is missing.
+
+    Every service calls this last in its start, once subscribed: it also tells a supervisor that
+    the process takes work (``lifecycle.announce_ready``, for ``ezat up``'s rolling restart).
+    """
 
     async def on_probe(msg: Msg) -> None:
         problem = await check()
@@ -172,3 +176,4 @@ async def serve_health(
         await msg.respond(envelopes.encode(reply))
 
     await nc.subscribe(subjects.health(service), cb=on_probe)
+    lifecycle.announce_ready()
