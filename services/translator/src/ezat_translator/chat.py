@@ -20,6 +20,7 @@ the turn that needs it after that event), and a body that comes or goes as a cla
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import time
@@ -288,6 +289,13 @@ class ChatPath:
         token = self.by_request.get(uid)
         if token is not None:
             self._forget(token)
+
+    async def end_all(self, reply: ReplyError) -> None:
+        """Shutdown past the drain deadline: every request still relayed here gets ``reply``."""
+        for token, state in list(self.states.items()):
+            self._forget(token)
+            with contextlib.suppress(Exception):
+                await self.nc.publish(state.edge_reply_to, envelopes.encode(reply))
 
     def sweep(self) -> None:
         """Drop states whose router never finished them (it died); the edge timed out already."""
