@@ -81,10 +81,11 @@ class Child:
     # Replaced processes still draining (``Stack.restart``); stopped with the stack.
     retired: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
-    def start(self) -> None:
+    def start(self, extra_env: dict[str, str] | None = None) -> None:
         log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
+        env = {**self.env, **extra_env} if extra_env else self.env
         self.proc = subprocess.Popen(
-            self.args, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            self.args, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
         log.close()
         self.started_at = time.monotonic()
@@ -92,6 +93,25 @@ class Child:
     @property
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+
+@dataclass
+class Rollover:
+    """Seconds after the SIGTERM of a ``Stack.restart``: when the old process stopped taking
+    work, and when its replacement took work (nobody takes new work in between)."""
+
+    stopped_taking: float
+    replacement_ready: float | None = None
+
+    @property
+    def window(self) -> float | None:
+        if self.replacement_ready is None:
+            return None
+        return max(self.replacement_ready - self.stopped_taking, 0.0)
+
+
+def _announces(child: Child) -> bool:
+    return any(f"-m {m}" in " ".join(child.args) for m in ANNOUNCING)
 
 
 def supervise(unit: Supervised, now: float, healthy_after: float = HEALTHY_AFTER) -> bool:
@@ -269,11 +289,14 @@ class Stack:
             child.proc.send_signal(sig)
             child.proc.wait(10)
 
-    def restart(self, name: str, timeout: float = 30.0, wait_ready: bool = True) -> float:
-        """Rolling restart of one service: SIGTERM the old process, start the replacement as soon
-        as the old one announces it takes no new work (or has exited), and let the old one go on
-        draining. Returns the seconds between the SIGTERM and the replacement's start; with
-        ``wait_ready`` it returns once the replacement takes work (``_wait_replacement``)."""
+    def restart(self, name: str, timeout: float = 30.0, wait_ready: bool = True) -> Rollover:
+        """Rolling restart of one service: its replacement takes work as soon as the old process
+        announces that it takes no new work, and the old one goes on draining what it holds.
+
+        A service that announces (``ANNOUNCING``) gets its replacement started first, warm and
+        waiting (``lifecycle.wait_turn``), then the old one gets SIGTERM; others (the edge) are
+        replaced once the old process has exited. With ``wait_ready`` it returns once the
+        replacement takes work."""
         with self._lock:
             child = self.children[name]
             old = child.proc
@@ -281,39 +304,65 @@ class Stack:
                 raise RuntimeError(f"{name} is not running")
             mark = lifecycle.marker(old.pid, self.drain_dir)
             assert mark is not None
+            early = _announces(child)
+            if early:
+                child.start({lifecycle.ENV_TAKE_OVER: str(old.pid)})
+                try:
+                    self._wait_state(child, "waiting", timeout)
+                except BaseException:  # the old process stays in charge, untouched
+                    if child.proc is not None:
+                        infra_mod.stop_process(child.proc, timeout=5)
+                    child.proc = old
+                    raise
             signalled = time.monotonic()
             old.send_signal(signal.SIGTERM)
-            deadline = signalled + timeout
-            while not mark.exists() and old.poll() is None:
-                if time.monotonic() > deadline:
+            while not (early and mark.exists()) and old.poll() is None:
+                if time.monotonic() > signalled + timeout:
                     raise TimeoutError(f"{name} did not stop taking work in {timeout}s")
-                time.sleep(0.01)
-            gap = time.monotonic() - signalled
+                time.sleep(0.005)
+            rollover = Rollover(stopped_taking=time.monotonic() - signalled)
+            if not early:
+                child.start()
             if old.poll() is None:
                 child.retired.append(old)
-            child.start()
             child.next_start = 0.0
-            with contextlib.suppress(FileNotFoundError):
-                mark.unlink()
         if wait_ready:
             self._wait_replacement(child, timeout)
-        return gap
+            rollover.replacement_ready = time.monotonic() - signalled
+        with contextlib.suppress(FileNotFoundError):
+            mark.unlink()
+        return rollover
 
     def _wait_replacement(self, child: Child, timeout: float) -> None:
         """Until the replacement takes work: its ``<pid>.ready`` announcement, or (the edge and
         simulators announce nothing) the stack's ``/readyz``."""
-        assert child.proc is not None
-        announces = any(f"-m {m}" in " ".join(child.args) for m in ANNOUNCING)
-        mark = lifecycle.marker(child.proc.pid, self.drain_dir, state="ready")
-        assert mark is not None
+        if _announces(child):
+            self._wait_state(child, "ready", timeout)
+            return
         deadline = time.monotonic() + timeout
-        while not (mark.exists() if announces else self.ready()):
+        while not self.ready():
             if not child.alive:
                 tail = child.log_path.read_text(errors="replace")[-2000:]
                 raise RuntimeError(f"the new {child.name} exited while starting:\n{tail}")
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the new {child.name} was not ready after {timeout}s")
-            time.sleep(0.01)
+            time.sleep(0.005)
+
+    def _wait_state(self, child: Child, state: str, timeout: float) -> None:
+        """Until the child's process announces ``state`` (``<pid>.<state>``), then forget it."""
+        assert child.proc is not None
+        mark = lifecycle.marker(child.proc.pid, self.drain_dir, state=state)
+        assert mark is not None
+        deadline = time.monotonic() + timeout
+        while not mark.exists():
+            if not child.alive:
+                tail = child.log_path.read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"the new {child.name} exited while starting:\n{tail}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the new {child.name} was not {state} after {timeout}s")
+            time.sleep(0.005)
+        with contextlib.suppress(FileNotFoundError):
+            mark.unlink()
 
     def stop(self) -> None:
         self._stopping.set()

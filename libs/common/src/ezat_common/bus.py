@@ -43,7 +43,7 @@ async def connect(name: str) -> Client:
     async def on_error(exc: Exception) -> None:
         log.warning("nats error: %s", exc)
 
-    return await nats.connect(
+    nc = await nats.connect(
         nats_url(),
         name=name,
         max_reconnect_attempts=-1,
@@ -51,6 +51,9 @@ async def connect(name: str) -> Client:
         error_cb=on_error,
         pending_size=64 * 1024 * 1024,
     )
+    # A replacement started early by a rolling restart subscribes once its predecessor stopped.
+    await lifecycle.wait_turn()
+    return nc
 
 
 class Claims:

@@ -15,6 +15,13 @@ file appears, while the old process keeps draining (a rolling restart, as Kubern
 new pod when the old one begins terminating). The replacement in turn writes ``<pid>.ready``
 once it is subscribed (``bus.serve_health``, the last step of every service's start). Without
 the variable (a pod) nothing is written.
+
+So that the switch does not cost a whole interpreter start, ``ezat up`` starts the replacement
+*before* it signals the old process, with ``EZAT_TAKE_OVER_FROM=<old pid>``: the replacement
+imports, reads its config and connects, announces ``<pid>.waiting``, then waits in
+``wait_turn`` (called by ``bus.connect``) until the old process has stopped taking work (or is
+gone), and only then subscribes; ``ezat up`` sends SIGTERM to the old one once the replacement
+is waiting. The window in which nobody takes new work is then milliseconds.
 """
 
 from __future__ import annotations
@@ -33,6 +40,9 @@ from .envelopes import ReplyError
 log = logging.getLogger("ezat.lifecycle")
 
 ENV_DRAIN_DIR = "EZAT_DRAIN_DIR"
+ENV_TAKE_OVER = "EZAT_TAKE_OVER_FROM"
+# A replacement waits at most this long for the process it replaces to stop taking work.
+TAKE_OVER_WAIT = 60.0
 DEFAULT_DRAIN_TIMEOUT = 30.0
 
 # What a client gets for work the drain deadline cut: retryable, and it says why.
@@ -76,6 +86,34 @@ def announce_draining() -> None:
 def announce_ready() -> None:
     """Tell the supervisor that this process is subscribed and takes work."""
     _announce("ready")
+
+
+async def wait_turn(timeout: float = TAKE_OVER_WAIT) -> None:
+    """A replacement started early (``EZAT_TAKE_OVER_FROM``) waits here until the process it
+    replaces announced its drain or is gone; anyone else returns at once. Only the first call
+    waits (the variable is consumed)."""
+    value = os.environ.pop(ENV_TAKE_OVER, "")
+    if not value.isdigit():
+        return
+    pid = int(value)
+    path = marker(pid)
+    _announce("waiting")  # warm: the supervisor may now signal the old process
+    deadline = time.monotonic() + timeout
+    while path is not None and not path.exists() and _exists(pid):
+        if time.monotonic() > deadline:
+            log.warning("process %d did not stop taking work; taking work anyway", pid)
+            return
+        await asyncio.sleep(0.005)
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 async def stop_taking(*subscriptions: Any) -> None:
