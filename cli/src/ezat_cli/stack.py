@@ -170,7 +170,7 @@ class Stack:
     @property
     def drain_dir(self) -> Path:
         """Where services announce that they stopped taking work (``<pid>.draining``)."""
-        return self.data_dir / "run"
+        return self.data_dir / "drain"
 
     def start(self, timeout: float = 60.0) -> None:
         self.cfg = load_config(str(self.config_path))
