@@ -5,6 +5,7 @@ shutdown"). Clients are the official SDKs."""
 from __future__ import annotations
 
 import asyncio
+import signal
 import time
 from subprocess import Popen
 from typing import Any
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 from ezat_cli.stack import Rollover
 
-from .conftest import MODEL, FaultStack
+from .conftest import MODEL, FaultStack, until_ok
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -157,3 +158,46 @@ async def test_sigterm_translator_keeps_relaying_openai_streams(fault_stack: Fau
     assert draining, "the old translator was gone before the restart returned"
     assert errors == [], errors[:3]
     assert ok >= 4
+
+
+async def test_a_sigterm_from_outside_is_replaced_before_the_old_process_exits(
+    fault_stack: FaultStack,
+) -> None:
+    """`kill -TERM` of a service under `ezat up` (not ``Stack.restart``): the supervisor starts
+    the replacement on the drain announcement, not when the old process exits."""
+    fs = fault_stack
+    assert await fs.ask()
+    child = fs.stack.children["router"]
+    old = child.proc
+    assert old is not None
+    client = fs.anthropic(timeout=30.0)
+    started = asyncio.Event()
+
+    async def stream() -> str:
+        async with client.messages.stream(
+            model=MODEL,
+            max_tokens=100,
+            messages=[{"role": "user", "content": "t [sim:tokens=50 token_ms=100]"}],
+        ) as s:
+            async for event in s:
+                if event.type == "content_block_delta":
+                    started.set()
+            final = await s.get_final_message()
+        return "".join(b.text for b in final.content if b.type == "text")
+
+    held = asyncio.ensure_future(stream())
+    await asyncio.wait_for(started.wait(), 10)
+    signalled = time.monotonic()
+    old.send_signal(signal.SIGTERM)
+    while child.proc is old:
+        assert time.monotonic() - signalled < 5, "no replacement while the old one drains"
+        await asyncio.sleep(0.02)
+    replaced_in = time.monotonic() - signalled
+    assert old.poll() is None, "the replacement came only after the old router exited"
+    _, ready_in = await until_ok(fs.ask, 10)
+    assert len(await held) == 50 * 4
+    exited_in = await wait_exit(old, 10)
+    print(
+        f"router (kill -TERM): replacement started {replaced_in * 1000:.0f} ms after SIGTERM, "
+        f"served {replaced_in + ready_in:.2f}s after; old exited {exited_in:.2f}s after its stream"
+    )

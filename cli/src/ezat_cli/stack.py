@@ -269,6 +269,28 @@ class Stack:
                     print(f"ezat: could not restart {unit.name}: {exc}", file=sys.stderr)
             for child in self.children.values():
                 child.retired = [p for p in child.retired if p.poll() is None]
+                if child.supervised and self._announced_drain(child):
+                    self._replace(child)
+
+    def _announced_drain(self, child: Child) -> bool:
+        """The child's process was told to stop (by someone else than ``restart``) and took
+        no new work since: its replacement need not wait for it to exit."""
+        if child.proc is None or not child.alive:
+            return False
+        mark = lifecycle.marker(child.proc.pid, self.drain_dir)
+        return mark is not None and mark.exists()
+
+    def _replace(self, child: Child) -> None:
+        assert child.proc is not None
+        old = child.proc
+        child.retired.append(old)
+        child.start()
+        child.next_start = 0.0
+        with contextlib.suppress(FileNotFoundError):
+            mark = lifecycle.marker(old.pid, self.drain_dir)
+            assert mark is not None
+            mark.unlink()
+        print(f"ezat: {child.name} is draining; started its replacement", flush=True)
 
     def units(self) -> list[Supervised]:
         servers: list[Supervised] = list(self.infra.servers) if self.infra is not None else []
@@ -284,10 +306,10 @@ class Stack:
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
         """Kill one process (fault tests); the supervisor restarts it if it is supervised."""
-        child = self.children[name]
-        if child.proc is not None and child.alive:
-            child.proc.send_signal(sig)
-            child.proc.wait(10)
+        proc = self.children[name].proc
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(sig)
+            proc.wait(10)  # this process: a SIGTERMed one may be replaced before it exits
 
     def restart(self, name: str, timeout: float = 30.0, wait_ready: bool = True) -> Rollover:
         """Rolling restart of one service: its replacement takes work as soon as the old process
