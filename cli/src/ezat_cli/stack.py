@@ -259,6 +259,8 @@ class Stack:
     def supervise_once(self, now: float | None = None) -> None:
         """Restart what died: the embedded servers first (services need them), then services."""
         with self._lock:
+            if self._stopping.is_set():  # stop() is taking everything down: restart nothing
+                return
             for unit in self.units():
                 t = time.monotonic() if now is None else now
                 try:
