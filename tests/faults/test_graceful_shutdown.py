@@ -102,7 +102,7 @@ async def test_sigterm_router_finishes_a_long_stream_and_the_replacement_serves(
     )
     assert stop_reason == "end_turn"
     assert len(text) == 150 * 4  # every token, not cut
-    assert draining, "the old router was gone before the restart returned"
+    assert draining, f"the old router was gone before the restart returned: {rollover}"
     assert errors == [], errors[:3]
     assert ok >= 8
 
@@ -120,7 +120,7 @@ async def test_sigterm_translator_keeps_relaying_openai_streams(fault_stack: Fau
             max_tokens=200,
             stream=True,
             stream_options={"include_usage": True},
-            messages=[{"role": "user", "content": f"s{i} [sim:tokens=50 token_ms=100]"}],
+            messages=[{"role": "user", "content": f"s{i} [sim:tokens=80 token_ms=100]"}],
         )
         text, finish, usage, first = "", None, None, True
         async for chunk in stream:
@@ -152,10 +152,11 @@ async def test_sigterm_translator_keeps_relaying_openai_streams(fault_stack: Fau
         f"{len(errors)} errors; old exited {exited_in:.2f}s after its streams"
     )
     for text, finish, usage in results:
-        assert len(text) == 50 * 4
+        assert len(text) == 80 * 4
         assert finish == "stop"
-        assert usage == 50
-    assert draining, "the old translator was gone before the restart returned"
+        assert usage == 80
+    # 8 s streams: still in flight when the (warm) replacement took over, even on a slow box.
+    assert draining, f"the old translator was gone before the restart returned: {rollover}"
     assert errors == [], errors[:3]
     assert ok >= 4
 
