@@ -454,3 +454,18 @@ def test_every_service_has_its_own_nats_secret() -> None:
     env = {e["name"] for e in nats["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert {f"NATS_{u.upper()}_PASSWORD" for u in nats_users()} <= env
     assert nats["spec"]["replicas"] == 3
+
+
+def test_backend_drains_fit_in_the_grace_period() -> None:
+    """SIGTERM drains for [shutdown] drain_timeout (docs/reliability.md): every backend pod's
+    grace period covers its preStop, that deadline and the cleanup after it."""
+    cm = next(d for p, d in ALL_DOCS if p.name == "configmap.yaml")
+    drain = parse_config(cm["data"]["ezat.toml"], "configmap.yaml").shutdown.drain_timeout
+    for svc in ("router", "translator", "billing", "fetcher"):
+        dep = next(d for p, d in ALL_DOCS if p.name == f"{svc}.yaml" and d["kind"] == "Deployment")
+        spec = dep["spec"]["template"]["spec"]
+        command = spec["containers"][0]["lifecycle"]["preStop"]["exec"]["command"]
+        assert command[0] == "sleep", svc
+        pre_stop = float(command[1])
+        # Cleanup after the deadline: the router's cancel grace and usage flush, NATS drain.
+        assert spec["terminationGracePeriodSeconds"] >= pre_stop + drain + 10, svc

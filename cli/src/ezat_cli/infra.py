@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,15 +55,167 @@ def stop_process(proc: subprocess.Popen[Any], timeout: float = 10) -> None:
         proc.wait(5)
 
 
+class Embedded:
+    """One embedded server that ``Stack`` supervises like a service (docs/reliability.md).
+
+    ``start()`` (re)starts it on the same port or socket with the same data directory, so the
+    services' clients reconnect to the address they already have; ``alive`` says whether it runs.
+    The restart bookkeeping (``restarts``, ``backoff``, ...) is the supervisor's, as on ``Child``.
+    """
+
+    name = "server"
+
+    def __init__(self) -> None:
+        self.restarts = 0
+        self.initial_backoff = 0.5
+        self.backoff = self.initial_backoff
+        self.next_start = 0.0
+        self.started_at = 0.0
+        self.supervised = True
+
+    @property
+    def alive(self) -> bool:
+        raise NotImplementedError
+
+    @property
+    def pid(self) -> int | None:
+        raise NotImplementedError
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+
+class ProcessServer(Embedded):
+    """A server that is our child process (NATS, Redis): a fixed command on a fixed port."""
+
+    def __init__(self, name: str, args: list[str], port: int, log_path: Path) -> None:
+        super().__init__()
+        self.name = name
+        self.args = args
+        self.port = port
+        self.log_path = log_path
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    def start(self) -> None:
+        log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
+        self.proc = subprocess.Popen(
+            self.args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        log.close()
+        self.started_at = time.monotonic()
+        wait_port(self.port, self.proc)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            stop_process(self.proc)
+
+
+class PostgresServer(Embedded):
+    """PostgreSQL through pgserver, on its data folder; the socket lives in that folder too.
+
+    pgserver starts the postmaster with ``pg_ctl`` (detached, its own process group, owned by
+    user ``pgserver`` when we are root), so it is not our child: liveness is read from the pid
+    in ``postmaster.pid``, and a zombie counts as dead. A restart kills what is left of the old
+    process group (backends outliving their postmaster hold its shared memory), waits for the
+    old pid to be gone (the lock file names it), then runs pgserver's own start again.
+    """
+
+    name = "postgres"
+
+    def __init__(self, folder: Path) -> None:
+        super().__init__()
+        self.folder = folder
+        self.server: Any = None
+        self._pid: int | None = None
+
+    @property
+    def url(self) -> str:
+        # asyncpg wants the socket directory as `host`, and an explicit (empty-password) user.
+        return f"postgresql://postgres@/postgres?host={self.folder}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._pid
+
+    @property
+    def alive(self) -> bool:
+        return self._pid is not None and _running(self._pid)
+
+    def start(self) -> None:
+        if self.server is None:
+            import pgserver
+
+            self.server = pgserver.get_server(self.folder, cleanup_mode="stop")
+        else:
+            self._clear_old()
+            self.server.ensure_postgres_running()
+        self._pid = int(self.server.get_pid())
+        self.started_at = time.monotonic()
+
+    def _clear_old(self, wait: float = 5.0) -> None:
+        old = self._pid
+        if old is None:
+            return
+        with contextlib.suppress(OSError):
+            os.killpg(old, signal.SIGKILL)  # leftover backends of the dead postmaster
+        deadline = time.monotonic() + wait
+        while _exists(old) and time.monotonic() < deadline:
+            time.sleep(0.05)  # init reaps the zombie; until then the lock file looks taken
+        pidfile = self.folder / "postmaster.pid"
+        if _exists(old) and not _running(old):
+            # Still an unreaped zombie: it holds nothing, so its lock file can go.
+            with contextlib.suppress(FileNotFoundError):
+                pidfile.unlink()
+
+    def stop(self) -> None:
+        if self.server is not None:
+            with contextlib.suppress(Exception):
+                self.server.cleanup()
+            self.server = None
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (a zombie still answers ``kill(pid, 0)``)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return _exists(pid)  # no /proc (macOS): the signal check is all there is
+    return stat[stat.rindex(b")") + 2 : stat.rindex(b")") + 3] not in (b"Z", b"X")
+
+
 @dataclass
 class Infra:
-    """URLs of the three backends, and whatever this process started to provide them."""
+    """URLs of the three backends, and the embedded servers this process started for them.
+
+    A backend given by URL is not ours: it is not in ``servers`` and nobody restarts it.
+    """
 
     nats_url: str
     database_url: str
     redis_url: str
-    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
-    pg: Any = None
+    servers: list[Embedded] = field(default_factory=list)
 
     def env(self) -> dict[str, str]:
         return {
@@ -70,75 +224,99 @@ class Infra:
             "REDIS_URL": self.redis_url,
         }
 
+    def server(self, name: str) -> Embedded | None:
+        return next((s for s in self.servers if s.name == name), None)
+
+    @property
+    def procs(self) -> list[subprocess.Popen[bytes]]:
+        """The embedded servers that are our child processes (NATS, Redis), as running now."""
+        return [s.proc for s in self.servers if isinstance(s, ProcessServer) and s.proc]
+
+    @property
+    def pg(self) -> Any:
+        server = self.server("postgres")
+        return server.server if isinstance(server, PostgresServer) else None
+
     def stop(self) -> None:
-        for proc in reversed(self.procs):
-            stop_process(proc)
-        self.procs.clear()
-        if self.pg is not None:
-            with contextlib.suppress(Exception):
-                self.pg.cleanup()
-            self.pg = None
+        for server in reversed(self.servers):
+            server.stop()
+        self.servers.clear()
 
 
-def start_nats(data_dir: Path, port: int | None = None) -> tuple[str, subprocess.Popen[bytes]]:
+def nats_server(data_dir: Path, port: int | None = None) -> ProcessServer:
+    """Embedded NATS with JetStream; its file store lives under ``data_dir/nats``."""
     port = port or free_port()
     store = data_dir / "nats"
     store.mkdir(parents=True, exist_ok=True)
-    log = open(data_dir / "nats.log", "ab")  # noqa: SIM115 - the child owns it
-    proc = subprocess.Popen(
-        [_bin("nats-server"), "-a", "127.0.0.1", "-p", str(port), "-js", "-sd", str(store)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    wait_port(port, proc)
-    return f"nats://127.0.0.1:{port}", proc
+    args = [_bin("nats-server"), "-a", "127.0.0.1", "-p", str(port), "-js", "-sd", str(store)]
+    return ProcessServer("nats", args, port, data_dir / "nats.log")
 
 
-def start_redis(data_dir: Path, port: int | None = None) -> tuple[str, subprocess.Popen[bytes]]:
+def redis_server(data_dir: Path, port: int | None = None) -> ProcessServer:
+    """Embedded Redis without persistence (limits and affinity are soft state)."""
     port = port or free_port()
     folder = data_dir / "redis"
     folder.mkdir(parents=True, exist_ok=True)
     args = [_bin("redis-server"), "--port", str(port), "--bind", "127.0.0.1"]
     args += ["--save", "", "--appendonly", "no", "--dir", str(folder)]
-    log = open(data_dir / "redis.log", "ab")  # noqa: SIM115 - the child owns it
-    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    wait_port(port, proc)
-    return f"redis://127.0.0.1:{port}/0", proc
+    return ProcessServer("redis", args, port, data_dir / "redis.log")
 
 
-def start_postgres(data_dir: Path) -> tuple[str, Any]:
-    """PostgreSQL via pgserver (it runs the server as a non-root user when we are root)."""
+def postgres_server(data_dir: Path) -> PostgresServer:
     if "XDG_RUNTIME_DIR" not in os.environ:
         runtime = data_dir / "run"
         runtime.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.environ["XDG_RUNTIME_DIR"] = str(runtime)
-    import pgserver
-
-    folder = (data_dir / "postgres").resolve()
-    server = pgserver.get_server(folder, cleanup_mode="stop")
-    # asyncpg wants the socket directory as `host`, and an explicit (empty-password) user.
-    return f"postgresql://postgres@/postgres?host={folder}", server
+    return PostgresServer((data_dir / "postgres").resolve())
 
 
-def ensure(data_dir: Path | None = None) -> Infra:
+def start_nats(data_dir: Path, port: int | None = None) -> tuple[str, subprocess.Popen[bytes]]:
+    server = nats_server(data_dir, port)
+    server.start()
+    assert server.proc is not None
+    return f"nats://127.0.0.1:{server.port}", server.proc
+
+
+def start_redis(data_dir: Path, port: int | None = None) -> tuple[str, subprocess.Popen[bytes]]:
+    server = redis_server(data_dir, port)
+    server.start()
+    assert server.proc is not None
+    return f"redis://127.0.0.1:{server.port}/0", server.proc
+
+
+def start_postgres(data_dir: Path) -> tuple[str, Any]:
+    """PostgreSQL via pgserver (it runs the server as a non-root user when we are root)."""
+    server = postgres_server(data_dir)
+    server.start()
+    return server.url, server.server
+
+
+def ensure(data_dir: Path | None = None, environ: Mapping[str, str] | None = None) -> Infra:
     """URLs from the environment where set; an embedded server for each one that is not."""
-    data_dir = Path(data_dir or os.environ.get("EZAT_DATA_DIR", ".ezat")).resolve()
+    environ = os.environ if environ is None else environ
+    data_dir = Path(data_dir or environ.get("EZAT_DATA_DIR", ".ezat")).resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     infra = Infra(
-        nats_url=os.environ.get("NATS_URL", ""),
-        database_url=os.environ.get("DATABASE_URL", ""),
-        redis_url=os.environ.get("REDIS_URL", ""),
+        nats_url=environ.get("NATS_URL", ""),
+        database_url=environ.get("DATABASE_URL", ""),
+        redis_url=environ.get("REDIS_URL", ""),
     )
     try:
         if not infra.nats_url:
-            infra.nats_url, proc = start_nats(data_dir)
-            infra.procs.append(proc)
+            nats = nats_server(data_dir)
+            infra.servers.append(nats)
+            nats.start()
+            infra.nats_url = f"nats://127.0.0.1:{nats.port}"
         if not infra.redis_url:
-            infra.redis_url, proc = start_redis(data_dir)
-            infra.procs.append(proc)
+            redis = redis_server(data_dir)
+            infra.servers.append(redis)
+            redis.start()
+            infra.redis_url = f"redis://127.0.0.1:{redis.port}/0"
         if not infra.database_url:
-            infra.database_url, infra.pg = start_postgres(data_dir)
+            pg = postgres_server(data_dir)
+            infra.servers.append(pg)
+            pg.start()
+            infra.database_url = pg.url
     except BaseException:
         infra.stop()
         raise

@@ -2,7 +2,11 @@
 
 Infrastructure (embedded or from URLs), schema migrations, the bundled simulators the config
 declares, and the five services, each its own process as in the cluster. A service that dies is
-restarted with backoff; ``stop()`` drains the edge first and leaves no process behind.
+restarted with backoff, and so is an embedded NATS, PostgreSQL or Redis (same port or socket,
+same data); a backoff goes back to its first step once the process has stayed up ``healthy_after``
+seconds. ``restart(name)`` is a rolling restart: the replacement starts as soon as the old
+process announces that it takes no new work (``ezat_common.lifecycle``), while the old one
+drains. ``stop()`` drains the edge first and leaves no process behind (docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -20,8 +24,9 @@ import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
-from ezat_common import db
+from ezat_common import db, lifecycle
 from ezat_common.config import Config, load_config
 
 from . import infra as infra_mod
@@ -35,7 +40,29 @@ MODULES = {
     "fetcher": "ezat_fetcher",
     "simulator": "ezat_simulator",
 }
+# Services that announce readiness and drains (``ezat_common.lifecycle``); the edge does not.
+ANNOUNCING = ("ezat_router", "ezat_translator", "ezat_billing", "ezat_fetcher")
 MAX_BACKOFF = 30.0
+# Up this long without dying: the next crash is a new incident, its backoff starts over.
+HEALTHY_AFTER = 10.0
+
+
+class Supervised(Protocol):
+    """What the supervisor needs of a process it restarts: a service ``Child`` or an embedded
+    server (``infra.Embedded``)."""
+
+    name: str
+    restarts: int
+    initial_backoff: float
+    backoff: float
+    next_start: float
+    started_at: float
+    supervised: bool
+
+    @property
+    def alive(self) -> bool: ...
+
+    def start(self) -> None: ...
 
 
 @dataclass
@@ -46,20 +73,70 @@ class Child:
     log_path: Path
     proc: subprocess.Popen[bytes] | None = None
     restarts: int = 0
+    initial_backoff: float = 0.5
     backoff: float = 0.5
     next_start: float = 0.0
+    started_at: float = 0.0
     supervised: bool = True
+    # Replaced processes still draining (``Stack.restart``); stopped with the stack.
+    retired: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
-    def start(self) -> None:
+    def start(self, extra_env: dict[str, str] | None = None) -> None:
         log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
+        env = {**self.env, **extra_env} if extra_env else self.env
         self.proc = subprocess.Popen(
-            self.args, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            self.args, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
         log.close()
+        self.started_at = time.monotonic()
 
     @property
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+
+@dataclass
+class Rollover:
+    """Seconds after the SIGTERM of a ``Stack.restart``: when the old process stopped taking
+    work, and when its replacement took work (nobody takes new work in between)."""
+
+    stopped_taking: float
+    replacement_ready: float | None = None
+
+    @property
+    def window(self) -> float | None:
+        if self.replacement_ready is None:
+            return None
+        return max(self.replacement_ready - self.stopped_taking, 0.0)
+
+
+def _announces(child: Child) -> bool:
+    return any(f"-m {m}" in " ".join(child.args) for m in ANNOUNCING)
+
+
+def supervise(unit: Supervised, now: float, healthy_after: float = HEALTHY_AFTER) -> bool:
+    """One supervision step for one process at time ``now``; True when it was (re)started.
+
+    A dead process is started again after its backoff (0.5 s, doubling up to ``MAX_BACKOFF``);
+    one that has been up ``healthy_after`` seconds gets its backoff back to the first step.
+    """
+    if unit.alive:
+        if unit.backoff != unit.initial_backoff and now - unit.started_at >= healthy_after:
+            unit.backoff = unit.initial_backoff
+        return False
+    if not unit.supervised:
+        return False
+    if unit.next_start == 0.0:
+        unit.next_start = now + unit.backoff
+        unit.backoff = min(unit.backoff * 2, MAX_BACKOFF)
+        return False
+    if now < unit.next_start:
+        return False
+    unit.restarts += 1
+    unit.next_start = 0.0
+    unit.start()
+    unit.started_at = now
+    return True
 
 
 @dataclass
@@ -70,8 +147,11 @@ class Stack:
     infra: infra_mod.Infra | None = None
     children: dict[str, Child] = field(default_factory=dict)
     cfg: Config | None = None
+    healthy_after: float = HEALTHY_AFTER
     _stopping: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
+    # The supervisor thread and ``restart`` both start processes: one at a time.
+    _lock: threading.RLock = field(default_factory=threading.RLock)
 
     @property
     def edge_url(self) -> str:
@@ -83,13 +163,20 @@ class Stack:
         assert self.infra is not None
         env = {**os.environ, **self.infra.env(), **self.extra_env}
         env["EZAT_CONFIG"] = str(self.config_path.resolve())
+        env[lifecycle.ENV_DRAIN_DIR] = str(self.drain_dir)
         env.setdefault("PYTHONUNBUFFERED", "1")
         return env
+
+    @property
+    def drain_dir(self) -> Path:
+        """Where services announce that they stopped taking work (``<pid>.draining``)."""
+        return self.data_dir / "drain"
 
     def start(self, timeout: float = 60.0) -> None:
         self.cfg = load_config(str(self.config_path))
         self.data_dir.mkdir(parents=True, exist_ok=True)
         (self.data_dir / "logs").mkdir(exist_ok=True)
+        self.drain_dir.mkdir(exist_ok=True)
         if self.infra is None:
             self.infra = infra_mod.ensure(self.data_dir)
         self._write_state()
@@ -169,18 +256,47 @@ class Stack:
 
     # ---- supervision ----------------------------------------------------------------------
 
-    def supervise_once(self) -> None:
-        now = time.monotonic()
-        for child in self.children.values():
-            if child.alive or not child.supervised:
-                continue
-            if child.next_start == 0.0:
-                child.next_start = now + child.backoff
-                child.backoff = min(child.backoff * 2, MAX_BACKOFF)
-            elif now >= child.next_start:
-                child.restarts += 1
-                child.next_start = 0.0
-                child.start()
+    def supervise_once(self, now: float | None = None) -> None:
+        """Restart what died: the embedded servers first (services need them), then services."""
+        with self._lock:
+            if self._stopping.is_set():  # stop() is taking everything down: restart nothing
+                return
+            for unit in self.units():
+                t = time.monotonic() if now is None else now
+                try:
+                    if supervise(unit, t, self.healthy_after):
+                        print(f"ezat: restarted {unit.name} (restart {unit.restarts})", flush=True)
+                except Exception as exc:  # e.g. a server that did not come up: try again later
+                    unit.next_start = 0.0
+                    print(f"ezat: could not restart {unit.name}: {exc}", file=sys.stderr)
+            for child in self.children.values():
+                child.retired = [p for p in child.retired if p.poll() is None]
+                if child.supervised and self._announced_drain(child):
+                    self._replace(child)
+
+    def _announced_drain(self, child: Child) -> bool:
+        """The child's process was told to stop (by someone else than ``restart``) and took
+        no new work since: its replacement need not wait for it to exit."""
+        if child.proc is None or not child.alive:
+            return False
+        mark = lifecycle.marker(child.proc.pid, self.drain_dir)
+        return mark is not None and mark.exists()
+
+    def _replace(self, child: Child) -> None:
+        assert child.proc is not None
+        old = child.proc
+        child.retired.append(old)
+        child.start()
+        child.next_start = 0.0
+        with contextlib.suppress(FileNotFoundError):
+            mark = lifecycle.marker(old.pid, self.drain_dir)
+            assert mark is not None
+            mark.unlink()
+        print(f"ezat: {child.name} is draining; started its replacement", flush=True)
+
+    def units(self) -> list[Supervised]:
+        servers: list[Supervised] = list(self.infra.servers) if self.infra is not None else []
+        return [*servers, *self.children.values()]
 
     def supervise_in_background(self) -> None:
         def loop() -> None:
@@ -192,10 +308,85 @@ class Stack:
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
         """Kill one process (fault tests); the supervisor restarts it if it is supervised."""
-        child = self.children[name]
-        if child.proc is not None and child.alive:
-            child.proc.send_signal(sig)
-            child.proc.wait(10)
+        proc = self.children[name].proc
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(sig)
+            proc.wait(10)  # this process: a SIGTERMed one may be replaced before it exits
+
+    def restart(self, name: str, timeout: float = 30.0, wait_ready: bool = True) -> Rollover:
+        """Rolling restart of one service: its replacement takes work as soon as the old process
+        announces that it takes no new work, and the old one goes on draining what it holds.
+
+        A service that announces (``ANNOUNCING``) gets its replacement started first, warm and
+        waiting (``lifecycle.wait_turn``), then the old one gets SIGTERM; others (the edge) are
+        replaced once the old process has exited. With ``wait_ready`` it returns once the
+        replacement takes work."""
+        with self._lock:
+            child = self.children[name]
+            old = child.proc
+            if old is None or old.poll() is not None:
+                raise RuntimeError(f"{name} is not running")
+            mark = lifecycle.marker(old.pid, self.drain_dir)
+            assert mark is not None
+            early = _announces(child)
+            if early:
+                child.start({lifecycle.ENV_TAKE_OVER: str(old.pid)})
+                try:
+                    self._wait_state(child, "waiting", timeout)
+                except BaseException:  # the old process stays in charge, untouched
+                    if child.proc is not None:
+                        infra_mod.stop_process(child.proc, timeout=5)
+                    child.proc = old
+                    raise
+            signalled = time.monotonic()
+            old.send_signal(signal.SIGTERM)
+            while not (early and mark.exists()) and old.poll() is None:
+                if time.monotonic() > signalled + timeout:
+                    raise TimeoutError(f"{name} did not stop taking work in {timeout}s")
+                time.sleep(0.005)
+            rollover = Rollover(stopped_taking=time.monotonic() - signalled)
+            if not early:
+                child.start()
+            if old.poll() is None:
+                child.retired.append(old)
+            child.next_start = 0.0
+        if wait_ready:
+            self._wait_replacement(child, timeout)
+            rollover.replacement_ready = time.monotonic() - signalled
+        with contextlib.suppress(FileNotFoundError):
+            mark.unlink()
+        return rollover
+
+    def _wait_replacement(self, child: Child, timeout: float) -> None:
+        """Until the replacement takes work: its ``<pid>.ready`` announcement, or (the edge and
+        simulators announce nothing) the stack's ``/readyz``."""
+        if _announces(child):
+            self._wait_state(child, "ready", timeout)
+            return
+        deadline = time.monotonic() + timeout
+        while not self.ready():
+            if not child.alive:
+                tail = child.log_path.read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"the new {child.name} exited while starting:\n{tail}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the new {child.name} was not ready after {timeout}s")
+            time.sleep(0.005)
+
+    def _wait_state(self, child: Child, state: str, timeout: float) -> None:
+        """Until the child's process announces ``state`` (``<pid>.<state>``), then forget it."""
+        assert child.proc is not None
+        mark = lifecycle.marker(child.proc.pid, self.drain_dir, state=state)
+        assert mark is not None
+        deadline = time.monotonic() + timeout
+        while not mark.exists():
+            if not child.alive:
+                tail = child.log_path.read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"the new {child.name} exited while starting:\n{tail}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the new {child.name} was not {state} after {timeout}s")
+            time.sleep(0.005)
+        with contextlib.suppress(FileNotFoundError):
+            mark.unlink()
 
     def stop(self) -> None:
         self._stopping.set()
@@ -206,12 +397,20 @@ class Stack:
         order += [n for n in self.children if n not in order]
         for name in order:
             child = self.children.get(name)
-            if child is not None and child.proc is not None:
-                infra_mod.stop_process(child.proc, timeout=15)
+            if child is None:
+                continue
+            for proc in [*child.retired, *([child.proc] if child.proc is not None else [])]:
+                infra_mod.stop_process(proc, timeout=self._stop_timeout())
+            child.retired.clear()
         if self.infra is not None:
             self.infra.stop()
         with contextlib.suppress(FileNotFoundError):
             (self.data_dir / "infra.json").unlink()
+
+    def _stop_timeout(self) -> float:
+        # A SIGTERMed service may take the whole drain deadline; a little more, then SIGKILL.
+        drain = self.cfg.shutdown.drain_timeout if self.cfg is not None else 30.0
+        return drain + 5.0
 
 
 async def db_connect(url: str) -> db.asyncpg.Connection:

@@ -22,7 +22,7 @@ from nats.js.api import ObjectStoreConfig
 from nats.js.errors import BucketNotFoundError
 from nats.js.object_store import ObjectStore
 
-from . import envelopes
+from . import envelopes, lifecycle
 from .subjects import Subjects
 
 log = logging.getLogger("ezat.bus")
@@ -43,7 +43,7 @@ async def connect(name: str) -> Client:
     async def on_error(exc: Exception) -> None:
         log.warning("nats error: %s", exc)
 
-    return await nats.connect(
+    nc = await nats.connect(
         nats_url(),
         name=name,
         max_reconnect_attempts=-1,
@@ -51,6 +51,9 @@ async def connect(name: str) -> Client:
         error_cb=on_error,
         pending_size=64 * 1024 * 1024,
     )
+    # A replacement started early by a rolling restart subscribes once its predecessor stopped.
+    await lifecycle.wait_turn()
+    return nc
 
 
 class Claims:
@@ -164,7 +167,11 @@ def is_no_responders(msg: Msg) -> bool:
 async def serve_health(
     nc: Client, subjects: Subjects, service: str, check: Callable[[], Awaitable[str | None]]
 ) -> None:
-    """Answer readiness probes: ``check`` returns None when ready, else what is missing."""
+    """Answer readiness probes: ``check`` returns None when ready, else what is missing.
+
+    Every service calls this last in its start, once subscribed: it also tells a supervisor that
+    the process takes work (``lifecycle.announce_ready``, for ``ezat up``'s rolling restart).
+    """
 
     async def on_probe(msg: Msg) -> None:
         problem = await check()
@@ -172,3 +179,4 @@ async def serve_health(
         await msg.respond(envelopes.encode(reply))
 
     await nc.subscribe(subjects.health(service), cb=on_probe)
+    lifecycle.announce_ready()

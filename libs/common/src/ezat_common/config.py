@@ -151,6 +151,14 @@ class FetcherConfig(Struct, forbid_unknown_fields=True, kw_only=True):
     max_queued_per_key: int = 200
 
 
+class ShutdownConfig(Struct, forbid_unknown_fields=True, kw_only=True):
+    """How a service stops on SIGTERM (every service reads it; docs/reliability.md)."""
+
+    # Seconds in-flight work (open streams, OpenAI relays, downloads, usage writes) may take to
+    # finish after the service stopped taking new work; what is left then ends with an error.
+    drain_timeout: float = 30.0
+
+
 class SimulatorConfig(Struct, forbid_unknown_fields=True, kw_only=True):
     """A bundled simulator deployment that ``ezat up`` starts (an extension of SPEC §8)."""
 
@@ -169,6 +177,7 @@ class Config(Struct, forbid_unknown_fields=True, kw_only=True):
     translator: TranslatorConfig = field(default_factory=TranslatorConfig)
     billing: BillingConfig = field(default_factory=BillingConfig)
     fetcher: FetcherConfig = field(default_factory=FetcherConfig)
+    shutdown: ShutdownConfig = field(default_factory=ShutdownConfig)
     simulators: list[SimulatorConfig] = field(default_factory=list)
 
     def model(self, model_id: str) -> ModelConfig:
@@ -221,6 +230,8 @@ def _check(cfg: Config, file: str) -> None:
             value = getattr(m.price, pname)
             if value is not None and value < 0:
                 raise ConfigError(f"{file}: models[{i}].price.{pname}: must not be negative")
+    if not 0 <= cfg.shutdown.drain_timeout <= 3600:
+        raise ConfigError(f"{file}: shutdown.drain_timeout: must be between 0 and 3600 seconds")
     model_ids = {m.id for m in cfg.models}
     seen: set[str] = set()
     for i, d in enumerate(cfg.deployments):

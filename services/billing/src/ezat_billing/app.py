@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import asyncpg
-from ezat_common import bus, db, logs
+from ezat_common import bus, db, lifecycle, logs
 from ezat_common import metrics as common_metrics
 from ezat_common import subjects as subjects_mod
 from ezat_common.outbox import Outbox
@@ -126,10 +126,9 @@ async def serve(stop: asyncio.Event, settings: config.Settings | None = None) ->
     log.info("billing serving on %s", subjects.usage_record)
     await stop.wait()
     log.info("billing stopping")
-    for sub in subs:  # no new messages; the ones already delivered are still answered
-        with contextlib.suppress(Exception):
-            await sub.drain()
-    await tasks.wait(STOP_TIMEOUT)
+    # No new messages (other replicas get them); the ones already delivered are still answered.
+    await lifecycle.stop_taking(*subs)
+    await tasks.wait(settings.cfg.shutdown.drain_timeout)
     # Between batches or mid-batch alike: whatever was not acknowledged is redelivered later.
     drain.cancel()
     settler.cancel()

@@ -62,5 +62,5 @@ async def main(stop: asyncio.Event) -> None:
     log.info("fetcher ready on %s", subjects.fetch)
     await stop.wait()
     log.info("fetcher stopping")
-    await service.stop()
+    await service.stop(cfg.shutdown.drain_timeout)
     await nc.drain()

@@ -25,7 +25,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import msgspec
-from ezat_common import bus, envelopes, logs
+from ezat_common import bus, envelopes, lifecycle, logs
 from ezat_common.liveness import Heartbeats
 from ezat_common.subjects import QUEUE_FETCHER, Subjects
 from nats.aio.client import Client
@@ -119,9 +119,9 @@ class FetchService:
 
     async def stop(self, grace: float = 20.0) -> None:
         """Stop taking requests, let held downloads answer (bounded), tell the rest to retry."""
-        if self._sub is not None:
-            await self._sub.unsubscribe()
-            self._sub = None
+        # Drain, not unsubscribe: requests already delivered here are still answered.
+        sub, self._sub = self._sub, None
+        await lifecycle.stop_taking(sub)
         if self._jobs:
             _, late = await asyncio.wait(set(self._jobs), timeout=grace)
             for task in late:

@@ -1,8 +1,9 @@
 """Wiring of the router service: connections, subscriptions, health, metrics, shutdown.
 
-Shutdown: stop taking new requests (unsubscribe), let in-flight responses finish for up to
-``DRAIN_SECONDS``, tell the rest to retry, flush pending usage records, then close the HTTP
-session and NATS.
+Shutdown (``ezat_common.lifecycle``): stop taking new requests (drain the queue-group
+subscription, announce it), let in-flight responses finish for up to ``[shutdown]
+drain_timeout``, tell the rest to retry, flush pending usage records, then close the HTTP session
+and NATS.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import os
 import time
 from typing import Any
 
-from ezat_common import bus, logs
+from ezat_common import bus, lifecycle, logs
 from ezat_common import metrics as common_metrics
 from ezat_common.bus import Claims
 from ezat_common.config import Config, load_config
@@ -29,7 +30,6 @@ from .upstream import Upstream
 
 ENV_REGION = "EZAT_ROUTER_REGION"
 ENV_METRICS_LISTEN = "EZAT_ROUTER_METRICS_LISTEN"
-DRAIN_SECONDS = 10.0
 # After the drain, cancelled requests get this long to publish their error and usage.
 CANCEL_GRACE_SECONDS = 2.0
 
@@ -65,6 +65,7 @@ class RouterService:
         self.beats = Heartbeats(nc)
         self.handlers = Handlers(self.router, self.beats)
         self._subs: list[Any] = []
+        self.drain_timeout = cfg.shutdown.drain_timeout
 
     async def start(self) -> None:
         await self.upstream.start()
@@ -86,12 +87,13 @@ class RouterService:
 
     async def stop(self) -> None:
         route, cancel = self._subs
-        with contextlib.suppress(Exception):
-            # drain, not unsubscribe: requests already delivered to this replica still run.
-            await route.drain()
+        started = time.monotonic()
+        # drain, not unsubscribe: requests already delivered to this replica still run.
+        await lifecycle.stop_taking(route)
         tasks = set(self.handlers.tasks.values())
         if tasks:
-            _, tasks = await asyncio.wait(tasks, timeout=DRAIN_SECONDS)
+            _, tasks = await asyncio.wait(tasks, timeout=self.drain_timeout)
+        lifecycle.drain_log("router", len(tasks), started)
         if tasks:
             self.router.stopping = True
             for task in tasks:

@@ -7,11 +7,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 import uuid
 from collections.abc import Coroutine
 from typing import Any
 
-from ezat_common import bus, envelopes, logs, metrics
+from ezat_common import bus, envelopes, lifecycle, logs, metrics
 from ezat_common.catalogue import Catalogue
 from ezat_common.config import load_config
 from ezat_common.errors import GatewayError
@@ -53,16 +54,37 @@ class Translator:
             self.beats,
         )
         self.tasks: set[asyncio.Task[None]] = set()
+        self._sub: Any = None
 
     async def start(self) -> None:
         s = self.subjects
-        await self.nc.subscribe(s.translate, queue=QUEUE_TRANSLATOR, cb=self.on_request)
+        self._sub = await self.nc.subscribe(s.translate, queue=QUEUE_TRANSLATOR, cb=self.on_request)
         await self.nc.subscribe(self.no_router_prefix + ">", cb=self.on_no_router)
         await self.nc.subscribe(s.cancel, cb=self.on_cancel)
         await self.chat.start()
         await bus.serve_health(self.nc, s, "translator", self.check)
         self.beats.start()
-        self._spawn(self.chat.watch_forever())
+        # Its own task, not in ``tasks``: those are the requests a stop waits for.
+        self._watcher = asyncio.create_task(self.chat.watch_forever())
+
+    async def stop(self, drain_timeout: float) -> None:
+        """Stop taking requests; keep relaying the OpenAI replies of those in flight until they
+        end (up to ``drain_timeout``), then end the rest with an error (docs/reliability.md).
+        Heartbeats and the router watch go on meanwhile: the edge must not take a draining
+        translator for dead, and a router dying meanwhile is still noticed."""
+        started = time.monotonic()
+        await lifecycle.stop_taking(self._sub)
+
+        def busy() -> int:
+            return len(self.tasks) + len(self.chat.states) + len(self.chat.tasks)
+
+        left = await lifecycle.wait_idle(busy, drain_timeout)
+        lifecycle.drain_log("translator", left, started)
+        self._watcher.cancel()
+        for task in [*self.tasks, *self.chat.tasks]:
+            task.cancel()
+        await self.chat.end_all(lifecycle.RESTARTING)
+        await self.beats.stop()
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(coro)
@@ -198,5 +220,7 @@ async def main(stop: asyncio.Event) -> None:
     await translator.start()
     log.info("translator ready")
     await stop.wait()
+    log.info("translator stopping")
+    await translator.stop(cfg.shutdown.drain_timeout)
     await nc.drain()
     await translator.thinking.close()

@@ -342,6 +342,13 @@ class ChatPath:
         if token is not None:
             self._forget(token)
 
+    async def end_all(self, reply: ReplyError) -> None:
+        """Shutdown past the drain deadline: every request still relayed here gets ``reply``."""
+        for token, state in list(self.states.items()):
+            self._forget(token)
+            with contextlib.suppress(Exception):
+                await self.nc.publish(state.edge_reply_to, envelopes.encode(reply))
+
     async def watch(self) -> int:
         """Act on the requests whose router fell silent for ``OWNER_TIMEOUT``: send each once
         more if nothing of it was relayed yet, else tell the edge it failed. Returns how many."""
