@@ -56,7 +56,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     try:
         print("ezat: starting infrastructure and services...", flush=True)
         stack.start(timeout=args.timeout)
-        secret = asyncio.run(_create_key("ezat-up " + time.strftime("%Y-%m-%d %H:%M:%S")))
+        assert stack.infra is not None
+        name = "ezat-up " + time.strftime("%Y-%m-%d %H:%M:%S")
+        secret = asyncio.run(_create_key(name, stack.infra.database_url))
         print(f"EZAT Router is up at {stack.edge_url}", flush=True)
         print(f"  URL: {stack.edge_url}")
         print(f"  Key: {secret}")
@@ -81,8 +83,9 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-async def _create_key(name: str) -> str:
-    conn = await db.connect()
+async def _create_key(name: str, database_url: str) -> str:
+    # The stack's URL, not the environment's: Stack never changes this process's environment.
+    conn = await db.asyncpg.connect(database_url)
     try:
         _, secret = await db.create_key(conn, name)
     finally:

@@ -223,7 +223,6 @@ class Stack:
         deadline = time.monotonic() + 30
         while True:
             try:
-                os.environ.setdefault("DATABASE_URL", self.infra.database_url)
                 conn = await db_connect(self.infra.database_url)
                 break
             except OSError:
