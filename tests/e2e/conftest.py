@@ -29,8 +29,11 @@ ping_interval = 1.0
 region = "local"
 max_attempts = 3
 connect_timeout = 2.0
-first_byte_timeout = 30.0
-between_events_timeout = 10.0
+# Short, so each upstream-misbehaviour test (test_upstream_misbehaviour.py) ends within ~10 s;
+# still far above what any answer of the simulator takes here (the longest pause is 2.6 s).
+first_byte_timeout = 8.0
+stream_first_byte_timeout = 3.0
+between_events_timeout = 6.0
 metrics_listen = "127.0.0.1:{router_metrics}"
 
 [fetcher]

@@ -70,6 +70,12 @@ STREAM_WRITES = [
 ]
 
 
+async def until_gone(request: web.Request) -> None:
+    """Send nothing until the client closes the connection."""
+    while request.transport is not None and not request.transport.is_closing():
+        await asyncio.sleep(0.02)
+
+
 @dataclass
 class Call:
     deployment: str
@@ -141,6 +147,48 @@ class FakeUpstream:
                 pass
             finally:  # also when aiohttp cancels the handler on disconnect
                 self.disconnected_at[name] = time.monotonic()
+            return resp
+
+        return script
+
+    @staticmethod
+    def never_answer() -> Script:
+        """Reads the request and never sends a status line."""
+
+        async def script(request: web.Request) -> web.StreamResponse:
+            await until_gone(request)
+            return web.Response(status=204)  # never reaches anyone
+
+        return script
+
+    @staticmethod
+    def silent_after(writes: list[bytes], content_type: str = "text/event-stream") -> Script:
+        """200 and the headers, then ``writes``, then nothing at all (no comment, no end) with
+        the connection kept open."""
+
+        async def script(request: web.Request) -> web.StreamResponse:
+            resp = web.StreamResponse(headers={"content-type": content_type})
+            await resp.prepare(request)
+            for data in writes:
+                await resp.write(data)
+            await until_gone(request)
+            return resp
+
+        return script
+
+    @staticmethod
+    def html(keep_open: bool = False) -> Script:
+        """A 200 HTML page, as a proxy or captive portal in front of a deployment answers; with
+        ``keep_open`` its (chunked) body never ends."""
+
+        async def script(request: web.Request) -> web.StreamResponse:
+            page = b"<html><body>Sign in</body></html>"
+            if not keep_open:
+                return web.Response(body=page, content_type="text/html")
+            resp = web.StreamResponse(headers={"content-type": "text/html; charset=utf-8"})
+            await resp.prepare(request)
+            await resp.write(page)
+            await until_gone(request)
             return resp
 
         return script

@@ -131,6 +131,7 @@ async def running_stack(
     billing: str = "ack",
     ack_delay: float = 0.0,
     breaker_failures: int = 5,
+    **timeouts: float,
 ) -> AsyncIterator[Stack]:
     """Deployments ``(name, region)``; the router's own region is "eu", so "eu" ones go first.
 
@@ -158,10 +159,13 @@ async def running_stack(
         deployments=deps,
         router=RouterConfig(
             region="eu",
-            connect_timeout=1.0,
-            first_byte_timeout=3.0,
-            between_events_timeout=3.0,
             breaker_failures=breaker_failures,
+            **{
+                "connect_timeout": 1.0,
+                "first_byte_timeout": 3.0,
+                "between_events_timeout": 3.0,
+                **timeouts,
+            },
         ),
     )
     nc = await nats.connect(nats_url)

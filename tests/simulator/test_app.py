@@ -8,6 +8,7 @@ from typing import Any
 import aiohttp
 import anthropic
 import httpx2
+import msgspec
 import pytest
 from ezat_simulator import stream as stream_mod
 
@@ -400,3 +401,106 @@ async def test_a_client_giving_up_on_a_slow_reply_is_recorded(sim: Running) -> N
             break
         await asyncio.sleep(0.02)
     assert record["outcome"] == "cancelled" and record["status"] == 499
+
+
+# ---- misbehaviour that is not an error answer (issue 13) ---------------------------------------
+
+
+async def raw_exchange(sim: Running, body: dict[str, Any], wait: float = 0.5) -> tuple[bytes, bool]:
+    """What a raw HTTP/1.1 client receives within ``wait`` s, and whether the connection is still
+    open then (the simulator neither answered in full nor closed)."""
+    host, port = sim.url.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    data = msgspec.json.encode(body)
+    writer.write(
+        b"POST /v1/messages HTTP/1.1\r\nHost: sim\r\nx-api-key: k\r\n"
+        b"content-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(data) + data
+    )
+    got = b""
+    still_open = False
+    try:
+        async with asyncio.timeout(wait):
+            while chunk := await reader.read(65536):
+                got += chunk
+    except TimeoutError:
+        still_open = True
+    writer.close()
+    return got, still_open
+
+
+def body_of(text: str, stream: bool) -> dict[str, Any]:
+    return {"model": "m", "max_tokens": 50, "stream": stream, "messages": user(text)}
+
+
+async def settled(sim: Running, n: int) -> list[dict[str, Any]]:
+    """The last ``n`` request-log entries once none of them is active any more."""
+    for _ in range(50):
+        records = await sim.requests(n)
+        if all(r["outcome"] != "active" for r in records):
+            return records
+        await asyncio.sleep(0.02)
+    raise AssertionError(records)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("how", ["fault", "directive"])
+async def test_never_answer_keeps_the_connection_and_sends_nothing(
+    sim: Running, stream: bool, how: str
+) -> None:
+    text = "hi [sim:never_answer]" if how == "directive" else "hi"
+    if how == "fault":
+        await sim.admin("POST", "/_sim/faults", {"never_answer": True})
+    got, still_open = await raw_exchange(sim, body_of(text, stream))
+    assert (got, still_open) == (b"", True)
+    [record] = await settled(sim, 1)
+    assert record["outcome"] == "cancelled"  # the client gave up
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_html_fault_is_a_200_html_page(sim: Running, stream: bool) -> None:
+    await sim.admin("POST", "/_sim/faults", {"html": True, "count": 2})
+    async with sim.http.post(
+        sim.url + "/v1/messages", json=body_of("hi", stream), headers={"x-api-key": "k"}
+    ) as resp:
+        assert resp.status == 200
+        assert resp.headers["content-type"].startswith("text/html")
+        assert (await resp.text()).startswith("<!DOCTYPE html>")
+    # The directive does the same.
+    async with sim.http.post(
+        sim.url + "/v1/messages", json=body_of("[sim:html]", stream), headers={"x-api-key": "k"}
+    ) as resp:
+        assert resp.headers["content-type"].startswith("text/html")
+    assert [r["outcome"] for r in await sim.requests(2)] == ["html", "html"]
+
+
+async def test_stall_after_sends_k_tokens_then_nothing_with_the_connection_open(
+    sim: Running,
+) -> None:
+    await sim.admin("POST", "/_sim/faults", {"stall_after": 2})
+    got, still_open = await raw_exchange(sim, body_of("[sim:tokens=10]", True))
+    assert still_open
+    assert got.count(b"event: content_block_delta") == 2
+    assert b"message_stop" not in got and b"event: ping" not in got
+    assert not got.endswith(b"0\r\n\r\n")  # the chunked body never ends
+    [record] = await settled(sim, 1)
+    assert (record["outcome"], record["tokens_sent"]) == ("cancelled", 2)
+    # The directive, and a JSON answer: the headers and half the body, then nothing.
+    got, still_open = await raw_exchange(sim, body_of("[sim:stall_after=0]", False))
+    head, _, part = got.partition(b"\r\n\r\n")
+    length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+    assert still_open and b" 200 OK" in head and 0 < len(part) < length
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_stall_before_start_sends_the_headers_only(sim: Running, stream: bool) -> None:
+    await sim.admin("POST", "/_sim/faults", {"stall_before_start": True})
+    got, still_open = await raw_exchange(sim, body_of("hi", stream))
+    head, _, rest = got.partition(b"\r\n\r\n")
+    assert still_open and b" 200 OK" in head and rest == b""
+    kind = b"text/event-stream" if stream else b"application/json"
+    assert kind in head
+
+
+async def test_bad_stall_fault_is_refused(sim: Running) -> None:
+    async with sim.http.post(sim.url + "/_sim/faults", json={"stall_after": -1}) as resp:
+        assert resp.status == 400

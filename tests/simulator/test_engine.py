@@ -34,6 +34,8 @@ from ezat_simulator.validate import InvalidRequest
         ("[sim:fail_after=2 drop_after=0]", Directives(fail_after=2, drop_after=0)),
         ("[sim:first_token_ms=2.5 token_ms=0]", Directives(first_token_ms=2.5, token_ms=0.0)),
         ("[sim:stop=END]", Directives(stop="END")),
+        ("[sim:stall_after=3]", Directives(stall_after=3)),
+        ("[sim:never_answer html]", Directives(never_answer=True, html=True)),
         ("[sim:]", NO_DIRECTIVES),
     ],
 )
@@ -50,6 +52,8 @@ def test_directives_are_parsed(text: str, expected: Directives) -> None:
         ("[sim:status=200]", "expects an HTTP error status"),
         ("[sim:token_ms=-1]", "expects milliseconds"),
         ("[sim:tool=]", "expects a value"),
+        ("[sim:html=1]", "takes no value"),
+        ("[sim:stall_after=-1]", "expects a whole number"),
     ],
 )
 def test_bad_directives_are_refused_with_the_message_path(text: str, problem: str) -> None:

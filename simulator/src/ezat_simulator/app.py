@@ -10,8 +10,8 @@ accepted):
 Admin (no key; for tests):
 
 - ``POST /_sim/faults`` ``{"status", "count", "retry_after", "delay_ms", "fail_after",
-  "drop_after"}`` (all optional, see ``faults.py``) -> ``{"fault": {...}, "remaining": N}``;
-  ``GET`` shows it, ``DELETE`` clears it.
+  "drop_after", "stall_after", "stall_before_start", "never_answer", "html"}`` (all optional, see
+  ``faults.py``) -> ``{"fault": {...}, "remaining": N}``; ``GET`` shows it, ``DELETE`` clears it.
 - ``GET /_sim/requests?limit=N`` -> the last N (default 100) requests, newest last
   (``requestlog.RequestRecord``).
 - ``POST /_sim/reset`` clears the request log, the fault and the prompt cache.
@@ -34,13 +34,19 @@ from . import engine, sse
 from .cache import NO_CACHE, PromptCache
 from .faults import Fault, Faults, decode_fault, retry_after_header
 from .requestlog import DEFAULT_SIZE, RequestLog, RequestRecord
-from .stream import SseResponse, Timing, drop_connection, send_stream
+from .stream import SseResponse, Timing, drop_connection, hold, send_stream
 from .tokens import input_tokens, measure
 from .validate import InvalidRequest, validate_request
 
 JSON = "application/json"
 _decode = msgspec.json.decode
 _encode = msgspec.json.encode
+# What a proxy or captive portal in front of a deployment answers: a page, not the API.
+HTML_PAGE = (
+    b"<!DOCTYPE html>\n<html><head><title>Sign in to continue</title></head>\n"
+    b"<body><h1>Sign in to continue</h1><p>This network requires you to sign in.</p>"
+    b"</body></html>\n"
+)
 _ERROR_MESSAGES = {
     429: "Number of request tokens has exceeded your per-minute rate limit (simulated)",
     500: "Internal server error (simulated)",
@@ -77,14 +83,20 @@ class Simulator:
 
     def timing(self, directives: engine.Directives, fault: Fault | None) -> Timing:
         d, s = directives, self.settings
-        fail_after, drop_after = d.fail_after, d.drop_after
-        if fault is not None and (fault.fail_after is not None or fault.drop_after is not None):
-            fail_after, drop_after = fault.fail_after, fault.drop_after
+        fail_after, drop_after, stall_after = d.fail_after, d.drop_after, d.stall_after
+        if fault is not None and fault.breaks_stream:
+            fail_after, drop_after, stall_after = (
+                fault.fail_after,
+                fault.drop_after,
+                fault.stall_after,
+            )
         return Timing(
             s.first_token_ms if d.first_token_ms is None else d.first_token_ms,
             s.token_ms if d.token_ms is None else d.token_ms,
             fail_after,
             drop_after,
+            stall_after,
+            fault is not None and fault.stall_before_start,
         )
 
 
@@ -177,6 +189,13 @@ async def _create(
         return _error(sim, record, 400, exc.message)
     if directives.status is not None:
         return _error(sim, record, directives.status, _simulated(directives.status))
+    if directives.never_answer or (fault is not None and fault.never_answer):
+        await hold()  # until the client gives up (the handler is cancelled)
+    if directives.html or (fault is not None and fault.html):
+        sim.log.close(record, "html", 200, time.time())
+        return web.Response(
+            body=HTML_PAGE, content_type="text/html", charset="utf-8", headers={"x-sim": "html"}
+        )
     measured = measure(body, body["model"])
     cache = NO_CACHE
     if measured.boundaries:
@@ -188,9 +207,24 @@ async def _create(
     )
     record.message_id = plan.message_id
     timing = sim.timing(directives, fault)
+    if timing.stall_before_start:
+        return await _headers_then_nothing(request, bool(body.get("stream")))
     if body.get("stream"):
         return await _stream(request, sim, record, plan, timing)
     return await _json_reply(request, sim, record, plan, timing)
+
+
+async def _headers_then_nothing(request: web.Request, stream: bool) -> web.StreamResponse:
+    """200 and the headers (a JSON answer's with its length), then silence until the client
+    gives up."""
+    resp = web.StreamResponse(
+        headers={"content-type": sse.CONTENT_TYPE if stream else f"{JSON}; charset=utf-8"}
+    )
+    if not stream:
+        resp.content_length = 1024
+    await resp.prepare(request)  # a plain StreamResponse sends its headers here
+    await hold()
+    return resp  # never reached
 
 
 async def _json_reply(
@@ -205,9 +239,18 @@ async def _json_reply(
         drop_connection(request)
         sim.log.close(record, "dropped", 200, time.time())
         return web.Response(status=200)
+    body = _encode(engine.to_message(plan))
+    if timing.stall_after is not None:
+        # The headers and half the body, then silence until the client gives up.
+        resp = web.StreamResponse(
+            headers={"content-type": f"{JSON}; charset=utf-8", "request-id": record.id}
+        )
+        resp.content_length = len(body)
+        await resp.prepare(request)
+        await resp.write(body[: len(body) // 2])
+        await hold()
     record.tokens_sent = plan.usage.output_tokens
     sim.log.close(record, "complete", 200, time.time())
-    body = _encode(engine.to_message(plan))
     return web.Response(body=body, content_type=JSON, headers={"request-id": record.id})
 
 

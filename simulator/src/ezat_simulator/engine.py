@@ -25,6 +25,10 @@ bracket may hold several, separated by spaces or commas (``[sim:think tokens=40]
                     non-stream: 500 api_error
 ``drop_after=K``    stream: close the connection after K content tokens, without message_stop;
                     non-stream: close it without an answer
+``stall_after=K``   stream: send K content tokens, then nothing, the connection kept open;
+                    non-stream: the headers and half the body, then nothing
+``never_answer``    read the request, never send a status line (the connection kept open)
+``html``            200 with ``content-type: text/html`` and an HTML page instead of the answer
 ``first_token_ms``  delay before the first content delta (overrides the instance's)
 ``token_ms``        delay between deltas (overrides the instance's)
 ``refuse``          stop_reason ``refusal``
@@ -32,7 +36,8 @@ bracket may hold several, separated by spaces or commas (``[sim:think tokens=40]
 ==================  ==========================================================================
 
 K counts "content tokens": thinking and text deltas. When the reply has fewer, the failure comes
-before message_delta, so these directives always fail the request.
+before message_delta, so these directives always fail the request. The stalls and
+``never_answer`` last until the client closes the connection.
 """
 
 from __future__ import annotations
@@ -62,10 +67,13 @@ class Directives:
     status: int | None = None
     fail_after: int | None = None
     drop_after: int | None = None
+    stall_after: int | None = None
     first_token_ms: float | None = None
     token_ms: float | None = None
     refuse: bool = False
     stop: str | None = None
+    never_answer: bool = False
+    html: bool = False
 
 
 NO_DIRECTIVES = Directives()
@@ -106,10 +114,14 @@ _PARSERS = {
     "status": _status,
     "fail_after": _count,
     "drop_after": _count,
+    "stall_after": _count,
     "first_token_ms": _millis,
     "token_ms": _millis,
     "stop": _word,
 }
+
+
+_FLAGS = frozenset({"refuse", "never_answer", "html"})
 
 
 def parse_directives(text: str, path: str = "messages") -> Directives:
@@ -125,8 +137,10 @@ def parse_directives(text: str, path: str = "messages") -> Directives:
             try:
                 if name == "think":
                     found["think"] = _count(value) if value else DEFAULT_THINKING_TOKENS
-                elif name == "refuse":
-                    found["refuse"] = True
+                elif name in _FLAGS:
+                    if value:
+                        raise ValueError("takes no value")
+                    found[name] = True
                 elif name in _PARSERS:
                     found[name] = _PARSERS[name](value or None)
                 else:

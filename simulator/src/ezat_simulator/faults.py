@@ -2,8 +2,19 @@
 
 A fault may delay the answer (``delay_ms``), replace it with an HTTP error (``status``, with
 ``retry-after`` on 429/529 or when ``retry_after`` is given), or break the stream midway
-(``fail_after`` / ``drop_after``, as the directives of the same names do). It applies to the next
-``count`` requests; ``count: -1`` keeps it until ``DELETE /_sim/faults``.
+(``fail_after`` / ``drop_after`` / ``stall_after``, as the directives of the same names do). It
+applies to the next ``count`` requests; ``count: -1`` keeps it until ``DELETE /_sim/faults``.
+
+Misbehaviour of a deployment that is not an error answer (issue 13), each keeping the connection
+open until the client gives up:
+
+- ``never_answer``: the request is read and never answered (no status line at all); a huge
+  ``delay_ms`` does the same for that long;
+- ``stall_before_start``: 200 and the headers, then nothing (no ``message_start``; no body);
+- ``stall_after: K``: a stream sends K content tokens, then nothing (no ping, no end); a JSON
+  answer sends its headers and the first half of its body, then nothing;
+- ``html``: 200 with ``content-type: text/html`` and an HTML page (a proxy's or a captive
+  portal's), for JSON and stream requests alike.
 """
 
 from __future__ import annotations
@@ -18,6 +29,18 @@ class Fault(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, omit_defau
     delay_ms: float = 0.0
     fail_after: int | None = None
     drop_after: int | None = None
+    stall_after: int | None = None
+    stall_before_start: bool = False
+    never_answer: bool = False
+    html: bool = False
+
+    @property
+    def breaks_stream(self) -> bool:
+        return (
+            self.fail_after is not None
+            or self.drop_after is not None
+            or (self.stall_after is not None)
+        )
 
     def problem(self) -> str | None:
         """Why this fault cannot be armed, or None."""
@@ -27,7 +50,7 @@ class Fault(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, omit_defau
             return "count: must be at least 1, or -1 for until cleared"
         if self.delay_ms < 0 or (self.retry_after is not None and self.retry_after < 0):
             return "delay_ms and retry_after must not be negative"
-        for name in ("fail_after", "drop_after"):
+        for name in ("fail_after", "drop_after", "stall_after"):
             value = getattr(self, name)
             if value is not None and value < 0:
                 return f"{name}: must not be negative"

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import msgspec
 
-Outcome = Literal["active", "complete", "cancelled", "error", "dropped"]
+Outcome = Literal["active", "complete", "cancelled", "error", "dropped", "html"]
 DEFAULT_SIZE = 256
 BODY_BUDGET = 128 * 1024 * 1024
 _BIG_BODY = 256 * 1024

@@ -7,7 +7,9 @@ zero nothing sleeps at all.
 
 Faults strike between events: ``fail_after`` sends Anthropic's ``overloaded_error`` event and ends
 the stream; ``drop_after`` closes the connection with no message_stop and no end of the chunked
-body. Both fire after that many content tokens, or before message_delta when the reply is shorter.
+body; ``stall_after`` stops writing (no ping either) and keeps the connection open until the
+client goes away. Each fires after that many content tokens, or before message_delta when the
+reply is shorter.
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ class Timing:
     token_ms: float = 0.0
     fail_after: int | None = None
     drop_after: int | None = None
+    stall_after: int | None = None
+    stall_before_start: bool = False  # 200 and the headers, then nothing
 
     def total_ms(self, deltas: int) -> float:
         """The time a whole reply of ``deltas`` deltas takes (what a non-streamed call waits)."""
@@ -57,6 +61,13 @@ async def pause(resp: web.StreamResponse, ms: float) -> None:
     await asyncio.sleep(ms / 1000)
 
 
+async def hold() -> None:
+    """Send nothing, keep the connection, until the client goes away (aiohttp then cancels the
+    handler: ``handler_cancellation``)."""
+    while True:
+        await asyncio.sleep(3600)
+
+
 def drop_connection(request: web.BaseRequest) -> None:
     """Close the socket now: what was written is flushed, the HTTP body is left unfinished."""
     if request.transport is not None:
@@ -71,7 +82,7 @@ async def send_stream(
     record: RequestRecord,
 ) -> Outcome:
     """Write every event of ``plan`` to the prepared ``resp``; return how the stream ended."""
-    fail_after, drop_after = timing.fail_after, timing.drop_after
+    fail_after, drop_after, stall_after = timing.fail_after, timing.drop_after, timing.stall_after
     sent = 0  # content tokens written
     started = False
     for kind, data, tokens in sse.stream_steps(plan):
@@ -83,6 +94,8 @@ async def send_stream(
             if drop_after is not None and (final or sent >= drop_after):
                 drop_connection(request)
                 return "dropped"
+            if stall_after is not None and (final or sent >= stall_after):
+                await hold()
         if kind == sse.TOKEN or kind == sse.PIECE:
             delay = timing.token_ms if started else timing.first_token_ms
             started = True

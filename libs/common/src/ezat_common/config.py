@@ -28,7 +28,8 @@ class EdgeConfig(Struct, forbid_unknown_fields=True, kw_only=True):
     max_body_bytes: int = DEFAULT_MAX_BODY
     # Seconds a request may wait for its first reply from the translator/router before a 504.
     # Unset: derived at start-up from [router] (max_attempts x (connect_timeout +
-    # first_byte_timeout) + 15 s), so the router always answers first.
+    # first_byte_timeout) + 15 s), so the router always answers first (first_byte_timeout is
+    # the longest wait for a first reply: a non-streamed answer; docs/reliability.md).
     first_reply_timeout: float | None = None
     # Seconds between ": ping" / "event: ping" keep-alives on a quiet stream.
     ping_interval: float = 10.0
@@ -103,9 +104,15 @@ class DeploymentConfig(Struct, forbid_unknown_fields=True, kw_only=True):
 
 class RouterConfig(Struct, forbid_unknown_fields=True, kw_only=True):
     region: str = "local"
+    # Upstream timeouts, in seconds (docs/routing.md "Timeouts" has the reasons): the TCP/TLS
+    # connect; a non-streamed request's response headers (they come with the whole answer, so
+    # this is the Anthropic SDKs' own 10-minute bound); a stream's headers and message_start, and
+    # count_tokens' answer (both come in seconds); the silence allowed between two reads of a
+    # started stream (a deployment pings a quiet stream at least every ~30 s).
     connect_timeout: float = 5.0
-    first_byte_timeout: float = 120.0
-    between_events_timeout: float = 120.0
+    first_byte_timeout: float = 600.0
+    stream_first_byte_timeout: float = 30.0
+    between_events_timeout: float = 60.0
     max_attempts: int = 3
     metrics_listen: str | None = None
     # Session affinity binding lifetime (refreshed on use); 1-hour cache breakpoints get longer.

@@ -36,7 +36,7 @@ from . import metrics
 from .billing import Billing
 from .core.payload import PayloadError, read_response, response_with_model
 from .core.stream import StepResult, StreamStep
-from .core.upstream_errors import Failure, from_stream_error, from_transport
+from .core.upstream_errors import Failure, TransportKind, from_stream_error, from_transport
 from .core.usage import UsageAccumulator
 from .pool import Response, UpstreamError
 from .upstream import Target, Upstream
@@ -113,28 +113,44 @@ class Relay:
         self._clock = clock
 
     async def stream(
-        self, req: RouteRequest, state: RequestState, target: Target, resp: Response
+        self,
+        req: RouteRequest,
+        state: RequestState,
+        target: Target,
+        resp: Response,
+        first_event_by: float,
     ) -> Failure | None:
-        result = await self._pump(req, state, target, resp)
+        """Relay a 2xx event stream; ``first_event_by`` (event-loop time) is when its first event
+        (``message_start``) must have arrived (``stream_first_byte_timeout`` after the attempt
+        began)."""
+        result, broken = await self._pump(req, state, resp, first_event_by)
         # Release the upstream connection before waiting on billing: a stream that finished
         # keeps it for its HTTP end (then pooled); anything else aborts it.
         if result is not None and result.finished and not result.invalid:
             resp.release_when_complete()
         else:
             resp.release()
+        model = req.response_model
+        if broken == "timeout":  # nothing usable yet: failed over like a slow first byte
+            return from_transport("timeout", model, self._cfg.stream_first_byte_timeout)
+        if broken == "stalled":
+            return from_transport("stalled", model, self._cfg.between_events_timeout)
         if result is None or not result.finished:
-            return from_transport("dropped", req.response_model, self._cfg.first_byte_timeout)
+            return from_transport("dropped", model, self._cfg.between_events_timeout)
         if result.invalid:
-            return from_transport("protocol", req.response_model, self._cfg.first_byte_timeout)
+            return from_transport("protocol", model, self._cfg.between_events_timeout)
         if result.error is not None:
             return from_stream_error(result.error)
         assert result.stop is not None
         return await self._complete(req, state, ReplyEnd(data=result.stop))
 
     async def _pump(
-        self, req: RouteRequest, state: RequestState, target: Target, resp: Response
-    ) -> StepResult | None:
-        """Read until the stream finishes, breaks (None) or ends early (unfinished result)."""
+        self, req: RouteRequest, state: RequestState, resp: Response, first_event_by: float
+    ) -> tuple[StepResult | None, TransportKind | None]:
+        """Read until the stream finishes, breaks or ends early (an unfinished result). The
+        second value says how it broke: ``timeout`` (no message_start by ``first_event_by``),
+        ``stalled`` (silent for ``between_events_timeout`` after it), ``dropped`` (the
+        connection broke, or the bytes were not SSE)."""
         parser = SseParser(max_frame=self._claims.inline_limit)
         step = StreamStep(req.response_model, state.usage)
         publish = self._nc.publish
@@ -147,10 +163,12 @@ class Relay:
         try:
             async with asyncio.timeout(None) as deadline:
                 while True:
-                    deadline.reschedule(loop.time() + between)
+                    # Until message_start, one deadline from the attempt's start (pings before
+                    # it do not extend it); after it, each read gets ``between`` seconds.
+                    deadline.reschedule(loop.time() + between if step.started else first_event_by)
                     chunk = await read()
                     if not chunk:
-                        return result  # EOF before message_stop
+                        return result, None  # EOF before message_stop
                     result = step.step(parser.feed(chunk))
                     if result.events:
                         metrics.RELAYED_EVENTS.inc(result.events)
@@ -166,9 +184,11 @@ class Relay:
                             await publish(reply_to, _encode(head))
                             state.head_sent = True
                     if result.finished:
-                        return result
-        except (UpstreamError, SseError, TimeoutError):
-            return None  # connection dropped, garbage, or silent for too long
+                        return result, None
+        except TimeoutError:
+            return result, "stalled" if step.started else "timeout"
+        except (UpstreamError, SseError):
+            return None, "dropped"  # connection dropped, or garbage
         finally:
             metrics.ACTIVE_STREAMS.dec()
 
@@ -178,8 +198,10 @@ class Relay:
         """A non-streamed response (messages or count_tokens)."""
         try:
             data = await self._upstream.read_body(resp)
-        except (UpstreamError, TimeoutError):
-            return from_transport("dropped", req.response_model, self._cfg.first_byte_timeout)
+        except UpstreamError:
+            return from_transport("dropped", req.response_model, self._cfg.between_events_timeout)
+        except TimeoutError:  # headers came, then the body stopped (nothing was sent yet)
+            return from_transport("stalled", req.response_model, self._cfg.between_events_timeout)
         resp.release()
         state.first_token_at = self._clock()
         if req.api == "count_tokens":
@@ -198,7 +220,7 @@ class Relay:
             else:
                 out, usage, content = response_with_model(data, req.response_model)
         except PayloadError:
-            return from_transport("protocol", req.response_model, self._cfg.first_byte_timeout)
+            return from_transport("protocol", req.response_model, self._cfg.between_events_timeout)
         state.usage.feed_usage(usage, final=True)
         state.usage.feed_content(content)
         return await self._complete(

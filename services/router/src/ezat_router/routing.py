@@ -1,7 +1,8 @@
 """One request from RouteRequest to its final reply: candidates, attempts, failover, cancel.
 
 Failover happens only before the first byte reached the client (``ReplyHead``): on connect
-errors, timeouts before the headers, 429, 5xx, 529 and the other failures
+errors, timeouts before the headers (or, for a stream, before its first event), a 2xx that is
+not an event stream / JSON (an HTML page), 429, 5xx, 529 and the other failures
 ``core.upstream_errors`` marks retryable. After exhausting ``max_attempts`` the last failure is
 what the client gets. A cancelled request closes its upstream connection (the ``finally`` in
 ``_attempt``) and records ``client_closed`` usage in the background (``Billing.record_later``,
@@ -26,7 +27,7 @@ from nats.aio.client import Client
 
 from . import metrics
 from .billing import Billing
-from .core import health, selection
+from .core import health, selection, timeouts
 from .core.budget import RetryBudget
 from .core.payload import PayloadError, with_model
 from .core.upstream_errors import Failure, from_status, from_transport
@@ -317,20 +318,28 @@ class Router:
         state.upstream_started_at = started = self._clock()
         tick = time.perf_counter()
         name = target.dep.name
+        events = timeouts.streams_events(req.stream, req.api)
+        bound = timeouts.first_byte_bound(self._cfg, stream=req.stream, api=req.api)
+        # A stream must also have sent its first event by then (relay.stream).
+        first_event_by = asyncio.get_running_loop().time() + bound
         self._outstanding[name] = self._outstanding.get(name, 0) + 1
         metrics.OUTSTANDING_BY(name).inc()
         try:
             try:
-                resp = await self._upstream.open(target, head, payload)
+                resp = await self._upstream.open(target, head, payload, bound)
             except UpstreamUnavailable as exc:
-                return from_transport(exc.kind, req.response_model, self._cfg.first_byte_timeout)
+                return from_transport(exc.kind, req.response_model, bound)
             metrics.FIRST_BYTE_BY(name).observe(time.perf_counter() - tick)
             try:
                 if resp.status >= 300:
                     return await self._refused(req, resp)
+                if not timeouts.content_type_ok(events, resp.headers.get("content-type")):
+                    # A 200 HTML page (a proxy's, a portal's) or JSON for a stream: nothing of
+                    # it is the answer. Known from the headers, so nothing is read or sent.
+                    return from_transport("protocol", req.response_model, bound)
                 self._shared.succeeded(name, started)
-                if req.stream and req.api != "count_tokens":
-                    return await self._relay.stream(req, state, target, resp)
+                if events:
+                    return await self._relay.stream(req, state, target, resp, first_event_by)
                 return await self._relay.body(req, state, target, resp)
             finally:
                 # On every exit, cancellation included: an unread response closes its

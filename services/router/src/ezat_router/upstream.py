@@ -1,10 +1,10 @@
 """The deployments as the router calls them: each one's address and request head, computed once
 (``Target``), and the pooled client (``pool.py``) under the router's timeouts (``Upstream``).
 
-Timeouts come from ``RouterConfig``: ``connect_timeout`` for the TCP/TLS connect,
-``first_byte_timeout`` until the response headers, ``between_events_timeout`` for each read of
-the body (applied by the caller around its reads, so a slow first token is not cut short by the
-per-read limit and vice versa).
+Timeouts come from ``RouterConfig`` (``core/timeouts.py``): ``connect_timeout`` for the TCP/TLS
+connect; until the response headers, the bound the caller passes (``first_byte_timeout`` for a
+non-streamed answer, ``stream_first_byte_timeout`` for a stream or count_tokens);
+``between_events_timeout`` for each read of the body (applied by the caller around its reads).
 """
 
 from __future__ import annotations
@@ -100,13 +100,14 @@ class Upstream:
             await asyncio.sleep(SWEEP_SECONDS)
             pool.sweep()
 
-    async def open(self, target: Target, head: bytes, payload: bytes) -> Response:
-        """POST and wait for the response headers; the caller must release the response
+    async def open(self, target: Target, head: bytes, payload: bytes, timeout: float) -> Response:
+        """POST and wait up to ``timeout`` s for the response headers; the caller must release
+        the response
         (``Response.release``: pooled if read to its end, else aborted, which is how the
         deployment learns at once that the client went away)."""
         assert self._pool is not None, "Upstream.start() was not called"
         try:
-            async with asyncio.timeout(self._cfg.first_byte_timeout):
+            async with asyncio.timeout(timeout):
                 return await self._pool.request(target.origin, head, payload)
         except UpstreamError:
             # No connection (refused, DNS, TLS, connect timeout), or it broke before the headers.

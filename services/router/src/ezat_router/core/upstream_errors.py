@@ -24,7 +24,7 @@ from ezat_common.schemas.anthropic import ErrorInfo, decode_error_body
 
 from .health import FAULT_COOLDOWN, RATE_LIMIT_COOLDOWN
 
-TransportKind = Literal["connect", "timeout", "dropped", "protocol"]
+TransportKind = Literal["connect", "timeout", "stalled", "dropped", "protocol"]
 
 DROPPED_MESSAGE = "the deployment stopped mid-response; the request was not charged"
 
@@ -120,8 +120,10 @@ def _error_info(body: bytes) -> ErrorInfo | None:
         return None
 
 
-def from_transport(kind: TransportKind, model: str, first_byte_timeout: float) -> Failure:
-    """No usable response: unreachable, too slow to answer, cut off, or not speaking SSE/JSON."""
+def from_transport(kind: TransportKind, model: str, seconds: float) -> Failure:
+    """No usable response: unreachable, too slow to start (``timeout``: nothing usable within
+    ``seconds`` of the attempt's start), silent for ``seconds`` mid-response (``stalled``), cut
+    off, or not speaking SSE/JSON (``protocol``: garbage, or a 2xx HTML page)."""
     if kind == "connect":
         error = ReplyError(
             status=529,
@@ -135,9 +137,18 @@ def from_transport(kind: TransportKind, model: str, first_byte_timeout: float) -
             type="timeout_error",
             message=(
                 f"no deployment of `{model}` started answering within "
-                f"{first_byte_timeout:g} seconds; retry shortly"
+                f"{seconds:g} seconds; retry shortly"
             ),
             retry_after=FAULT_COOLDOWN,
+        )
+    elif kind == "stalled":
+        error = ReplyError(
+            status=504,
+            type="timeout_error",
+            message=(
+                f"the deployment of `{model}` sent nothing for {seconds:g} seconds "
+                "mid-response; the request was not charged"
+            ),
         )
     elif kind == "dropped":
         error = ReplyError(status=500, type="api_error", message=DROPPED_MESSAGE)
