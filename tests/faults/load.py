@@ -95,16 +95,19 @@ class History:
         return self.ended - self.started
 
 
-def _prompt(tokens: int) -> str:
-    return f"Tell me a long story. [sim:tokens={tokens}]"
+def _prompt(tokens: int, token_ms: int | None) -> str:
+    pace = f" token_ms={token_ms}" if token_ms is not None else ""
+    return f"Tell me a long story. [sim:tokens={tokens}{pace}]"
 
 
-async def _anthropic(t: Target, h: History, stream: bool, tokens: int) -> None:
+async def _anthropic(
+    t: Target, h: History, stream: bool, tokens: int, token_ms: int | None
+) -> None:
     client = t.anthropic()
     args: dict[str, Any] = {
         "model": "claude-sonnet-5-5",
         "max_tokens": 1024,
-        "messages": [{"role": "user", "content": _prompt(tokens)}],
+        "messages": [{"role": "user", "content": _prompt(tokens, token_ms)}],
         "extra_headers": {"x-request-id": h.request_id},
     }
     if not stream:
@@ -119,12 +122,12 @@ async def _anthropic(t: Target, h: History, stream: bool, tokens: int) -> None:
                 h.outcome = "complete"
 
 
-async def _openai(t: Target, h: History, stream: bool, tokens: int) -> None:
+async def _openai(t: Target, h: History, stream: bool, tokens: int, token_ms: int | None) -> None:
     client = t.openai()
     args: dict[str, Any] = {
         "model": "claude-sonnet-5-5",
         "max_tokens": 1024,
-        "messages": [{"role": "user", "content": _prompt(tokens)}],
+        "messages": [{"role": "user", "content": _prompt(tokens, token_ms)}],
         "extra_headers": {"x-request-id": h.request_id},
     }
     if not stream:
@@ -141,11 +144,11 @@ async def _openai(t: Target, h: History, stream: bool, tokens: int) -> None:
             h.outcome = "complete"  # the last chunk before [DONE]
 
 
-async def one(t: Target, kind: Kind, tokens: int) -> History:
+async def one(t: Target, kind: Kind, tokens: int, token_ms: int | None = None) -> History:
     h = History(kind, f"flt-{uuid.uuid4().hex[:16]}", time.monotonic())
     call = _anthropic if kind.startswith("anthropic") else _openai
     try:
-        await asyncio.wait_for(call(t, h, kind.endswith("stream"), tokens), HUNG_AFTER)
+        await asyncio.wait_for(call(t, h, kind.endswith("stream"), tokens, token_ms), HUNG_AFTER)
     except TimeoutError:
         h.outcome = "hung"
     except (anthropic.APIStatusError, openai.APIStatusError) as exc:
@@ -171,10 +174,12 @@ async def run_load(
     fault: Callable[[], Awaitable[None]] | None = None,
     fault_at: float = 1.0,
     settle: float = 3.0,
+    token_ms: int | None = None,
 ) -> list[History]:
-    """``n`` requests at once (the kinds in turn), ``fault`` run ``fault_at`` s in."""
+    """``n`` requests at once (the kinds in turn), ``fault`` run ``fault_at`` s in; ``token_ms``
+    paces the simulator when its config does not."""
     kinds = itertools.cycle(KINDS)
-    tasks = [asyncio.create_task(one(t, next(kinds), tokens)) for _ in range(n)]
+    tasks = [asyncio.create_task(one(t, next(kinds), tokens, token_ms)) for _ in range(n)]
     if fault is not None:
         await asyncio.sleep(fault_at)
         await fault()

@@ -110,3 +110,17 @@ async def test_sigkill_of_the_edge_bills_only_what_reached_its_client(fault_stac
     assert voided, "the routers recorded nothing: the scenario did not run"
     assert {(r["status"], r["error_type"]) for r in voided} == {("failed", "undelivered")}
     await serves_again(fault_stack)
+
+
+async def test_sigkill_of_billing_loses_no_record(fault_stack: Target) -> None:
+    """Billing holds no request: records wait in the outbox while it is down, and are drained
+    once the supervisor restarted it."""
+
+    async def fault() -> None:
+        await asyncio.to_thread(fault_stack.stack.kill, "billing", signal.SIGKILL)
+
+    histories = await run_load(fault_stack, N, TOKENS, fault, FAULT_AT, settle=6.0)
+    print("billing", summary(histories))
+    check(histories, BOUND)
+    assert summary(histories) == {"complete": N}
+    await serves_again(fault_stack)

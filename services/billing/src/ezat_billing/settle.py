@@ -2,8 +2,9 @@
 confirmations, and the settling of complete records once their confirmation time is up.
 
 A complete record is stored ``awaiting_delivery``. The edge confirms the uids whose final event it
-wrote (``envelopes.Delivered``, through the usage outbox); confirmations live in their own table,
-so one that arrives before its record (drained by another billing replica) still counts. Every
+wrote (``envelopes.Delivered``, through the usage outbox): a confirmation clears the flag of its
+stored record at once (one UPDATE per drained batch), and only one whose record is not stored yet
+(drained by another billing replica) is kept in ``usage_deliveries``, so that it still counts. Every
 ``SETTLE_EVERY`` seconds billing settles the records stored more than ``delivery_confirm`` ago:
 confirmed ones stay as they are, the others become ``failed`` with cost 0 and error_type
 ``undelivered``. Settling is one idempotent UPDATE; replicas running it at once skip each other's
@@ -28,9 +29,13 @@ SETTLE_BATCH = 5000
 KEEP_DELIVERIES = "1 day"
 UNDELIVERED = "undelivered"
 
-_CONFIRM = (
-    "INSERT INTO usage_deliveries (uid) SELECT unnest($1::text[]) ON CONFLICT (uid) DO NOTHING"
+_CLEAR = (
+    "UPDATE usage_records SET awaiting_delivery = false"
+    " WHERE uid = ANY($1::text[]) AND awaiting_delivery RETURNING uid"
 )
+# The confirmations that cleared nothing: records not stored yet (or that never awaited one, an
+# early close: kept needlessly, and pruned with the rest).
+_KEEP = "INSERT INTO usage_deliveries (uid) SELECT unnest($1::text[]) ON CONFLICT (uid) DO NOTHING"
 _SETTLE = f"""
 WITH due AS (
     SELECT r.uid, EXISTS (SELECT 1 FROM usage_deliveries d WHERE d.uid = r.uid) AS delivered
@@ -52,9 +57,16 @@ _PRUNE = f"DELETE FROM usage_deliveries WHERE delivered_at < now() - interval '{
 
 
 async def confirm(pool: asyncpg.Pool, uids: Sequence[str], timeout: float = 5.0) -> None:
-    """Store the edge's confirmations (idempotent)."""
-    if uids:
-        await pool.execute(_CONFIRM, list(uids), timeout=timeout)
+    """Apply the edge's confirmations (idempotent): clear the flag of the stored records, keep the
+    others for when their record arrives (settle_due looks them up)."""
+    if not uids:
+        return
+    unique = list(set(uids))
+    async with pool.acquire(timeout=timeout) as conn, conn.transaction():
+        cleared = {r["uid"] for r in await conn.fetch(_CLEAR, unique, timeout=timeout)}
+        rest = [uid for uid in unique if uid not in cleared]
+        if rest:
+            await conn.execute(_KEEP, rest, timeout=timeout)
 
 
 async def settle_due(pool: asyncpg.Pool, after: float, timeout: float = 10.0) -> tuple[int, int]:
