@@ -284,3 +284,31 @@ async def test_a_non_stream_heartbeat_never_commits_a_stream(holder: Holder) -> 
     status, body, _ = await _through_http(holder)
     assert status == 500  # a JSON request's error keeps its status however long it took
     assert json.loads(body)["error"]["message"] == "upstream broke"
+
+
+async def test_a_request_published_while_no_translator_listens_waits_for_one(
+    holder: Holder,
+) -> None:
+    """A rolling restart leaves the queue group empty for milliseconds: the request is published
+    again until a translator is there, instead of failing at once."""
+
+    async def answers(h: Holder, env: ClientRequest, n: int) -> None:
+        await h.send(env, ReplyBody(status=200, data=BODY))
+
+    call = asyncio.ensure_future(holder.relay.run(holder.call(), b"{}"))
+    await asyncio.sleep(0.3)  # published, refused (no responders), published again ...
+    assert not call.done()
+    await holder.behave(answers)
+    resp = await asyncio.wait_for(call, 2.0)
+    assert (resp.status, resp.body) == (200, BODY)  # type: ignore[attr-defined]
+    assert len(holder.received) == 1
+
+
+async def test_with_no_translator_at_all_the_client_gets_a_retryable_error(
+    holder: Holder,
+) -> None:
+    started = time.monotonic()
+    resp = await holder.relay.run(holder.call(), b"{}")
+    assert resp.status == 529
+    assert "no translator available" in str(error_of(resp)["message"])
+    assert 0.5 < time.monotonic() - started < 2.0

@@ -25,6 +25,10 @@ OWNER_LOST = Counter(
     "failed after the retry, or a started stream ended with an error",
     ["outcome"],
 )
+NO_TRANSLATOR = Counter(
+    "ezat_edge_no_translator_total",
+    "Requests answered 529/503 because no translator subscribed for a second (none running)",
+)
 STREAMS_COMMITTED_EARLY = Counter(
     "ezat_edge_streams_committed_early_total",
     "Streams whose 200 and pings went out before their first byte (ping_interval passed)",

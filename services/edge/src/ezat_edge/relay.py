@@ -66,6 +66,16 @@ SSE_HEADERS = {"content-type": "text/event-stream; charset=utf-8", "cache-contro
 PUBLISHES = 2
 
 
+# How long a request waits for a translator to subscribe again (a rolling restart's gap).
+NO_TRANSLATOR_WAIT = 1.0
+_NO_TRANSLATOR = ReplyError(
+    status=529,
+    type="overloaded_error",
+    message="the gateway has no translator available; retry shortly",
+    retry_after=2,
+)
+
+
 class _OwnerLost(Exception):
     """The request's holder fell silent for ``OWNER_TIMEOUT`` before its first reply."""
 
@@ -143,9 +153,12 @@ class Relay:
             if publish == 1 or env.body_ref is not None:
                 # A claim is taken (read and deleted) by its reader: a new one for each publish.
                 env.body, env.body_ref = await self._claim(self.claims.pack(body))
-            await self.nc.publish(self.subjects.translate, envelopes.encode(env), reply=subject)
+            data = envelopes.encode(env)
+            await self.nc.publish(self.subjects.translate, data, reply=subject)
             try:
                 first = await self._first_reply(call, queue, held)
+                if first is _NO_TRANSLATOR:
+                    first = await self._await_translator(call, queue, held, data, subject)
             except TimeoutError:
                 # The client is told it failed: stop the request so it is neither run nor billed.
                 await self._cancel(call)
@@ -195,6 +208,25 @@ class Relay:
                 503, "the gateway could not move the request body; retry shortly", retry_after=2
             ) from None
 
+    async def _await_translator(
+        self, call: Call, queue: asyncio.Queue[Msg], held: Held, data: bytes, subject: str
+    ) -> envelopes.Reply | None:
+        """No translator subscribed when the request was published: during a rolling restart
+        the old one has left its queue group and the new one is about to join (milliseconds).
+        Publish again with backoff for up to ``NO_TRANSLATOR_WAIT`` before telling the client."""
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + NO_TRANSLATOR_WAIT
+        delay = 0.02
+        while loop.time() + delay < give_up:
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.25)
+            await self.nc.publish(self.subjects.translate, data, reply=subject)
+            first = await self._first_reply(call, queue, held)
+            if first is not _NO_TRANSLATOR:
+                return first
+        m.NO_TRANSLATOR.inc()
+        return _NO_TRANSLATOR
+
     async def _first_reply(
         self, call: Call, queue: asyncio.Queue[Msg], held: Held
     ) -> envelopes.Reply | None:
@@ -225,12 +257,7 @@ class Relay:
 
     def _decode(self, msg: Msg) -> envelopes.Reply:
         if bus.is_no_responders(msg):
-            return ReplyError(
-                status=529,
-                type="overloaded_error",
-                message="the gateway has no translator available; retry shortly",
-                retry_after=2,
-            )
+            return _NO_TRANSLATOR
         return envelopes.decode_reply(msg.data)
 
     async def _stream(
