@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ezat_common.lifecycle import pid_exists
+
 
 def _bin(name: str) -> str:
     here = Path(sys.executable).parent / name
@@ -170,10 +172,10 @@ class PostgresServer(Embedded):
         with contextlib.suppress(OSError):
             os.killpg(old, signal.SIGKILL)  # leftover backends of the dead postmaster
         deadline = time.monotonic() + wait
-        while _exists(old) and time.monotonic() < deadline:
+        while pid_exists(old) and time.monotonic() < deadline:
             time.sleep(0.05)  # init reaps the zombie; until then the lock file looks taken
         pidfile = self.folder / "postmaster.pid"
-        if _exists(old) and not _running(old):
+        if pid_exists(old) and not _running(old):
             # Still an unreaped zombie: it holds nothing, so its lock file can go.
             with contextlib.suppress(FileNotFoundError):
                 pidfile.unlink()
@@ -185,23 +187,13 @@ class PostgresServer(Embedded):
             self.server = None
 
 
-def _exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _running(pid: int) -> bool:
     """Alive and not a zombie (a zombie still answers ``kill(pid, 0)``)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read()
     except OSError:
-        return _exists(pid)  # no /proc (macOS): the signal check is all there is
+        return pid_exists(pid)  # no /proc (macOS): the signal check is all there is
     return stat[stat.rindex(b")") + 2 : stat.rindex(b")") + 3] not in (b"Z", b"X")
 
 

@@ -99,14 +99,15 @@ async def wait_turn(timeout: float = TAKE_OVER_WAIT) -> None:
     path = marker(pid)
     _announce("waiting")  # warm: the supervisor may now signal the old process
     deadline = time.monotonic() + timeout
-    while path is not None and not path.exists() and _exists(pid):
+    while path is not None and not path.exists() and pid_exists(pid):
         if time.monotonic() > deadline:
             log.warning("process %d did not stop taking work; taking work anyway", pid)
             return
         await asyncio.sleep(0.005)
 
 
-def _exists(pid: int) -> bool:
+def pid_exists(pid: int) -> bool:
+    """Whether a process ``pid`` exists (a zombie too; one of another user too)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
