@@ -4,45 +4,21 @@
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import AsyncIterator
 
-import nats
 import pytest
-from ezat_common import bus, envelopes
+from ezat_common import envelopes
 from ezat_common.envelopes import CancelRequest, Delivered, ReplyBody, ReplyEnd, ReplyHead
-from ezat_common.outbox import Outbox
-from ezat_common.subjects import Subjects
 from ezat_edge.deliveries import Deliveries
-from ezat_edge.relay import Relay
 from nats.aio.msg import Msg
 
-from .test_owner_liveness import BODY, STREAM_END, STREAM_START, Holder, _through_http
+from .test_owner_liveness import BODY, STREAM_END, STREAM_START, Holder, _through_http, holding
 
 
 @pytest.fixture
 async def holder(nats_url: str) -> AsyncIterator[Holder]:
-    nc = await nats.connect(nats_url)
-    subjects = Subjects(prefix=f"d{uuid.uuid4().hex[:10]}")
-    await Outbox(nc, subjects).ensure_stream()
-    inbox = bus.Inbox(nc, subjects, "edge-test")
-    await inbox.start()
-    relay = Relay(
-        nc,
-        subjects,
-        inbox,
-        bus.Claims(nc, subjects),
-        first_reply_timeout=30.0,
-        ping_interval=10.0,
-        idle_timeout=0.6,
-        owner_timeout=0.6,
-        deliveries=Deliveries(nc, subjects),
-    )
-    try:
-        yield Holder(nc, subjects, relay)
-    finally:
-        await nc.jetstream().delete_stream(subjects.outbox_stream)
-        await nc.close()
+    async with holding(nats_url, ping_interval=10.0, confirm=True) as h:
+        yield h
 
 
 def confirmed(h: Holder) -> list[str]:

@@ -8,6 +8,7 @@ that each case takes a second; the rule is the same at the default 3 s (tests/fa
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 import uuid
@@ -28,7 +29,9 @@ from ezat_common.envelopes import (
     ReplyError,
     ReplyHead,
 )
+from ezat_common.outbox import Outbox
 from ezat_common.subjects import Subjects
+from ezat_edge.deliveries import Deliveries
 from ezat_edge.relay import Call, Relay
 from ezat_edge.responses import Format
 from nats.aio.client import Client
@@ -85,10 +88,16 @@ class Holder:
             await asyncio.sleep(OWNER_TIMEOUT / 4)
 
 
-@pytest.fixture
-async def holder(nats_url: str) -> AsyncIterator[Holder]:
+@contextlib.asynccontextmanager
+async def holding(
+    nats_url: str, ping_interval: float = PING_INTERVAL, confirm: bool = False
+) -> AsyncIterator[Holder]:
+    """An edge relay on real NATS under a subject prefix of its own; ``confirm``: with the usage
+    outbox and delivery confirmations (tests/edge/test_deliveries.py)."""
     nc = await nats.connect(nats_url)
     subjects = Subjects(prefix=f"o{uuid.uuid4().hex[:10]}")
+    if confirm:
+        await Outbox(nc, subjects).ensure_stream()
     inbox = bus.Inbox(nc, subjects, "edge-test")
     await inbox.start()
     relay = Relay(
@@ -97,14 +106,23 @@ async def holder(nats_url: str) -> AsyncIterator[Holder]:
         inbox,
         bus.Claims(nc, subjects),
         first_reply_timeout=30.0,
-        ping_interval=PING_INTERVAL,
+        ping_interval=ping_interval,
         idle_timeout=OWNER_TIMEOUT,
         owner_timeout=OWNER_TIMEOUT,
+        deliveries=Deliveries(nc, subjects) if confirm else None,
     )
     try:
         yield Holder(nc, subjects, relay)
     finally:
+        if confirm:
+            await nc.jetstream().delete_stream(subjects.outbox_stream)
         await nc.close()
+
+
+@pytest.fixture
+async def holder(nats_url: str) -> AsyncIterator[Holder]:
+    async with holding(nats_url) as h:
+        yield h
 
 
 async def dies_first_time(h: Holder, env: ClientRequest, n: int) -> None:

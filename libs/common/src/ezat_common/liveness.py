@@ -12,8 +12,6 @@ the beat is one shared task per process, not a timer per request.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import time
 from typing import Any
@@ -21,6 +19,7 @@ from typing import Any
 from nats.aio.client import Client
 
 from . import envelopes
+from .periodic import Periodic
 
 log = logging.getLogger("ezat.liveness")
 
@@ -46,7 +45,7 @@ class Heartbeats:
         self._interval = interval
         # subject -> [monotonic time of its last beat, or of its opening; the encoded beat]
         self._held: dict[str, list[Any]] = {}
-        self._task: asyncio.Task[None] | None = None
+        self._beat = Periodic("heartbeats", interval / 2, self.beat_once)
 
     def __len__(self) -> int:
         return len(self._held)
@@ -62,15 +61,10 @@ class Heartbeats:
         self._held.pop(subject, None)
 
     def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="heartbeats")
+        self._beat.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._beat.stop()
 
     async def beat_once(self) -> int:
         """Beat every subject unbeaten for an interval; returns how many were beaten."""
@@ -85,11 +79,3 @@ class Heartbeats:
                 log.debug("heartbeat not sent: %s", type(exc).__name__)
                 break
         return len(beats)
-
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self._interval / 2)
-            try:
-                await self.beat_once()
-            except Exception:  # never let the beat die: every held request depends on it
-                log.exception("heartbeat round failed")

@@ -15,6 +15,7 @@ from ezat_common import bus, db, lifecycle, logs
 from ezat_common import metrics as common_metrics
 from ezat_common import subjects as subjects_mod
 from ezat_common.outbox import Outbox
+from ezat_common.periodic import Periodic
 from ezat_common.runtime import run_service
 from nats.aio.msg import Msg
 
@@ -106,9 +107,12 @@ async def serve(stop: asyncio.Event, settings: config.Settings | None = None) ->
     drainer = Drain(nc, subjects, outbox, handlers.row_for, write, confirm)
     handlers.barrier = drainer.barrier
     drain = asyncio.create_task(drainer.run(), name="billing-outbox-drain")
-    settler = asyncio.create_task(
-        settle.settle_forever(pool, settings.delivery_confirm), name="billing-settle"
+    settler = Periodic(
+        "billing-settle",
+        settle.SETTLE_EVERY,
+        functools.partial(settle.settle_round, pool, settings.delivery_confirm),
     )
+    settler.start()
     tasks = TaskSet()
     subs: list[Any] = [
         await nc.subscribe(
@@ -131,11 +135,9 @@ async def serve(stop: asyncio.Event, settings: config.Settings | None = None) ->
     await tasks.wait(settings.cfg.shutdown.drain_timeout)
     # Between batches or mid-batch alike: whatever was not acknowledged is redelivered later.
     drain.cancel()
-    settler.cancel()
+    await settler.stop()
     with contextlib.suppress(asyncio.CancelledError, Exception):
         await drain
-    with contextlib.suppress(asyncio.CancelledError, Exception):
-        await settler
     await batcher.stop(timeout=STOP_TIMEOUT)
     watcher.cancel()
     try:

@@ -13,7 +13,6 @@ rows (``SKIP LOCKED``).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Sequence
 
@@ -83,20 +82,18 @@ async def settle_due(pool: asyncpg.Pool, after: float, timeout: float = 10.0) ->
             return kept, voided
 
 
-async def settle_forever(pool: asyncpg.Pool, after: float) -> None:
-    while True:
-        await asyncio.sleep(SETTLE_EVERY)
-        try:
-            kept, voided = await settle_due(pool, after)
-            await pool.execute(_PRUNE, timeout=10.0)
-        except Exception as exc:  # PostgreSQL away: the next round settles what is due
-            log.warning("settling delivered records failed: %r", exc)
-            continue
-        if voided:
-            metrics.UNDELIVERED.inc(voided)
-            log.warning(
-                "re-marked %d complete records failed: their delivery was never confirmed",
-                voided,
-            )
-        if kept:
-            metrics.DELIVERED.inc(kept)
+async def settle_round(pool: asyncpg.Pool, after: float) -> None:
+    """One round (billing runs it every ``SETTLE_EVERY`` s, ``periodic.Periodic``)."""
+    try:
+        kept, voided = await settle_due(pool, after)
+        await pool.execute(_PRUNE, timeout=10.0)
+    except Exception as exc:  # PostgreSQL away: the next round settles what is due
+        log.warning("settling delivered records failed: %r", exc)
+        return
+    if voided:
+        metrics.UNDELIVERED.inc(voided)
+        log.warning(
+            "re-marked %d complete records failed: their delivery was never confirmed", voided
+        )
+    if kept:
+        metrics.DELIVERED.inc(kept)

@@ -14,11 +14,11 @@ as undelivered (not charged).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import uuid
 
 from ezat_common import bus, envelopes
+from ezat_common.periodic import Periodic
 from ezat_common.subjects import Subjects
 from nats.js.api import Header
 
@@ -37,27 +37,17 @@ class Deliveries:
         self._nc = nc
         self._subjects = subjects
         self._pending: list[str] = []
-        self._task: asyncio.Task[None] | None = None
+        self._flusher = Periodic("deliveries", FLUSH_INTERVAL, self.flush)
 
     def add(self, uid: str) -> None:
         self._pending.append(uid)
 
     def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="deliveries")
+        self._flusher.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._flusher.stop()
         await self.flush(retry_for=PUBLISH_TIMEOUT)
-
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(FLUSH_INTERVAL)
-            await self.flush()
 
     async def flush(self, retry_for: float = RETRY_FOR) -> bool:
         """Send what is pending; False if JetStream never confirmed it (then it is dropped)."""

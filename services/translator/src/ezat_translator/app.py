@@ -16,7 +16,8 @@ from ezat_common import bus, envelopes, lifecycle, logs, metrics
 from ezat_common.catalogue import Catalogue
 from ezat_common.config import load_config
 from ezat_common.errors import GatewayError
-from ezat_common.liveness import Heartbeats
+from ezat_common.liveness import OWNER_TIMEOUT, Heartbeats
+from ezat_common.periodic import Periodic
 from ezat_common.subjects import QUEUE_TRANSLATOR, from_env
 from nats.aio.msg import Msg
 
@@ -65,7 +66,8 @@ class Translator:
         await bus.serve_health(self.nc, s, "translator", self.check)
         self.beats.start()
         # Its own task, not in ``tasks``: those are the requests a stop waits for.
-        self._watcher = asyncio.create_task(self.chat.watch_forever())
+        self._watcher = Periodic("router-watch", OWNER_TIMEOUT / 6, self.chat.watch)
+        self._watcher.start()
 
     async def stop(self, drain_timeout: float) -> None:
         """Stop taking requests; keep relaying the OpenAI replies of those in flight until they
@@ -80,7 +82,7 @@ class Translator:
 
         left = await lifecycle.wait_idle(busy, drain_timeout)
         lifecycle.drain_log("translator", left, started)
-        self._watcher.cancel()
+        await self._watcher.stop()
         for task in [*self.tasks, *self.chat.tasks]:
             task.cancel()
         await self.chat.end_all(lifecycle.RESTARTING)

@@ -374,11 +374,3 @@ class ChatPath:
                 await self._publish_route(new, state, envelopes.decode_route_request(route))
             state.route = None  # sent again once only
         return len(lost)
-
-    async def watch_forever(self) -> None:
-        while True:
-            await asyncio.sleep(OWNER_TIMEOUT / 6)
-            try:
-                await self.watch()
-            except Exception:
-                log.exception("router liveness watch failed")
