@@ -107,7 +107,6 @@ async def holding(
         bus.Claims(nc, subjects),
         first_reply_timeout=30.0,
         ping_interval=ping_interval,
-        idle_timeout=OWNER_TIMEOUT,
         owner_timeout=OWNER_TIMEOUT,
         deliveries=Deliveries(nc, subjects) if confirm else None,
     )

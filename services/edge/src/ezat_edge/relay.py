@@ -10,7 +10,7 @@ broadcast follows a first-reply timeout: the client saw a 504, so the request mu
 
 Streams have one writer, this handler's loop. A watchdog task, started when ``ReplyHead`` arrives,
 queues a ping when nothing has been written for ``ping_interval`` (pings count as writes), and an
-end-of-stream marker when nothing has been *received* for ``idle_timeout``.
+end-of-stream marker when nothing has been *received* for ``owner_timeout``.
 
 Liveness (docs/reliability.md): whoever holds the request (translator, router) sends a
 ``Heartbeat`` while it has nothing else to send, so silence for ``OWNER_TIMEOUT`` means it died.
@@ -113,7 +113,6 @@ class Relay:
         claims: bus.Claims,
         first_reply_timeout: float,
         ping_interval: float,
-        idle_timeout: float = OWNER_TIMEOUT,
         owner_timeout: float = OWNER_TIMEOUT,
         deliveries: Deliveries | None = None,
     ) -> None:
@@ -123,7 +122,6 @@ class Relay:
         self.claims = claims
         self.first_reply_timeout = first_reply_timeout
         self.ping_interval = ping_interval
-        self.idle_timeout = idle_timeout
         self.owner_timeout = owner_timeout
         self.holder = Holder(nc, subjects, inbox)
         self.deliveries = deliveries
@@ -381,15 +379,15 @@ class Relay:
 
     async def _watchdog(self, call: Call, queue: asyncio.Queue[Msg], state: _StreamState) -> None:
         """Queue a ping ``ping_interval`` after the last write, and an end to streams whose
-        upstream went silent for ``idle_timeout``. It never writes itself: the handler's loop is
-        the only writer, so nothing races ``write_eof``."""
+        holder went silent for ``owner_timeout`` (heartbeats count). It never writes itself: the
+        handler's loop is the only writer, so nothing races ``write_eof``."""
         while True:
             now = time.monotonic()
-            wake = min(state.written + self.ping_interval, state.received + self.idle_timeout)
+            wake = min(state.written + self.ping_interval, state.received + self.owner_timeout)
             if wake > now:
                 await asyncio.sleep(wake - now)
                 now = time.monotonic()
-            if now - state.received >= self.idle_timeout:
+            if now - state.received >= self.owner_timeout:
                 queue.put_nowait(_IDLE)  # type: ignore[arg-type]
                 return
             if now - state.written >= self.ping_interval:
