@@ -159,6 +159,16 @@ class Inbox:
         self._queues.pop(token, None)
         self._queues.pop(ACK + token, None)
 
+    async def stop(self) -> None:
+        """Unsubscribe (an inbox of one request's lifetime, e.g. its image downloads)."""
+        self._queues.clear()
+        if self._sub is not None:
+            try:
+                await self._sub.unsubscribe()
+            except Exception as exc:  # the connection is gone; so is the subscription
+                log.debug("inbox not unsubscribed: %s", type(exc).__name__)
+            self._sub = None
+
 
 def is_no_responders(msg: Msg) -> bool:
     return bool(msg.headers) and msg.headers.get("Status") == "503"  # type: ignore[union-attr]

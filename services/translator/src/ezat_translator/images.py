@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import itertools
 import logging
 import uuid
 from typing import Any
@@ -29,7 +28,6 @@ from ezat_common import bus, envelopes, liveness
 from ezat_common.errors import GatewayError
 from ezat_common.subjects import Subjects
 from nats.aio.client import Client
-from nats.aio.msg import Msg
 
 from .core.openai_messages import ImageUrlPart
 
@@ -70,7 +68,8 @@ async def inline_images(
     uid = uid or f"images-{uuid.uuid4().hex}"
     loop = asyncio.get_running_loop()
     deadline = loop.time() + FETCH_DEADLINE
-    answers = _Answers(nc)
+    # The replies (and heartbeats) of this request's downloads, one queue per download.
+    answers = bus.Inbox(nc, subjects, f"images-{uuid.uuid4().hex[:16]}")
     await answers.start()
     # Downloads run concurrently; the 32 MB budget is checked as each one arrives, and the first
     # failure (or the budget running out) cancels the downloads still running.
@@ -121,43 +120,6 @@ def _block(body: dict[str, Any], part: ImageUrlPart) -> dict[str, Any]:
     return block
 
 
-class _Answers:
-    """One wildcard reply subscription per request; each download listens on its own token."""
-
-    def __init__(self, nc: Client) -> None:
-        self._nc = nc
-        self._prefix = nc.new_inbox()
-        self._seq = itertools.count(1)
-        self._queues: dict[str, asyncio.Queue[Msg]] = {}
-        self._sub: Any = None
-
-    async def start(self) -> None:
-        self._sub = await self._nc.subscribe(self._prefix + ".*", cb=self._on_msg)
-
-    async def stop(self) -> None:
-        self._queues.clear()
-        if self._sub is not None:
-            try:
-                await self._sub.unsubscribe()
-            except Exception as exc:  # the connection is gone; so is the subscription
-                log.debug("answer inbox not unsubscribed: %s", type(exc).__name__)
-            self._sub = None
-
-    async def _on_msg(self, msg: Msg) -> None:
-        queue = self._queues.get(msg.subject.rsplit(".", 1)[-1])
-        if queue is not None:
-            queue.put_nowait(msg)
-
-    def open(self) -> tuple[str, str, asyncio.Queue[Msg]]:
-        token = str(next(self._seq))
-        queue: asyncio.Queue[Msg] = asyncio.Queue()
-        self._queues[token] = queue
-        return token, f"{self._prefix}.{token}", queue
-
-    def close(self, token: str) -> None:
-        self._queues.pop(token, None)
-
-
 def _unavailable(part: ImageUrlPart, retry_after: float = 2) -> GatewayError:
     return GatewayError(
         503,
@@ -171,7 +133,7 @@ async def _fetch(
     nc: Client,
     subjects: Subjects,
     claims: bus.Claims,
-    answers: _Answers,
+    answers: bus.Inbox,
     deadline: float,
     request_id: str,
     key_id: str,
