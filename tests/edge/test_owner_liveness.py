@@ -329,3 +329,16 @@ async def test_with_no_translator_at_all_the_client_gets_a_retryable_error(
     assert resp.status == 529
     assert "no translator available" in str(error_of(resp)["message"])
     assert 0.5 < time.monotonic() - started < 2.0
+
+
+async def test_a_request_no_router_took_is_published_again(holder: Holder) -> None:
+    """The translator found no router (a router's rolling restart): published again, answered."""
+
+    async def no_router_first(h: Holder, env: ClientRequest, n: int) -> None:
+        reply = envelopes.NO_ROUTER if n == 1 else ReplyBody(status=200, data=BODY)
+        await h.send(env, reply)
+
+    await holder.behave(no_router_first)
+    resp = await holder.relay.run(holder.call(), b"{}")
+    assert (resp.status, resp.body) == (200, BODY)  # type: ignore[attr-defined]
+    assert len(holder.received) == 2

@@ -163,6 +163,16 @@ OWNER_LOST = ReplyError(
 )
 
 
+# No router subscribed when the translator published the route (none runs, or a rolling restart's
+# gap of milliseconds): the edge publishes the request again for a while before showing it.
+NO_ROUTER = ReplyError(
+    status=529,
+    type="overloaded_error",
+    message="no router is available to run the request; retry shortly",
+    retry_after=2,
+)
+
+
 Reply = ReplyHead | ReplyChunk | ReplyEnd | ReplyBody | ReplyError | Heartbeat
 
 

@@ -25,9 +25,9 @@ OWNER_LOST = Counter(
     "failed after the retry, or a started stream ended with an error",
     ["outcome"],
 )
-NO_TRANSLATOR = Counter(
+NO_RESPONDER = Counter(
     "ezat_edge_no_translator_total",
-    "Requests answered 529/503 because no translator subscribed for a second (none running)",
+    "Requests answered 529/503 because no translator (or router) subscribed for a second",
 )
 STREAMS_COMMITTED_EARLY = Counter(
     "ezat_edge_streams_committed_early_total",

@@ -34,6 +34,7 @@ from typing import Literal, TypeVar
 from aiohttp import web
 from ezat_common import bus, envelopes
 from ezat_common.envelopes import (
+    NO_ROUTER,
     OWNER_LOST,
     UNRECORDED,
     Heartbeat,
@@ -66,14 +67,20 @@ SSE_HEADERS = {"content-type": "text/event-stream; charset=utf-8", "cache-contro
 PUBLISHES = 2
 
 
-# How long a request waits for a translator to subscribe again (a rolling restart's gap).
-NO_TRANSLATOR_WAIT = 1.0
+# How long a request waits for a translator or router to subscribe again (a rolling restart).
+NO_RESPONDER_WAIT = 1.0
 _NO_TRANSLATOR = ReplyError(
     status=529,
     type="overloaded_error",
     message="the gateway has no translator available; retry shortly",
     retry_after=2,
 )
+
+
+def _nobody_took(reply: envelopes.Reply | None, env: envelopes.ClientRequest) -> bool:
+    """No translator (NATS's no-responders) or no router (the translator's ``NO_ROUTER``) took
+    the request, and publishing it again is safe: its body is inline (a claim is read once)."""
+    return reply is _NO_TRANSLATOR or (reply == NO_ROUTER and env.body_ref is None)
 
 
 class _OwnerLost(Exception):
@@ -155,8 +162,8 @@ class Relay:
             await self.nc.publish(self.subjects.translate, data, reply=subject)
             try:
                 first = await self._first_reply(call, queue, held)
-                if first is _NO_TRANSLATOR:
-                    first = await self._await_translator(call, queue, held, data, subject)
+                if _nobody_took(first, env):
+                    first = await self._await_responder(call, queue, held, data, subject, env)
             except TimeoutError:
                 # The client is told it failed: stop the request so it is neither run nor billed.
                 await self._cancel(call)
@@ -206,24 +213,32 @@ class Relay:
                 503, "the gateway could not move the request body; retry shortly", retry_after=2
             ) from None
 
-    async def _await_translator(
-        self, call: Call, queue: asyncio.Queue[Msg], held: Held, data: bytes, subject: str
+    async def _await_responder(
+        self,
+        call: Call,
+        queue: asyncio.Queue[Msg],
+        held: Held,
+        data: bytes,
+        subject: str,
+        env: envelopes.ClientRequest,
     ) -> envelopes.Reply | None:
-        """No translator subscribed when the request was published: during a rolling restart
-        the old one has left its queue group and the new one is about to join (milliseconds).
-        Publish again with backoff for up to ``NO_TRANSLATOR_WAIT`` before telling the client."""
+        """No translator, or no router behind it, subscribed when the request was published:
+        during a rolling restart the old replica has left its queue group and the new one is
+        about to join (milliseconds). Publish again with backoff for up to
+        ``NO_RESPONDER_WAIT`` before telling the client."""
         loop = asyncio.get_running_loop()
-        give_up = loop.time() + NO_TRANSLATOR_WAIT
+        give_up = loop.time() + NO_RESPONDER_WAIT
         delay = 0.02
+        first: envelopes.Reply | None = None
         while loop.time() + delay < give_up:
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.25)
             await self.nc.publish(self.subjects.translate, data, reply=subject)
             first = await self._first_reply(call, queue, held)
-            if first is not _NO_TRANSLATOR:
+            if not _nobody_took(first, env):
                 return first
-        m.NO_TRANSLATOR.inc()
-        return _NO_TRANSLATOR
+        m.NO_RESPONDER.inc()
+        return first
 
     async def _first_reply(
         self, call: Call, queue: asyncio.Queue[Msg], held: Held

@@ -208,9 +208,7 @@ class Translator:
             edge_inbox = found
         else:
             edge_inbox = rest
-        err = GatewayError(529, "no router is available to run the request; retry shortly")
-        err.retry_after = 2
-        await self.reply_error(edge_inbox, err)
+        await self.nc.publish(edge_inbox, envelopes.encode(envelopes.NO_ROUTER))
 
 
 async def main(stop: asyncio.Event) -> None:
