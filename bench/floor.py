@@ -40,8 +40,9 @@ import nats.errors
 from aiohttp import web
 from ezat_common import bus, envelopes
 from ezat_common.envelopes import UsageRecord
-from ezat_common.outbox import ACK_TIMEOUT, Outbox, acknowledged
+from ezat_common.outbox import Outbox, acknowledged
 from ezat_common.runtime import run_service
+from ezat_common.settlement import ACK_TIMEOUT
 from ezat_common.sse import SseError, SseParser
 from ezat_common.subjects import from_env
 from ezat_edge.relay import SSE_HEADERS, SseResponse

@@ -1,4 +1,4 @@
-"""The edge holds a final reply until its usage is durable (RouteRequest.ack_to, SPEC §6).
+"""The edge holds a final reply until its usage is durable (docs/billing.md, ezat_common.settling).
 
 Real NATS and JetStream, the edge's real ``Relay``; a fake router answers on the translate subject
 the way the real one does for an Anthropic request, and a fake billing answers (or not) on the
@@ -20,11 +20,12 @@ import nats
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
-from ezat_common import bus, envelopes, outbox
+from ezat_common import bus, envelopes
 from ezat_common.envelopes import ClientRequest, ReplyBody, ReplyEnd, ReplyHead, UsageRecord
 from ezat_common.outbox import Outbox
+from ezat_common.settlement import DURABLE_DEADLINE
+from ezat_common.settling import Held
 from ezat_common.subjects import Subjects
-from ezat_edge.held import Held
 from ezat_edge.relay import Call, Relay, SseResponse
 from nats.aio.client import Client
 from nats.aio.msg import Msg
@@ -70,7 +71,6 @@ class Edge:
 
         async def on_request(msg: Msg) -> None:
             env = envelopes.decode_client_request(msg.data)
-            assert env.ack_to, "the edge must offer an acknowledgement subject"
             rec = UsageRecord(
                 request_id=env.request_id,
                 uid=env.uid,
@@ -98,7 +98,7 @@ class Edge:
 
 async def outbox_acks(edge: Edge, env: ClientRequest, usage: bytes) -> None:
     """The real thing: JetStream stores the record and acknowledges to the edge."""
-    assert await edge.outbox.publish(env.uid, usage, env.ack_to, timeout=2.0)
+    assert await edge.outbox.publish(env.uid, usage, bus.ack_subject_of(env.reply_to), timeout=2.0)
 
 
 async def ack_overtakes(edge: Edge, env: ClientRequest, usage: bytes) -> None:
@@ -110,7 +110,7 @@ async def ack_overtakes(edge: Edge, env: ClientRequest, usage: bytes) -> None:
 async def outbox_refuses(edge: Edge, env: ClientRequest, usage: bytes) -> None:
     """JetStream answers with an error (e.g. the stream is full: discard new)."""
     error = {"error": {"code": 503, "err_code": 10077, "description": "maximum messages exceeded"}}
-    await edge.nc.publish(env.ack_to, json.dumps(error).encode())
+    await edge.nc.publish(bus.ack_subject_of(env.reply_to), json.dumps(error).encode())
 
 
 async def outbox_silent(edge: Edge, env: ClientRequest, usage: bytes) -> None:
@@ -181,7 +181,7 @@ async def test_a_record_nobody_can_store_withholds_the_body(edge: Edge) -> None:
     error = json.loads(resp.body)["error"]
     assert error["type"] == "api_error" and "not charged" in error["message"]
     # Bounded: the outbox's second, then billing within the 2 s deadline.
-    assert time.monotonic() - started < outbox.DURABLE_DEADLINE + 1.0
+    assert time.monotonic() - started < DURABLE_DEADLINE + 1.0
 
 
 async def test_a_client_leaving_while_the_record_is_stored_does_not_lose_it(edge: Edge) -> None:
@@ -193,7 +193,7 @@ async def test_a_client_leaving_while_the_record_is_stored_does_not_lose_it(edge
     with pytest.raises(asyncio.CancelledError):
         await handler
     # The confirmation goes on without the client: past the outbox's second, billing stores it.
-    deadline = time.monotonic() + outbox.DURABLE_DEADLINE + 1.0
+    deadline = time.monotonic() + DURABLE_DEADLINE + 1.0
     while not edge.billed and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
     assert [r.uid for r in edge.billed] == [call.envelope.uid]
@@ -262,8 +262,8 @@ async def test_a_final_reply_left_unread_by_a_departed_client_is_still_confirmed
     uid = uuid.uuid4().hex
     held, queue = await _queued_final(edge, _record(uid))
     edge.relay.holder.close(queue, held)
-    assert held.handed_off
-    await edge.relay.holder.settle(timeout=outbox.DURABLE_DEADLINE + 1)
+    assert held.settlement.handed_off
+    await edge.relay.holder.settle(timeout=DURABLE_DEADLINE + 1)
     assert [r.uid for r in edge.billed] == [uid]
     # The token is closed once the confirmation is over.
     assert not edge.relay.holder.confirming
@@ -277,5 +277,5 @@ async def test_a_rescued_final_still_hears_a_late_puback(edge: Edge) -> None:
     await asyncio.sleep(0.2)
     ack = {"stream": edge.subjects.outbox_stream, "seq": 1}
     await edge.nc.publish(edge.relay.inbox.ack_subject(held.token), json.dumps(ack).encode())
-    await edge.relay.holder.settle(timeout=outbox.DURABLE_DEADLINE + 1)
+    await edge.relay.holder.settle(timeout=DURABLE_DEADLINE + 1)
     assert edge.billed == []

@@ -17,7 +17,7 @@ from typing import Any, Literal
 import msgspec
 import nats
 import pytest
-from ezat_common import envelopes, outbox
+from ezat_common import bus, envelopes, outbox
 from ezat_common.config import Config, DeploymentConfig, ModelConfig, Price, RouterConfig
 from ezat_common.envelopes import (
     CancelRequest,
@@ -571,16 +571,16 @@ async def test_cancelled_count_tokens_records_nothing(nats_url: str, stopping: b
         assert stack.service.billing.pending == 0
 
 
-# ---- a receiver that holds the final reply itself (RouteRequest.ack_to) ------------------------
+# ---- an edge that holds the final reply itself (RouteRequest.client_reply_to) -----------------
 
 
 async def _held_exchange(
     stack: Stack, req: RouteRequest, wait: float = 5.0
 ) -> tuple[list[Reply], Msg | None]:
-    """Route ``req`` with an ``ack_to`` subject; its replies and the message sent to ``ack_to``
-    (None if nothing came within ``wait`` seconds)."""
+    """Route ``req`` from an edge (``client_reply_to``); its replies and the message sent to the
+    edge's acknowledgement subject (None if nothing came within ``wait`` seconds)."""
     acks: asyncio.Queue[Msg] = asyncio.Queue()
-    sub = await stack.nc.subscribe(req.ack_to, cb=acks.put)
+    sub = await stack.nc.subscribe(bus.ack_subject_of(req.client_reply_to), cb=acks.put)
     try:
         replies = await stack.send(req)
         try:
@@ -592,7 +592,7 @@ async def _held_exchange(
     return replies, ack
 
 
-async def test_with_ack_to_the_final_reply_carries_the_record_and_the_outbox_acks_the_receiver(
+async def test_from_an_edge_the_final_reply_carries_the_record_and_the_outbox_acks_the_edge(
     nats_url: str,
 ) -> None:
     async with running_stack(nats_url, [("a", "eu")], billing="silent") as stack:
@@ -600,7 +600,8 @@ async def test_with_ack_to_the_final_reply_carries_the_record_and_the_outbox_ack
         up.scripts["a"] = up.by_stream(up.sse(STREAM_WRITES, gap=0.01), up.json(RESPONSE))
         for stream in (True, False):
             body = BODY if stream else BODY.replace(b"true", b"false")
-            req = stack.request(stream=stream, body=body, ack_to=f"_INBOX.test.{uuid.uuid4().hex}")
+            req = stack.request(stream=stream, body=body)
+            req.client_reply_to = req.reply_to
             replies, ack = await _held_exchange(stack, req)
             final = replies[-1]
             assert isinstance(final, ReplyEnd if stream else ReplyBody), final
@@ -621,7 +622,7 @@ async def test_with_ack_to_the_final_reply_carries_the_record_and_the_outbox_ack
         assert "ack" not in stack.timeline
 
 
-async def test_with_ack_to_and_no_outbox_the_receiver_hears_it_was_not_stored(
+async def test_from_an_edge_with_no_outbox_the_edge_hears_it_was_not_stored(
     nats_url: str,
 ) -> None:
     async with running_stack(nats_url, [("a", "eu")], billing="silent") as stack:
@@ -631,11 +632,8 @@ async def test_with_ack_to_and_no_outbox_the_receiver_hears_it_was_not_stored(
             name=stack.subjects.outbox_stream, subjects=[f"{prefix}.elsewhere"]
         )
         stack.upstream.scripts["a"] = stack.upstream.json(RESPONSE)
-        req = stack.request(
-            stream=False,
-            body=BODY.replace(b"true", b"false"),
-            ack_to=f"_INBOX.test.{uuid.uuid4().hex}",
-        )
+        req = stack.request(stream=False, body=BODY.replace(b"true", b"false"))
+        req.client_reply_to = req.reply_to
         replies, ack = await _held_exchange(stack, req, wait=1.0)
         final = replies[-1]
         # The router cannot know: it sends the held body; the receiver gets no acknowledgement
@@ -645,7 +643,7 @@ async def test_with_ack_to_and_no_outbox_the_receiver_hears_it_was_not_stored(
         assert ack is None or not outbox.acknowledged(ack, stack.subjects.outbox_stream)
 
 
-async def test_without_ack_to_nothing_rides_with_the_final_reply(nats_url: str) -> None:
+async def test_with_no_edge_to_hold_it_nothing_rides_with_the_final_reply(nats_url: str) -> None:
     async with running_stack(nats_url, [("a", "eu")]) as stack:
         stack.upstream.scripts["a"] = stack.upstream.sse(STREAM_WRITES, gap=0.01)
         replies = await stack.send(stack.request())

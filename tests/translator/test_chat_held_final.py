@@ -1,5 +1,5 @@
 """The chat path keeps the router's ``usage`` on the final reply it converts: the edge holds the
-converted end / body until that record is durable (RouteRequest.ack_to, docs/billing.md)."""
+converted end / body until that record is durable (docs/billing.md, ezat_common.settling)."""
 
 from __future__ import annotations
 

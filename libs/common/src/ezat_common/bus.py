@@ -147,8 +147,8 @@ class Inbox:
         return token, f"{self._prefix}.{token}", queue
 
     def ack_subject(self, token: str) -> str:
-        """Where the usage outbox acknowledges this request's record (``RouteRequest.ack_to``);
-        its messages arrive in the request's queue, told apart by ``is_ack``."""
+        """Where the usage outbox acknowledges this request's record (``ack_subject_of`` its
+        reply subject); its messages arrive in the request's queue, told apart by ``is_ack``."""
         return self._ack_prefix + token
 
     def is_ack(self, msg: Msg) -> bool:
@@ -168,6 +168,14 @@ class Inbox:
             except Exception as exc:  # the connection is gone; so is the subscription
                 log.debug("inbox not unsubscribed: %s", type(exc).__name__)
             self._sub = None
+
+
+def ack_subject_of(reply_subject: str) -> str:
+    """The acknowledgement subject of an inbox reply subject (``Inbox.open``): where the router
+    has the outbox acknowledge a request's usage record to the edge that holds its final reply
+    (docs/billing.md). Derived, so no envelope carries it."""
+    prefix, _, token = reply_subject.rpartition(".")
+    return f"{prefix}.{ACK}{token}"
 
 
 def is_no_responders(msg: Msg) -> bool:

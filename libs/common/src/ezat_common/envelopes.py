@@ -41,10 +41,6 @@ class ClientRequest(Struct, kw_only=True, tag_field="t", tag="client_request"):
     body_ref: str | None = None
     session: str | None = None
     cache: str | None = None
-    # Where the usage outbox may acknowledge this request's record: the edge holds the final
-    # reply until that acknowledgement (or billing's) arrives (SPEC §6); empty (an older edge):
-    # the router holds it.
-    ack_to: str = ""
     beta: str | None = None
 
 
@@ -72,14 +68,10 @@ class RouteRequest(Struct, kw_only=True, tag_field="t", tag="route_request"):
     # The largest cache_control TTL the request uses ("5m" or "1h"), for the affinity binding.
     cache_ttl: str | None = None
     beta: str | None = None
-    # Where cancellation of the client must be heard; the edge's inbox of this request.
+    # The edge's reply subject of this request: where cancellation of the client is heard, and
+    # (``bus.ack_subject_of`` it) where the outbox acknowledges the usage record to the edge,
+    # which holds the final event (docs/billing.md). Empty: the router holds it.
     client_reply_to: str = ""
-    # Non-empty: publish the usage record to the outbox with this reply subject and send the final
-    # reply at once, carrying the record in ``usage`` (the translator keeps it on the reply it
-    # converts); the edge listening here holds the final event until the outbox's acknowledgement
-    # arrives (or stores ``usage`` through billing itself). Empty: the router waits for the
-    # acknowledgement before it sends the final reply.
-    ack_to: str = ""
 
 
 class ReplyHead(Struct, kw_only=True, tag_field="t", tag="head"):
@@ -96,24 +88,28 @@ class ReplyChunk(Struct, kw_only=True, tag_field="t", tag="chunk"):
     data: bytes
 
 
-class ReplyEnd(Struct, kw_only=True, tag_field="t", tag="end"):
-    """Final SSE bytes of a stream, released only after billing acknowledged the usage: by the
-    router before sending it, or (``usage`` non-empty) by the receiver (``RouteRequest.ack_to``)."""
+class _Final(Struct, kw_only=True):
+    """A final reply that completes a request, released only once its usage is durable
+    (``ezat_common.settlement``)."""
 
-    data: bytes = b""
-    # The encoded UsageRecord this final reply waits for (held by the receiver); empty: durable.
+    # The one field of the final-event rule: the encoded UsageRecord the receiver holds this
+    # reply for until the outbox (or billing) confirms it; empty: the sender made it durable.
     usage: bytes = b""
 
 
-class ReplyBody(Struct, kw_only=True, tag_field="t", tag="body"):
+class ReplyEnd(_Final, kw_only=True, tag_field="t", tag="end"):
+    """Final SSE bytes of a stream."""
+
+    data: bytes = b""
+
+
+class ReplyBody(_Final, kw_only=True, tag_field="t", tag="body"):
     """A complete JSON response (non-streaming); final."""
 
     status: int = 200
     headers: dict[str, str] = {}
     data: bytes = b""
     data_ref: str | None = None
-    # As ReplyEnd.usage: non-empty when the receiver must hold this body until it is durable.
-    usage: bytes = b""
 
 
 class ReplyError(Struct, kw_only=True, tag_field="t", tag="error"):

@@ -35,11 +35,6 @@ log = logging.getLogger("ezat.outbox")
 
 DUPLICATE_WINDOW = 15 * 60.0  # seconds: longer than any retry of one record
 MAX_AGE = 14 * 24 * 3600.0  # an outage longer than two weeks needs an operator anyway
-# Whoever holds a final event (router or edge) waits this long for the outbox's PubAck, and then
-# gives billing's request/reply what is left of DURABLE_DEADLINE; past it the request fails
-# uncharged (docs/billing.md).
-ACK_TIMEOUT = 1.0
-DURABLE_DEADLINE = 2.0
 
 
 class _PubAck(Struct):

@@ -3,7 +3,8 @@
 Replies arrive on this process's inbox (one wildcard subscription, a queue per request). The
 sequence is ``ReplyHead`` -> ``ReplyChunk``* -> a final ``ReplyEnd``/``ReplyError`` for streams, or
 a single ``ReplyBody``/``ReplyError``. Chunks are written as they arrive: nothing is buffered.
-A final reply carrying its usage record is released only once that record is durable (held.py).
+A final reply carrying its usage record is released only once that record is durable
+(``ezat_common.settling``, docs/billing.md).
 A client that goes away cancels the handler; we broadcast a ``CancelRequest`` (carrying the
 request's ``uid``, its gateway-internal identity) so the router stops the upstream call. The same
 broadcast follows a first-reply timeout: the client saw a 504, so the request must not run on.
@@ -46,12 +47,12 @@ from ezat_common.envelopes import (
 )
 from ezat_common.errors import GatewayError
 from ezat_common.liveness import OWNER_TIMEOUT
+from ezat_common.settling import Held, Holder
 from ezat_common.subjects import Subjects
 from nats.aio.msg import Msg
 
 from . import metrics as m
 from .deliveries import Deliveries
-from .held import Held, Holder
 from .ids import new_uid
 from .responses import JSON, Format, error_response, stream_error_frame
 
@@ -130,7 +131,7 @@ class Relay:
         self.first_reply_timeout = first_reply_timeout
         self.ping_interval = ping_interval
         self.owner_timeout = owner_timeout
-        self.holder = Holder(nc, subjects, inbox)
+        self.holder = Holder(nc, subjects, inbox, m.USAGE_FALLBACKS.inc)
         self.deliveries = deliveries
 
     async def run(self, call: Call, body: bytes) -> web.StreamResponse:
@@ -152,7 +153,6 @@ class Relay:
         token, subject, queue = self.inbox.open()
         env = call.envelope
         env.reply_to = subject
-        env.ack_to = self.inbox.ack_subject(token)
         held = Held(token)
         try:
             if publish == 1 or env.body_ref is not None:
@@ -246,7 +246,7 @@ class Relay:
         """The first reply, within ``first_reply_timeout`` (TimeoutError), and while its holder
         is heard from (else ``_OwnerLost``); None when a stream waited ``ping_interval`` for it
         and is to be committed now. An outbox acknowledgement that overtook the final reply it
-        belongs to is kept in ``held``."""
+        belongs to goes to ``held``'s settlement."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.first_reply_timeout
         commit_at = call.started + self.ping_interval
@@ -260,7 +260,7 @@ class Relay:
                     raise _OwnerLost from None
                 raise
             if self.inbox.is_ack(msg):
-                held.ack = msg
+                self.holder.ack(held, msg)
                 continue
             reply = self._decode(msg)
             if type(reply) is not Heartbeat:
@@ -356,7 +356,7 @@ class Relay:
             if msg is _PING:
                 ping = True
             elif self.inbox.is_ack(msg):
-                held.ack = msg  # overtook the ReplyEnd it acknowledges
+                self.holder.ack(held, msg)  # overtook the ReplyEnd it acknowledges
             else:
                 state.received = time.monotonic()
                 reply = self._decode(msg)

@@ -1,19 +1,16 @@
 """Usage records made durable before the final event: the JetStream outbox first, billing's
-request/reply when JetStream cannot take them.
+request/reply when JetStream cannot take them (the rule: ``ezat_common.settlement``, carried out
+by ``ezat_common.settling``; docs/billing.md).
 
-``record`` returns True once the record is durable, which is what releases the final event (SPEC
-§6). The fast path publishes the encoded record to the outbox stream (file storage, ``Nats-Msg-Id``
-= the request's identity, its uid) and waits for JetStream's PubAck: ~0.6 ms p50, where a PostgreSQL
-commit measured ~7 ms p50 on this machine kind (docs/billing.md). Billing drains the stream into
-PostgreSQL idempotently. When JetStream does not confirm, billing's request/reply (a PostgreSQL
-group commit) is tried with the time left. Everything is bounded by ``outbox.DURABLE_DEADLINE``
-(2 s): past it the request is reported failed and not charged.
+``publish_held`` is the usual path (docs/performance.md): the record goes to the outbox with its
+PubAck addressed to the edge that holds the final reply (``bus.ack_subject_of`` the edge's reply
+subject), and the final reply leaves at once carrying the record, so the edge settles it. The
+router then waits for nothing: one NATS hop and one wake-up less on the way to the final event.
 
-``publish_held`` is the overlapped variant (SPEC §10) used when the edge holds the final reply
-itself (``RouteRequest.ack_to``): the record goes to the outbox with the PubAck addressed to the
-edge, and the final reply leaves at once carrying the record, so the edge can ask billing
-directly when the outbox does not confirm. The router then waits for nothing: one NATS hop and
-one wake-up less on the way to the final event.
+``record`` settles a record here, for a final reply no edge holds (no edge reply subject, or the
+outbox publish failed): the outbox's PubAck (~0.6 ms p50, where a PostgreSQL commit measured
+~7 ms p50 on this machine kind), else billing's request/reply with the time left, all within
+``DURABLE_DEADLINE`` (2 s); past it the request is reported failed and not charged.
 
 ``record_later`` is for records nobody waits on (client gone, request failed): a ``client_closed``
 record is billable, so it is not given up after one bounded attempt. It is retried with backoff
@@ -30,7 +27,9 @@ import logging
 
 from ezat_common import envelopes
 from ezat_common.envelopes import UsageRecord
-from ezat_common.outbox import ACK_TIMEOUT, DURABLE_DEADLINE, Outbox, store_directly
+from ezat_common.outbox import Outbox
+from ezat_common.settlement import ACK_TIMEOUT, DURABLE_DEADLINE, Settlement
+from ezat_common.settling import PutAck, Settler
 from ezat_common.subjects import Subjects
 from nats.aio.client import Client
 
@@ -57,8 +56,7 @@ class Billing:
         retry_max: float = RETRY_MAX,
         retry_for: float = RETRY_FOR,
     ) -> None:
-        self._nc = nc
-        self._subject = subjects.usage_record
+        self._settler = Settler(nc, subjects)
         self._deadline = deadline
         self._outbox_timeout = min(outbox_timeout, deadline)
         self._outbox = outbox if outbox is not None else Outbox(nc, subjects)
@@ -73,22 +71,12 @@ class Billing:
 
     async def record(self, rec: UsageRecord) -> bool:
         """True once the record is durable (the outbox or PostgreSQL); False on any failure."""
-        loop = asyncio.get_running_loop()
-        end = loop.time() + self._deadline
         data = envelopes.encode(rec)
         uid = envelopes.identity(rec.uid, rec.request_id)
-        if await self._outbox.put(uid, data, timeout=self._outbox_timeout):
-            return True
-        problem = await store_directly(self._nc, self._subject, data, end - loop.time())
-        if problem is not None:
-            log.warning(
-                "usage not made durable: %s",
-                problem,
-                extra={"fields": {"status": rec.status, "uid": uid}},
-            )
-            return False
-        log.info("usage stored by billing directly (outbox unavailable)")
-        return True
+        s = Settlement(self._outbox_timeout, self._deadline)
+        decision = s.final(asyncio.get_running_loop().time())
+        acks = PutAck(self._outbox, uid, data)
+        return await self._settler.run(s, decision, data, acks, {"status": rec.status, "uid": uid})
 
     async def publish_held(self, rec: UsageRecord, ack_to: str) -> bytes | None:
         """Send the record to the outbox with its PubAck addressed to ``ack_to`` (the process that

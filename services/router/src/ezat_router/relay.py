@@ -4,9 +4,9 @@ The streaming loop is thin: read whatever has arrived, parse it (``core.sse``), 
 step (``core.stream``), publish the result as ONE ``ReplyChunk`` per read. Coalescing is only of
 what already arrived; the loop never waits for more. The first read's bytes ride in ``ReplyHead``
 (headers and data in one publish): from then on the response belongs to this deployment (no
-failover). message_stop is held until billing acknowledged the usage record, then released as
-``ReplyEnd``; or, when the edge holds it itself (``RouteRequest.ack_to``), sent at once with the
-record while the outbox acknowledges to the edge.
+failover). message_stop goes out as ``ReplyEnd`` at once, carrying its usage record, while the
+outbox acknowledges the record to the edge that holds the final event (``ezat_common.settling``);
+with no edge to hold it, only once the record is durable.
 
 Every method returns ``None`` once it published the final reply, or a ``Failure`` for the
 router to fail over on (if nothing was sent yet) or to report.
@@ -18,7 +18,7 @@ import asyncio
 from collections.abc import Callable
 
 from ezat_common import envelopes
-from ezat_common.bus import Claims
+from ezat_common.bus import Claims, ack_subject_of
 from ezat_common.config import RouterConfig
 from ezat_common.envelopes import (
     UNRECORDED,
@@ -230,10 +230,12 @@ class Relay:
     async def _complete(
         self, req: RouteRequest, state: RequestState, final: ReplyEnd | ReplyBody
     ) -> Failure | None:
-        """Make the usage durable, then release the final reply (SPEC §6); or, when the edge
-        holds the final reply itself (``req.ack_to``), send both at once (``publish_held``)."""
+        """Send the final reply carrying its record, which the outbox acknowledges to the edge
+        holding it (``publish_held``); with no edge reply subject, or the outbox unreachable,
+        make the record durable here first (docs/billing.md)."""
         record = state.usage.record(usage_base(req, state, self._clock()), "complete")
-        held = await self._billing.publish_held(record, req.ack_to) if req.ack_to else None
+        edge = req.client_reply_to
+        held = await self._billing.publish_held(record, ack_subject_of(edge)) if edge else None
         if held is not None:
             final.usage = held
         elif not await self._billing.record(record):

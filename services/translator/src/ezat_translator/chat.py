@@ -11,9 +11,9 @@ Liveness (docs/reliability.md): while a state lives, the edge hears our heartbea
 beats us in turn. A router silent for ``OWNER_TIMEOUT`` is dead: the request is sent once more to
 a live router if nothing of it reached the edge yet, else the edge is told it failed (``watch``).
 
-The final reply keeps the router's ``usage`` (the encoded record the edge holds it for, see
-``RouteRequest.ack_to``): the outbox acknowledges to the edge, which releases the converted final
-event once the record is durable.
+The final reply keeps the router's ``usage`` (the encoded record the edge holds it for): the
+outbox acknowledges it to the edge (``RouteRequest.client_reply_to``), which releases the
+converted final event once the record is durable (``ezat_common.settling``).
 
 Replies are converted and published inline, in arrival order; nothing on that path waits for
 Redis or the object store, except in a task of its own: a final event after which thinking must

@@ -37,7 +37,4 @@ def route_request(
         session_key=session_key,
         prefix_hash=prefix_hash,
         cache_ttl=cache_ttl,
-        # The edge holds the final reply until the outbox acknowledges the usage record to it;
-        # on the chat path the converted final reply carries the record on (chat.py).
-        ack_to=req.ack_to,
     )
