@@ -16,6 +16,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ezat_common import db, lifecycle
-from ezat_common.config import Config, load_config
+from ezat_common.config import Config, load_config, split_listen
 
 from . import infra as infra_mod
 
@@ -40,7 +41,8 @@ MODULES = {
     "fetcher": "ezat_fetcher",
     "simulator": "ezat_simulator",
 }
-# Services that announce readiness and drains (``ezat_common.lifecycle``); the edge does not.
+# Services that announce readiness and drains and wait their turn (``ezat_common.lifecycle``);
+# the edge announces too, but needs no turn: it shares its socket with its replacement.
 ANNOUNCING = ("ezat_router", "ezat_translator", "ezat_billing", "ezat_fetcher")
 MAX_BACKOFF = 30.0
 # Up this long without dying: the next crash is a new incident, its backoff starts over.
@@ -80,12 +82,19 @@ class Child:
     supervised: bool = True
     # Replaced processes still draining (``Stack.restart``); stopped with the stack.
     retired: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    # Descriptors every process of this child inherits (the edge's listening socket).
+    pass_fds: tuple[int, ...] = ()
 
     def start(self, extra_env: dict[str, str] | None = None) -> None:
         log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
         env = {**self.env, **extra_env} if extra_env else self.env
         self.proc = subprocess.Popen(
-            self.args, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            self.args,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            pass_fds=self.pass_fds,
         )
         log.close()
         self.started_at = time.monotonic()
@@ -152,6 +161,7 @@ class Stack:
     _thread: threading.Thread | None = None
     # The supervisor thread and ``restart`` both start processes: one at a time.
     _lock: threading.RLock = field(default_factory=threading.RLock)
+    _edge_socket: socket.socket | None = None
 
     @property
     def edge_url(self) -> str:
@@ -188,8 +198,23 @@ class Stack:
                 Child(f"sim-{sim.name}", [*args, "--name", sim.name], env, self._log(sim.name))
             )
         for svc in SERVICES:
-            self._add(Child(svc, [sys.executable, "-m", MODULES[svc]], env, self._log(svc)))
+            child = Child(svc, [sys.executable, "-m", MODULES[svc]], env, self._log(svc))
+            if svc == "edge":
+                self._share_edge_socket(child)
+            self._add(child)
         self.wait_ready(timeout)
+
+    def _share_edge_socket(self, child: Child) -> None:
+        """Bind the edge's address here, once, and hand the socket to every edge started: a
+        restarted edge finds the connections that arrived meanwhile waiting in its accept queue
+        (none refused), and ``restart`` can start the replacement beside the old edge."""
+        assert self.cfg is not None
+        host, port = split_listen(self.cfg.edge.listen)
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self._edge_socket = socket.create_server((host, port), family=family, backlog=1024)
+        fd = self._edge_socket.fileno()
+        child.env = {**child.env, lifecycle.ENV_LISTEN_FD: str(fd)}
+        child.pass_fds = (fd,)
 
     def add_service(
         self,
@@ -317,9 +342,10 @@ class Stack:
         announces that it takes no new work, and the old one goes on draining what it holds.
 
         A service that announces (``ANNOUNCING``) gets its replacement started first, warm and
-        waiting (``lifecycle.wait_turn``), then the old one gets SIGTERM; others (the edge) are
-        replaced once the old process has exited. With ``wait_ready`` it returns once the
-        replacement takes work."""
+        waiting (``lifecycle.wait_turn``), then the old one gets SIGTERM. The edge, on the socket
+        the stack shares with it, gets its replacement started and accepting first, beside the
+        old one. Others are replaced once the old process has exited. With ``wait_ready`` it
+        returns once the replacement takes work."""
         with self._lock:
             child = self.children[name]
             old = child.proc
@@ -327,34 +353,43 @@ class Stack:
                 raise RuntimeError(f"{name} is not running")
             mark = lifecycle.marker(old.pid, self.drain_dir)
             assert mark is not None
-            early = _announces(child)
-            if early:
-                child.start({lifecycle.ENV_TAKE_OVER: str(old.pid)})
-                try:
-                    self._wait_state(child, "waiting", timeout)
-                except BaseException:  # the old process stays in charge, untouched
-                    if child.proc is not None:
-                        infra_mod.stop_process(child.proc, timeout=5)
-                    child.proc = old
-                    raise
+            early, beside = _announces(child), bool(child.pass_fds)
+            if early or beside:
+                self._start_warm(child, old, "waiting" if early else "ready", timeout)
             signalled = time.monotonic()
             old.send_signal(signal.SIGTERM)
-            while not (early and mark.exists()) and old.poll() is None:
+            while not ((early or beside) and mark.exists()) and old.poll() is None:
                 if time.monotonic() > signalled + timeout:
                     raise TimeoutError(f"{name} did not stop taking work in {timeout}s")
                 time.sleep(0.005)
             rollover = Rollover(stopped_taking=time.monotonic() - signalled)
-            if not early:
+            if not (early or beside):
                 child.start()
             if old.poll() is None:
                 child.retired.append(old)
             child.next_start = 0.0
-        if wait_ready:
+        if beside:
+            rollover.replacement_ready = 0.0  # it was accepting before the old one was told
+        elif wait_ready:
             self._wait_replacement(child, timeout)
             rollover.replacement_ready = time.monotonic() - signalled
         with contextlib.suppress(FileNotFoundError):
             mark.unlink()
         return rollover
+
+    def _start_warm(
+        self, child: Child, old: subprocess.Popen[bytes], state: str, timeout: float
+    ) -> None:
+        """Start the replacement while ``old`` still serves, until it announces ``state``."""
+        extra = {lifecycle.ENV_TAKE_OVER: str(old.pid)} if state == "waiting" else None
+        child.start(extra)
+        try:
+            self._wait_state(child, state, timeout)
+        except BaseException:  # the old process stays in charge, untouched
+            if child.proc is not None:
+                infra_mod.stop_process(child.proc, timeout=5)
+            child.proc = old
+            raise
 
     def _wait_replacement(self, child: Child, timeout: float) -> None:
         """Until the replacement takes work: its ``<pid>.ready`` announcement, or (the edge and
@@ -401,6 +436,9 @@ class Stack:
             for proc in [*child.retired, *([child.proc] if child.proc is not None else [])]:
                 infra_mod.stop_process(proc, timeout=self._stop_timeout())
             child.retired.clear()
+        if self._edge_socket is not None:
+            self._edge_socket.close()
+            self._edge_socket = None
         if self.infra is not None:
             self.infra.stop()
         with contextlib.suppress(FileNotFoundError):

@@ -41,6 +41,9 @@ log = logging.getLogger("ezat.lifecycle")
 
 ENV_DRAIN_DIR = "EZAT_DRAIN_DIR"
 ENV_TAKE_OVER = "EZAT_TAKE_OVER_FROM"
+# The descriptor of a listening socket the supervisor bound for the edge and hands to every edge
+# it starts (docs/reliability.md, "The edge's socket").
+ENV_LISTEN_FD = "EZAT_EDGE_LISTEN_FD"
 # A replacement waits at most this long for the process it replaces to stop taking work.
 TAKE_OVER_WAIT = 60.0
 DEFAULT_DRAIN_TIMEOUT = 30.0

@@ -13,13 +13,14 @@ import asyncpg
 import msgspec
 from aiohttp import http_exceptions, web
 from aiohttp.web_protocol import RequestPayloadError
-from ezat_common import bus, db, envelopes, logs, metrics
+from ezat_common import bus, db, envelopes, lifecycle, logs, metrics
 from ezat_common.catalogue import Catalogue
 from ezat_common.config import Config, load_config, split_listen
 from ezat_common.errors import GatewayError
 from ezat_common.subjects import from_env
 from nats.aio.msg import Msg
 
+from . import listener
 from . import metrics as m
 from .auth import Authenticator, ascii_header
 from .bodies import read_limited
@@ -27,7 +28,7 @@ from .budgets import Budgets
 from .deliveries import Deliveries
 from .ids import new_uid, request_id
 from .limits import RateLimiter
-from .protocol import RID, SERVER, ConnectionGuard, EdgeRunner, connection_budget
+from .protocol import RID, SERVER, ConnectionGuard, EdgeRunner, close_gently, connection_budget
 from .relay import Call, Relay
 from .responses import JSON, Format, from_gateway_error
 from .usage import usage_query
@@ -36,6 +37,8 @@ log = logging.getLogger("ezat.edge")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 PROBED_SERVICES = ("translator", "router", "billing", "fetcher")
+# How long a starting edge waits for its database pool before it accepts connections anyway.
+DB_WAIT = 5.0
 # Seconds an overloaded edge asks clients to wait (retry-after) before trying again.
 OVERLOAD_RETRY_AFTER = 1
 
@@ -84,6 +87,11 @@ class Edge:
         )
         await self.nc.subscribe(self.subjects.keys_revoked, cb=self._on_revoked)
         self._pool_task = asyncio.create_task(self._connect_db())
+        # Accept only once keys can be checked: a restarted edge takes over the connections
+        # waiting on its socket, and answering them "authentication is unavailable" because
+        # its pool was still connecting would be an error nobody needed. A database that is
+        # down does not hold the edge back for longer.
+        await asyncio.wait({self._pool_task}, timeout=DB_WAIT)
 
     async def _connect_db(self) -> None:
         # PostgreSQL may come up after us; keep trying instead of failing the pod.
@@ -358,8 +366,7 @@ async def serve(edge: Edge, cfg: Config) -> tuple[EdgeRunner, int]:
     )
     await runner.setup()
     host, port = split_listen(cfg.edge.listen)
-    site = web.TCPSite(runner, host, port, reuse_address=True, backlog=1024)
-    await site.start()
+    await listener.site(runner, host, port).start()
     bound = runner.addresses[0][1] if port == 0 else port
     return runner, bound
 
@@ -380,8 +387,12 @@ async def main(stop: asyncio.Event) -> None:
     runner, port = await serve(edge, cfg)
     host, _ = split_listen(cfg.edge.listen)
     log.info("edge listening on http://%s:%d", host, port)
+    lifecycle.announce_ready()
     await stop.wait()
-    # Drain: stop accepting, let open streams finish (bounded), then close connections.
+    # Drain: stop accepting (a replacement on the same socket takes the new connections), let
+    # open streams finish (bounded), then close connections.
+    lifecycle.announce_draining()
+    await close_gently(runner)
     await runner.shutdown()
     await runner.cleanup()
     await edge.stop()

@@ -310,6 +310,44 @@ class EdgeRunner(web.AppRunner):
         )
 
 
+# While draining, how long idle kept-alive connections are left for their clients to close: longer
+# than the SDKs' pool expiry (httpx: 5 s), so no client sends a request on one as it is closed.
+IDLE_GRACE = 6.0
+
+
+async def close_gently(runner: web.BaseRunner, grace: float = IDLE_GRACE) -> None:
+    """Drain without a reset: stop accepting, answer every request from now on (in flight or
+    arriving on a kept-alive connection) with ``connection: close``, and wait up to ``grace``
+    for the clients to close their idle connections (docs/reliability.md, "The edge's socket").
+
+    Closing an idle kept-alive connection races a client that is sending on it at that moment:
+    the client sees a reset and, with retries off, an error. Left alone, a client closes it
+    itself once its pool expiry passes, or on the ``connection: close`` of its next answer."""
+    for site in list(runner.sites):
+        await site.stop()
+    server = runner.server
+    if server is None:
+        return
+    for conn in server.connections:
+        factory = conn._request_factory
+        if factory is not None:
+            conn._request_factory = _closing(factory)
+        request = conn._current_request
+        if request is not None:  # its answer, if not begun, says connection: close
+            request._message = request._message._replace(should_close=True)
+    loop = asyncio.get_running_loop()
+    until = loop.time() + grace
+    while server.connections and loop.time() < until:
+        await asyncio.sleep(0.05)
+
+
+def _closing(factory: Any) -> Any:
+    def make(message: Any, *args: Any) -> Any:
+        return factory(message._replace(should_close=True), *args)
+
+    return make
+
+
 def connection_budget(wanted: int) -> int:
     """``wanted`` connections, or fewer when the file limit cannot hold them and a reserve.
 
