@@ -37,6 +37,10 @@ delivery_confirm_seconds = 2.0
 [translator]
 metrics_listen = "127.0.0.1:{translator_metrics}"
 
+[fetcher]
+# The fetcher death scenario's image host runs on loopback.
+allow_networks = ["127.0.0.0/8"]
+
 [[models]]
 id = "anthropic/claude-sonnet-5-5"
 aliases = ["claude-sonnet-5-5"]
