@@ -81,9 +81,7 @@ async def test_a_killed_fetcher_ends_the_wait_within_the_owner_timeout(
     body = {"messages": [{"role": "user", "content": [{"type": "image"}]}]}
     part = ImageUrlPart("messages[0].content[0].image_url.url", image_server.stall_url(tag), 0, 0)
     task = asyncio.create_task(
-        images.inline_images(
-            nc, subjects, bus.Claims(nc, subjects), "rid", body, [part], key_id="k", uid="u1"
-        )
+        (await downloads(nc, subjects)).inline("rid", body, [part], key_id="k", uid="u1")
     )
     try:
         deadline = time.monotonic() + 5
@@ -120,9 +118,7 @@ async def test_no_fetcher_at_all_is_a_503_at_once(nats_url: str) -> None:
     started = time.monotonic()
     try:
         with pytest.raises(GatewayError) as info:
-            await images.inline_images(
-                nc, subjects, bus.Claims(nc, subjects), "rid", body, [part], key_id="k", uid="u"
-            )
+            await (await downloads(nc, subjects)).inline("rid", body, [part], key_id="k", uid="u")
     finally:
         await nc.close()
     took = time.monotonic() - started
@@ -130,3 +126,10 @@ async def test_no_fetcher_at_all_is_a_503_at_once(nats_url: str) -> None:
     print(f"503 with no fetcher: {took * 1000:.0f} ms")
     assert info.value.status == 503 and info.value.retry_after == 2
     assert info.value.param == "messages[0].content[0].image_url.url"
+
+
+async def downloads(nc: nats.NATS, subjects: Subjects) -> images.Images:
+    """The translator's image downloads, on an inbox of their own."""
+    d = images.Images(nc, subjects, bus.Claims(nc, subjects), f"tr-{uuid.uuid4().hex[:8]}")
+    await d.start()
+    return d

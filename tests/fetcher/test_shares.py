@@ -1,4 +1,4 @@
-"""Fair shares and cancellation end to end: the translator's ``inline_images`` asking a real
+"""Fair shares and cancellation end to end: the translator's ``Images`` asking a real
 FetchService over a real nats-server, which downloads from a loopback HTTP server that stalls.
 
 Each test counts the hits its own stalled URLs (``/stall?tag=…``) got at the server: a download
@@ -42,18 +42,20 @@ class Stack:
     translator: Client
     subjects: Subjects
     service: FetchService
+    downloads: images.Images | None = None  # one for all the test's requests, as in a translator
 
     def ask(
         self, urls: list[str], *, key_id: str, uid: str | None = None
     ) -> Awaitable[dict[str, Any]]:
-        """inline_images for a body of these image URLs; returns the body once inlined."""
+        """The translator's downloads for a body of these image URLs; the body once inlined."""
         body, parts = body_and_parts(urls)
 
         async def run() -> dict[str, Any]:
-            await images.inline_images(
-                self.translator,
-                self.subjects,
-                bus.Claims(self.translator, self.subjects),
+            if self.downloads is None:
+                claims = bus.Claims(self.translator, self.subjects)
+                self.downloads = images.Images(self.translator, self.subjects, claims, "tr-shares")
+                await self.downloads.start()
+            await self.downloads.inline(
                 f"rid-{key_id}",
                 body,
                 parts,

@@ -1,6 +1,6 @@
-"""inline_images over a real nats-server, against a scripted fetcher: the 32 MB running total,
-cancellation of sibling downloads (C13), and a wait that follows the fetcher's heartbeats
-(issue 13).
+"""The translator's image downloads (``Images``) over a real nats-server, against a scripted
+fetcher: the 32 MB running total, cancellation of sibling downloads, and a wait that follows the
+fetcher's heartbeats (docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -136,9 +136,12 @@ async def run(
     uid: str = "uid-1",
 ) -> None:
     translator, _, subjects = conns
-    await images.inline_images(
-        translator, subjects, Claims(), "r", body, parts, key_id="key_1", uid=uid
-    )  # type: ignore[arg-type]
+    downloads = images.Images(translator, subjects, Claims(), "tr-images")  # type: ignore[arg-type]
+    await downloads.start()
+    try:
+        await downloads.inline("r", body, parts, key_id="key_1", uid=uid)
+    finally:
+        await downloads.stop()
 
 
 async def test_first_failure_cancels_the_other_downloads(

@@ -24,7 +24,6 @@ from nats.aio.msg import Msg
 from . import metrics as m
 from .chat import NO_ROUTER_TAG, ChatPath
 from .core.messages import TOO_DEEP, Translated, encode_body, translate_count, translate_create
-from .images import inline_images
 from .routes import route_request
 from .thinking_store import ThinkingStore
 
@@ -134,10 +133,7 @@ class Translator:
         self.beats.open(req.reply_to, translated.stream)
         try:
             assert translated.data is not None
-            await inline_images(
-                self.nc,
-                self.subjects,
-                self.claims,
+            await self.chat.images.inline(
                 req.request_id,
                 translated.data,
                 translated.image_urls,

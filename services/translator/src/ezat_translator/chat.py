@@ -51,7 +51,7 @@ from nats.aio.msg import Msg
 from .core.anthropic_to_openai import ThinkingKept, to_chat_completion
 from .core.chat_stream import ChatStream
 from .core.openai_to_anthropic import ChatTranslation, to_messages_request
-from .images import inline_images
+from .images import Images
 from .metrics import ROUTER_LOST
 from .routes import route_request
 from .thinking_store import ThinkingStore
@@ -98,6 +98,8 @@ class ChatPath:
         self.catalogue = catalogue
         self.thinking = thinking
         self.prefix = subjects.inbox(instance)
+        # The image downloads of both APIs' requests (the Anthropic path uses it too).
+        self.images = Images(nc, subjects, claims, instance)
         self.no_router_prefix = no_router_prefix
         self.seq = itertools.count(1)
         self.states: dict[str, ChatState] = {}
@@ -107,6 +109,7 @@ class ChatPath:
 
     async def start(self) -> None:
         await self.nc.subscribe(self.prefix + ".*", cb=self.on_reply)
+        await self.images.start()
 
     # ---- request -> router ----------------------------------------------------------------
 
@@ -124,15 +127,8 @@ class ChatPath:
 
     async def _route(self, req: envelopes.ClientRequest, ct: ChatTranslation) -> None:
         if ct.image_urls:
-            await inline_images(
-                self.nc,
-                self.subjects,
-                self.claims,
-                req.request_id,
-                ct.body,
-                ct.image_urls,
-                key_id=req.key_id,
-                uid=req.uid,
+            await self.images.inline(
+                req.request_id, ct.body, ct.image_urls, key_id=req.key_id, uid=req.uid
             )
         if ct.thinking_requested and ct.tool_turns:
             await self._restore_thinking(req.key_id, ct)
