@@ -6,8 +6,10 @@ ack stays one row) and acknowledged only after the commit. A batch that cannot b
 handed back (``nak`` with a delay) and retried until PostgreSQL returns; an unreadable or invalid
 message is terminated (logged, never retried). Prices are those of the config when drained.
 
-The stream also carries the edge's delivery confirmations (``Delivered``, settle.py): stored in
-the same round as the records of their batch, acknowledged after both commits.
+The stream also carries the edge's delivery confirmations (``Delivered``, settle.py). A complete
+record waits (unacknowledged) up to ``pairing.HOLD`` for its confirmation, so that the two are
+stored as one confirmed row (``core/pairing.py``); confirmations of records stored earlier are
+applied in the same round, all acknowledged after the commits.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 import msgspec
 import nats.errors
@@ -29,7 +31,9 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.client import JetStreamContext
 
 from . import metrics
+from .core.pairing import Pairing
 from .core.rows import UsageRow, problem_of
+from .store import Stored
 
 log = logging.getLogger("ezat.billing.drain")
 
@@ -42,7 +46,7 @@ RETRY_DELAY = 1.0
 # and every PostgreSQL transaction is paid per batch (bigger batches: less CPU per record).
 LINGER = 0.05
 
-WriteRows = Callable[[Sequence[UsageRow]], Awaitable[object]]
+WriteRows = Callable[[Sequence[UsageRow]], Awaitable[Mapping[str, Stored]]]
 Confirm = Callable[[Sequence[str]], Awaitable[object]]
 RowFor = Callable[[UsageRecord], UsageRow]
 
@@ -64,10 +68,14 @@ class Drain:
         self._write = write
         self._confirm = confirm
         self._wake = asyncio.Event()
+        self._pairing: Pairing[Msg] = Pairing()
+        self._flush = False
         self.drained = 0
 
     def nudge(self) -> None:
-        """Fetch now, not after the linger: a read barrier waits (``barrier``)."""
+        """Fetch now, not after the linger, and store the records waiting for their
+        confirmations: a read barrier waits (``barrier``)."""
+        self._flush = True
         self._wake.set()
 
     async def barrier(self, timeout: float = outbox.BARRIER_TIMEOUT) -> bool:
@@ -96,16 +104,20 @@ class Drain:
                     await sub.unsubscribe()
 
     async def _consume(self, sub: JetStreamContext.PullSubscription) -> None:
+        loop = asyncio.get_running_loop()
         while True:
+            due = self._pairing.next_due
+            wait = 1.0 if due is None else min(max(due - loop.time(), 0.01), 1.0)
             try:
-                msgs = await sub.fetch(BATCH, timeout=1.0)
+                msgs = await sub.fetch(BATCH, timeout=wait)
             except TimeoutError:
-                continue
+                msgs = []  # nothing new; records waiting for a confirmation may be due
             except nats.errors.Error as exc:
                 log.warning("outbox fetch failed: %r", exc)
                 await asyncio.sleep(RETRY_DELAY)
                 continue
-            await self.store(msgs)
+            if msgs or len(self._pairing) or self._flush:
+                await self.store(msgs)
             if len(msgs) < BATCH:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(LINGER):
@@ -130,10 +142,11 @@ class Drain:
         )
 
     async def store(self, msgs: Sequence[Msg]) -> bool:
-        """Store one fetched batch; True if it was committed and acknowledged."""
-        rows: list[UsageRow] = []
+        """Store one fetched batch (and the waiting records now due); True if it was committed
+        and acknowledged."""
+        rows: list[tuple[UsageRow, Msg]] = []
         delivered: list[str] = []
-        good: list[Msg] = []
+        acks: list[Msg] = []
         for msg in msgs:
             try:
                 record = envelopes.decode_outbox(msg.data)
@@ -143,7 +156,7 @@ class Drain:
                 continue
             if isinstance(record, Delivered):
                 delivered += record.uids
-                good.append(msg)
+                acks.append(msg)
                 continue
             problem = problem_of(record)
             if problem is not None:
@@ -155,24 +168,31 @@ class Drain:
                 )
                 await msg.term()
                 continue
-            rows.append(self._row_for(record))
-            good.append(msg)
-        if not good:
+            rows.append((self._row_for(record), msg))
+        flush, self._flush = self._flush, False
+        batch = self._pairing.round(rows, delivered, asyncio.get_running_loop().time(), flush)
+        acks += batch.tokens
+        if not acks:
             return True
         try:
-            if rows:
-                await self._write(rows)
-            await self._confirm(delivered)
+            stored = await self._write(batch.rows) if batch.rows else {}
+            inserted = [uid for uid, s in stored.items() if s.inserted]
+            await self._confirm(batch.late(inserted))
         except Exception as exc:
             metrics.DRAIN_FAILURES.inc()
-            log.warning("storing %d outbox messages failed, will retry: %r", len(good), exc)
-            for msg in good:
+            log.warning("storing %d outbox messages failed, will retry: %r", len(acks), exc)
+            for msg in acks:
                 await msg.nak(delay=RETRY_DELAY)
             await asyncio.sleep(RETRY_DELAY)
             return False
-        for msg in good:  # committed: from now on a redelivery is only a duplicate
+        for msg in acks:  # committed: from now on a redelivery is only a duplicate
             await msg.ack()
-        self.drained += len(rows)
-        metrics.DRAINED.inc(len(rows))
-        log.info("stored %d records and %d deliveries from the outbox", len(rows), len(delivered))
+        self.drained += len(batch.rows)
+        metrics.DRAINED.inc(len(batch.rows))
+        log.info(
+            "stored %d records (%d confirmed with them) and %d other deliveries from the outbox",
+            len(batch.rows),
+            len(batch.matched),
+            len(batch.unmatched),
+        )
         return True
