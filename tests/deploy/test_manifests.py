@@ -322,6 +322,7 @@ USES: dict[str, dict[str, list[tuple[str, str | None]]]] = {
         "publish": [
             (S.usage_outbox, None),
             *[(x, None) for x in OUTBOX_SETUP],
+            (f"$JS.API.STREAM.UPDATE.{OUTBOX}", None),  # its replica count (nats_env)
             (f"$JS.API.CONSUMER.INFO.{OUTBOX}.{DURABLE}", None),
             (f"$JS.API.CONSUMER.CREATE.{OUTBOX}.{DURABLE}.{S.usage_outbox}", None),
             (f"$JS.API.CONSUMER.DURABLE.CREATE.{OUTBOX}.{DURABLE}", None),
@@ -390,6 +391,7 @@ def test_nats_user_grants_nothing_else(service: str) -> None:
     perms = nats_users()[service]
     used = {(k, s) for k, lst in USES[service].items() for s, _ in lst}
     others = [*application_subjects().values(), f"$JS.API.STREAM.DELETE.{OUTBOX}"]
+    others += [f"$JS.API.STREAM.UPDATE.{OUTBOX}", f"$JS.API.STREAM.UPDATE.{OBJ}"]
     others += [f"$JS.API.STREAM.DELETE.{OBJ}", f"$JS.API.STREAM.PURGE.{OUTBOX}", "$JS.API.>"]
     others += [NO_ROUTER, EDGE_INBOX, TRANSLATOR_INBOX, "ezat.>", ">"]
     for kind in ("publish", "subscribe"):
@@ -454,6 +456,23 @@ def test_every_service_has_its_own_nats_secret() -> None:
     env = {e["name"] for e in nats["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert {f"NATS_{u.upper()}_PASSWORD" for u in nats_users()} <= env
     assert nats["spec"]["replicas"] == 3
+
+
+def test_every_service_gives_its_streams_one_replica_per_nats_node() -> None:
+    """The usage outbox and the claim bucket survive a node's death only with a replica on
+    every node of the 3-node StatefulSet (docs/reliability.md, "A 3-node NATS cluster")."""
+    nats = next(d for _, d in ALL_DOCS if d.get("kind") == "StatefulSet")
+    nodes = nats["spec"]["replicas"]
+    conf = next(d for p, d in ALL_DOCS if p.name == "nats.yaml" and d["kind"] == "ConfigMap")
+    assert "no_advertise: true" in conf["data"]["nats.conf"]  # clients use the pod names
+    for svc in SERVICES:
+        dep = next(
+            d
+            for _, d in ALL_DOCS
+            if d.get("kind") == "Deployment" and d["metadata"]["name"] == f"ezat-{svc}"
+        )
+        env = {e["name"]: e for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]}
+        assert env["EZAT_JETSTREAM_REPLICAS"]["value"] == str(nodes), svc
 
 
 def test_backend_drains_fit_in_the_grace_period() -> None:

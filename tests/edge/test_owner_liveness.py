@@ -25,6 +25,7 @@ from ezat_common.envelopes import (
     ClientRequest,
     Heartbeat,
     ReplyBody,
+    ReplyChunk,
     ReplyEnd,
     ReplyError,
     ReplyHead,
@@ -342,3 +343,40 @@ async def test_a_request_no_router_took_is_published_again(holder: Holder) -> No
     resp = await holder.relay.run(holder.call(), b"{}")
     assert (resp.status, resp.body) == (200, BODY)  # type: ignore[attr-defined]
     assert len(holder.received) == 2
+
+
+async def test_a_stream_with_a_numbered_message_skipped_ends_with_an_error_not_complete(
+    holder: Holder,
+) -> None:
+    """A chunk lost on the way (its NATS server died between holder and edge; docs/reliability.md,
+    "A 3-node NATS cluster"): the client gets an error event, never message_stop after a gap."""
+    text = b'event: content_block_delta\ndata: {"type":"content_block_delta"}\n\n'
+
+    async def loses_chunk_2(h: Holder, env: ClientRequest, n: int) -> None:
+        await h.send(env, ReplyHead(data=STREAM_START))
+        await h.send(env, ReplyChunk(data=text, seq=1))
+        await h.send(env, ReplyChunk(data=text, seq=3))
+        await h.send(env, ReplyEnd(data=STREAM_END, seq=4))
+
+    await holder.behave(loses_chunk_2)
+    status, body, _ = await _through_http(holder)
+    assert status == 200
+    assert body.startswith(STREAM_START + text)
+    assert body.count(text) == 1
+    assert b"event: error" in body and b"was lost" in body and b"message_stop" not in body
+
+
+async def test_numbered_and_unnumbered_streams_in_order_complete(holder: Holder) -> None:
+    text = b'event: content_block_delta\ndata: {"type":"content_block_delta"}\n\n'
+
+    async def in_order(h: Holder, env: ClientRequest, n: int) -> None:
+        numbered = n == 1
+        await h.send(env, ReplyHead(data=STREAM_START))
+        for i in (1, 2):
+            await h.send(env, ReplyChunk(data=text, seq=i if numbered else 0))
+        await h.send(env, ReplyEnd(data=STREAM_END, seq=3 if numbered else 0))
+
+    await holder.behave(in_order)
+    for _ in range(2):  # numbered (this gateway), then unnumbered (an older sender)
+        status, body, _ = await _through_http(holder)
+        assert (status, body) == (200, STREAM_START + text + text + STREAM_END)

@@ -87,6 +87,7 @@ class History:
     outcome: Outcome = "hung"
     status: int = 0
     started_streaming: bool = False  # some answer text reached the client
+    chars: int = 0  # answer text the client received (a lost chunk shows as fewer)
     error: str = ""
     rows: list[dict[str, Any]] = field(default_factory=list)
 
@@ -111,13 +112,15 @@ async def _anthropic(
         "extra_headers": {"x-request-id": h.request_id},
     }
     if not stream:
-        await client.messages.create(**args)
+        msg = await client.messages.create(**args)
+        h.chars = sum(len(b.text) for b in msg.content if b.type == "text")
         h.outcome = "complete"
         return
     async with client.messages.stream(**args) as s:
         async for event in s:
             if event.type == "text":
                 h.started_streaming = True
+                h.chars += len(event.text)
             if event.type == "message_stop":
                 h.outcome = "complete"
 
@@ -131,7 +134,8 @@ async def _openai(t: Target, h: History, stream: bool, tokens: int, token_ms: in
         "extra_headers": {"x-request-id": h.request_id},
     }
     if not stream:
-        await client.chat.completions.create(**args)
+        completion = await client.chat.completions.create(**args)
+        h.chars = len(completion.choices[0].message.content or "")
         h.outcome = "complete"
         return
     chunks = await client.chat.completions.create(
@@ -140,6 +144,7 @@ async def _openai(t: Target, h: History, stream: bool, tokens: int, token_ms: in
     async for chunk in chunks:
         if chunk.choices and chunk.choices[0].delta.content:
             h.started_streaming = True
+            h.chars += len(chunk.choices[0].delta.content)
         if chunk.usage is not None:
             h.outcome = "complete"  # the last chunk before [DONE]
 

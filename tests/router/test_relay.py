@@ -241,7 +241,9 @@ async def test_stream_relays_frames_in_order_and_ends_only_after_the_ack(nats_ur
         upstream_bytes = b"".join(STREAM_WRITES)
         rest = upstream_bytes[upstream_bytes.index(b"event: ping") : -len(MESSAGE_STOP)]
         assert data.endswith(rest)
-        assert replies[-1] == ReplyEnd(data=MESSAGE_STOP)
+        # Numbered after the head, the end one after the last chunk: a receiver sees a gap.
+        assert replies[-1] == ReplyEnd(data=MESSAGE_STOP, seq=4)
+        assert [r.seq for r in replies[1:]] == [1, 2, 3, 4]  # type: ignore[union-attr]
         # Chunks went out before the record was stored; the end only after it was durable.
         assert stack.timeline[-3:] == ["ReplyChunk", "stored", "ReplyEnd"]
 

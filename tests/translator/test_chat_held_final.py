@@ -9,7 +9,7 @@ import msgspec
 import nats
 import pytest
 from ezat_common import bus, envelopes
-from ezat_common.envelopes import ReplyBody, ReplyEnd, ReplyHead, UsageRecord
+from ezat_common.envelopes import PART_LOST, ReplyBody, ReplyEnd, ReplyHead, UsageRecord
 from ezat_common.liveness import Heartbeats
 from ezat_common.subjects import Subjects
 from ezat_translator.chat import ChatPath, ChatState
@@ -90,3 +90,22 @@ async def test_a_final_reply_without_a_record_stays_without_one(nc: Client) -> N
     path.states["9"] = st
     body = path._convert("9", st, ReplyBody(status=200, data=BODY))
     assert isinstance(body, ReplyBody) and body.usage == b""
+
+
+async def test_a_converted_stream_is_numbered_anew_and_a_gap_from_the_router_is_an_error(
+    nc: Client,
+) -> None:
+    """The translator checks the router's numbering (ReplyChunk.seq) and numbers what it sends
+    the edge itself (a chunk may convert to nothing); a skipped number ends the stream with
+    PART_LOST (docs/reliability.md, "A 3-node NATS cluster")."""
+    path = chat_path(nc)
+    st = state(stream=True)
+    path.states["10"] = st
+    assert isinstance(path._convert("10", st, ReplyHead(data=START)), ReplyHead)
+    end = path._convert("10", st, ReplyEnd(data=END, usage=USAGE, seq=1))
+    assert isinstance(end, ReplyEnd) and end.seq == 1  # no chunk was sent before it
+    st2 = state(stream=True)
+    path.states["11"] = st2
+    path._convert("11", st2, ReplyHead(data=START))
+    assert path._convert("11", st2, ReplyEnd(data=END, usage=USAGE, seq=2)) is PART_LOST
+    assert "11" not in path.states

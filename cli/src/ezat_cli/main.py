@@ -149,11 +149,10 @@ async def _outbox_barrier() -> None:
     waited for, up to a second, so the listing shows every request whose final event was sent."""
     if "NATS_URL" not in os.environ:
         return
-    import nats
-    from ezat_common import outbox
+    from ezat_common import bus, outbox
 
     try:
-        nc = await nats.connect(os.environ["NATS_URL"], connect_timeout=2, max_reconnect_attempts=0)
+        nc = await bus.connect_once("ezat-cli")
     except Exception as exc:
         print(
             f"ezat: note: NATS unreachable ({type(exc).__name__}); listing what is stored",
@@ -174,10 +173,10 @@ async def _broadcast_revocation(key_id: str) -> None:
     """Tell running edges to drop the key now; without NATS their cache expires within seconds."""
     if "NATS_URL" not in os.environ:
         return
-    import nats
+    from ezat_common import bus
 
     try:
-        nc = await nats.connect(os.environ["NATS_URL"], connect_timeout=2, max_reconnect_attempts=0)
+        nc = await bus.connect_once("ezat-cli")
         await nc.publish(from_env().keys_revoked, key_id.encode())
         await nc.flush()
         await nc.close()

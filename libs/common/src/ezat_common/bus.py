@@ -1,8 +1,11 @@
-"""NATS adapter shared by the services: connection, claim checks, reply inboxes, health probes.
+"""NATS adapter shared by the services and the CLI: connection, claim checks, reply inboxes,
+health probes.
 
 Core NATS carries requests and stream events (latency matters, and a lost in-flight stream is
 answered by the edge's timeout, not by redelivery). JetStream's Object Store holds payloads above
-``max_payload`` (claim checks); see docs/architecture.md.
+``max_payload`` (claim checks); see docs/architecture.md. Every connection is made here, from
+``nats_env`` (``NATS_URL``: one server or a cluster's list; ``EZAT_JETSTREAM_REPLICAS``), so a
+client of a cluster reconnects to another node when its node dies (docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -10,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import os
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -22,7 +24,7 @@ from nats.js.api import ObjectStoreConfig
 from nats.js.errors import BucketNotFoundError
 from nats.js.object_store import ObjectStore
 
-from . import envelopes, lifecycle
+from . import envelopes, lifecycle, nats_env
 from .subjects import Subjects
 
 log = logging.getLogger("ezat.bus")
@@ -35,20 +37,24 @@ CLAIM_TTL_SECONDS = 15 * 60
 ACK = "a"
 
 
-def nats_url() -> str:
-    return os.environ.get("NATS_URL", "nats://127.0.0.1:4222")
+# A CLI command gives up on NATS after this long (it says so and goes on without it).
+CLI_CONNECT_TIMEOUT = 3.0
+
+
+async def _on_error(exc: Exception) -> None:
+    log.warning("nats error: %s", exc)
 
 
 async def connect(name: str) -> Client:
-    async def on_error(exc: Exception) -> None:
-        log.warning("nats error: %s", exc)
-
+    """A service's connection: reconnects forever (every 0.5 s, to any server of the list or
+    discovered from the cluster) and buffers what is published meanwhile."""
+    settings = nats_env.from_env()
     nc = await nats.connect(
-        nats_url(),
+        **settings.connect_options(),
         name=name,
         max_reconnect_attempts=-1,
         reconnect_time_wait=0.5,
-        error_cb=on_error,
+        error_cb=_on_error,
         pending_size=64 * 1024 * 1024,
     )
     # A replacement started early by a rolling restart subscribes once its predecessor stopped.
@@ -56,14 +62,32 @@ async def connect(name: str) -> Client:
     return nc
 
 
+async def connect_once(name: str, timeout: float = CLI_CONNECT_TIMEOUT) -> Client:
+    """A short-lived connection (a CLI command): each server is tried, none for long; raises
+    when none answers within ``timeout`` s."""
+    settings = nats_env.from_env()
+    async with asyncio.timeout(timeout):
+        return await nats.connect(
+            **settings.connect_options(),
+            name=name,
+            connect_timeout=min(2.0, timeout),
+            max_reconnect_attempts=1,
+            reconnect_time_wait=0.1,
+            error_cb=_on_error,
+        )
+
+
 class Claims:
     """Claim checks: large payloads stored in a JetStream Object Store bucket, named by a key."""
 
-    def __init__(self, nc: Client, subjects: Subjects) -> None:
+    def __init__(self, nc: Client, subjects: Subjects, replicas: int | None = None) -> None:
         self._nc = nc
         self._bucket = subjects.object_bucket
+        # JetStream replicas of the bucket (its stream OBJ_<bucket>): EZAT_JETSTREAM_REPLICAS.
+        self._replicas = nats_env.replicas() if replicas is None else replicas
         self._store: ObjectStore | None = None
         self._lock = asyncio.Lock()
+        self._reconcile: asyncio.Task[bool] | None = None
 
     @property
     def inline_limit(self) -> int:
@@ -77,8 +101,13 @@ class Claims:
                     try:
                         self._store = await js.object_store(self._bucket)
                     except BucketNotFoundError:
-                        self._store = await js.create_object_store(
-                            self._bucket, config=ObjectStoreConfig(ttl=CLAIM_TTL_SECONDS)
+                        config = ObjectStoreConfig(ttl=CLAIM_TTL_SECONDS, replicas=self._replicas)
+                        self._store = await js.create_object_store(self._bucket, config=config)
+                    else:
+                        # Made before with another count: moved in the background, never
+                        # in the way of this claim.
+                        self._reconcile = asyncio.create_task(
+                            nats_env.reconcile_replicas(js, f"OBJ_{self._bucket}", self._replicas)
                         )
         return self._store
 

@@ -86,6 +86,12 @@ class ReplyChunk(Struct, kw_only=True, tag_field="t", tag="chunk"):
     """Ready-to-write SSE bytes (one or more whole events)."""
 
     data: bytes
+    # Position in its stream: 1 for the first chunk after the ReplyHead, then one more each
+    # (the ReplyEnd follows the last). A receiver that sees a number skipped lost a message on
+    # the way (a NATS server died between sender and receiver) and ends the stream with
+    # ``PART_LOST`` instead of a complete answer missing a piece. 0: not numbered (an older
+    # sender), not checked.
+    seq: int = 0
 
 
 class _Final(Struct, kw_only=True):
@@ -95,6 +101,7 @@ class _Final(Struct, kw_only=True):
     # The one field of the final-event rule: the encoded UsageRecord the receiver holds this
     # reply for until the outbox (or billing) confirms it; empty: the sender made it durable.
     usage: bytes = b""
+    seq: int = 0  # as ReplyChunk.seq: one after the last chunk
 
 
 class ReplyEnd(_Final, kw_only=True, tag_field="t", tag="end"):
@@ -151,6 +158,21 @@ class Heartbeat(Struct, kw_only=True, tag_field="t", tag="alive"):
 # The process serving a request fell silent (died, or lost NATS) before the request finished
 # (liveness.py); sent by a hop that noticed, or written by the edge itself. Nothing was recorded
 # for it by the one that noticed: the dead holder's record, if any, stands on its own.
+def skipped(expected: int, seq: int) -> bool:
+    """True when a numbered stream message (``ReplyChunk.seq``) is not the one expected: one
+    before it was lost. Unnumbered (0) messages are never a gap."""
+    return seq != 0 and seq != expected
+
+
+# A stream reply that came with a number skipped (docs/reliability.md, "A 3-node NATS cluster").
+PART_LOST = ReplyError(
+    status=529,
+    type="overloaded_error",
+    message="part of this answer was lost inside the gateway (a NATS server went away); retry",
+    retry_after=1.0,
+)
+
+
 OWNER_LOST = ReplyError(
     status=529,
     type="overloaded_error",

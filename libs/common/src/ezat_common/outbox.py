@@ -12,6 +12,10 @@ Two ways to wait for the ``PubAck``: ``put`` waits for it here; ``publish`` send
 another process's reply subject and returns at once, and that process (the one holding the final
 reply) checks the acknowledgement with ``acknowledged``. Either way, when the outbox does not
 confirm, ``store_directly`` asks billing to store the record (request/reply, a PostgreSQL commit).
+
+The stream has ``EZAT_JETSTREAM_REPLICAS`` replicas (3 on a 3-node cluster, so a node's death
+loses no record); a stream found with another count is updated to it in the background
+(``nats_env.reconcile_replicas``; docs/reliability.md, "A 3-node NATS cluster").
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js.api import DiscardPolicy, Header, RetentionPolicy, StorageType, StreamConfig
 
-from . import envelopes
+from . import envelopes, nats_env
 from .subjects import Subjects
 
 log = logging.getLogger("ezat.outbox")
@@ -78,7 +82,7 @@ async def store_directly(nc: Client, subject: str, data: bytes, timeout: float) 
     return None if ack.ok else f"refused: {ack.error}"
 
 
-def stream_config(subjects: Subjects) -> StreamConfig:
+def stream_config(subjects: Subjects, replicas: int = 1) -> StreamConfig:
     return StreamConfig(
         name=subjects.outbox_stream,
         subjects=[subjects.usage_outbox],
@@ -87,18 +91,20 @@ def stream_config(subjects: Subjects) -> StreamConfig:
         discard=DiscardPolicy.NEW,  # when full, refuse new records (-> client error), never drop
         duplicate_window=DUPLICATE_WINDOW,
         max_age=MAX_AGE,
-        num_replicas=1,
+        num_replicas=replicas,
     )
 
 
 class Outbox:
     """Publisher side: ``put`` returns True once JetStream acknowledged the record as stored."""
 
-    def __init__(self, nc: Client, subjects: Subjects) -> None:
+    def __init__(self, nc: Client, subjects: Subjects, replicas: int | None = None) -> None:
         self._nc = nc
         self._subjects = subjects
+        self._replicas = nats_env.replicas() if replicas is None else replicas
         self._ready = False
         self._lock = asyncio.Lock()
+        self._reconcile: asyncio.Task[bool] | None = None
 
     async def ensure_stream(self, timeout: float = 2.0) -> None:
         """Create the stream if it does not exist (idempotent; several replicas may race)."""
@@ -108,9 +114,9 @@ class Outbox:
             if self._ready:
                 return
             js = self._nc.jetstream(timeout=timeout)
-            config = stream_config(self._subjects)
+            config = stream_config(self._subjects, self._replicas)
             try:
-                await js.stream_info(self._subjects.outbox_stream)
+                info = await js.stream_info(self._subjects.outbox_stream)
             except nats.js.errors.NotFoundError:
                 try:
                     await js.add_stream(config)
@@ -118,6 +124,15 @@ class Outbox:
                     await js.stream_info(
                         self._subjects.outbox_stream
                     )  # created meanwhile by another process
+            else:
+                if info.config.num_replicas != self._replicas:
+                    # Made before with another count: moved in the background; the stream
+                    # takes records meanwhile.
+                    self._reconcile = asyncio.create_task(
+                        nats_env.reconcile_replicas(
+                            js, self._subjects.outbox_stream, self._replicas
+                        )
+                    )
             self._ready = True
 
     async def publish(self, msg_id: str, data: bytes, reply: str, timeout: float) -> bool:

@@ -37,6 +37,7 @@ from ezat_common import bus, envelopes
 from ezat_common.envelopes import (
     NO_ROUTER,
     OWNER_LOST,
+    PART_LOST,
     UNRECORDED,
     Heartbeat,
     ReplyBody,
@@ -44,6 +45,7 @@ from ezat_common.envelopes import (
     ReplyEnd,
     ReplyError,
     ReplyHead,
+    skipped,
 )
 from ezat_common.errors import GatewayError
 from ezat_common.liveness import OWNER_TIMEOUT
@@ -349,9 +351,7 @@ class Relay:
             if msg is _IDLE:
                 m.OWNER_LOST_BY("stream_ended").inc()
                 state.lost = True
-                lost = OWNER_LOST
-                frame = stream_error_frame(call.fmt, call.rid, lost.status, lost.type, lost.message)
-                parts.append(frame)
+                parts.append(self._error_frame(call, OWNER_LOST))
                 return b"".join(parts), True, None
             if msg is _PING:
                 ping = True
@@ -360,6 +360,15 @@ class Relay:
             else:
                 state.received = time.monotonic()
                 reply = self._decode(msg)
+                if isinstance(reply, ReplyChunk | ReplyEnd) and reply.seq:
+                    state.seq += 1
+                    if skipped(state.seq, reply.seq):
+                        # A message of this stream was lost on the way (a NATS server died):
+                        # an error, never a complete answer with a piece missing.
+                        m.OWNER_LOST_BY("part_lost").inc()
+                        state.lost = True
+                        parts.append(self._error_frame(call, PART_LOST))
+                        return b"".join(parts), True, None
                 match reply:
                     case ReplyChunk():
                         parts.append(reply.data)
@@ -387,6 +396,10 @@ class Relay:
                     return (self._ping(call) if ping else b""), False, None
                 return parts[0] if len(parts) == 1 else b"".join(parts), False, None
             msg = queue.get_nowait()
+
+    @staticmethod
+    def _error_frame(call: Call, err: ReplyError) -> bytes:
+        return stream_error_frame(call.fmt, call.rid, err.status, err.type, err.message)
 
     @staticmethod
     def _ping(call: Call) -> bytes:
@@ -452,5 +465,6 @@ def _unrecorded_frame(call: Call) -> bytes:
 class _StreamState:
     received: float  # last reply received (the idle timeout)
     written: float  # last write to the client, pings included (the ping schedule)
-    lost: bool = False  # ended because its holder fell silent
+    lost: bool = False  # ended because its holder fell silent, or a message was lost
+    seq: int = 0  # the last numbered stream message received (ReplyChunk.seq)
     complete: bool = False  # its final event is durable and goes out with the last write

@@ -54,6 +54,7 @@ class RequestState:
         "first_token_at",
         "head_sent",
         "reply_headers",
+        "sent",
         "target",
         "upstream_started_at",
         "usage",
@@ -67,6 +68,8 @@ class RequestState:
         self.first_token_at = 0.0
         self.head_sent = False
         self.final_sent = False
+        # Chunks published after the head (ReplyChunk.seq of the last one).
+        self.sent = 0
         # x-ezat-* headers of the attempt under way (deployment, region, affinity outcome).
         self.reply_headers: dict[str, str] = {}
 
@@ -142,7 +145,7 @@ class Relay:
         if result.error is not None:
             return from_stream_error(result.error)
         assert result.stop is not None
-        return await self._complete(req, state, ReplyEnd(data=result.stop))
+        return await self._complete(req, state, ReplyEnd(data=result.stop, seq=state.sent + 1))
 
     async def _pump(
         self, req: RouteRequest, state: RequestState, resp: Response, first_event_by: float
@@ -178,7 +181,9 @@ class Relay:
                         state.first_token_at = self._clock()
                     if result.data:
                         if state.head_sent:
-                            await publish(reply_to, _encode(ReplyChunk(data=result.data)))
+                            state.sent += 1
+                            chunk = ReplyChunk(data=result.data, seq=state.sent)
+                            await publish(reply_to, _encode(chunk))
                         else:
                             head = ReplyHead(headers=state.reply_headers, data=result.data)
                             await publish(reply_to, _encode(head))

@@ -77,6 +77,10 @@ class ChatState:
     route: bytes | None = None
     # When the router was last heard from (any reply or heartbeat), monotonic.
     heard: float = field(default_factory=time.monotonic)
+    # Stream messages numbered (ReplyChunk.seq): the last received from the router, the last
+    # sent to the edge (the conversion may drop a chunk, so the two differ).
+    seq_in: int = 0
+    seq_out: int = 0
 
 
 class ChatPath:
@@ -237,6 +241,15 @@ class ChatPath:
         err = ReplyError(status=500, type="api_error", message="internal error; retry")
         await self.nc.publish(state.edge_reply_to, envelopes.encode(err))
 
+    @staticmethod
+    def _skipped(state: ChatState, seq: int) -> bool:
+        """Counts a numbered stream message of the router; True when it is not the next one
+        (one was lost between the router and here)."""
+        if seq == 0:
+            return False
+        state.seq_in += 1
+        return envelopes.skipped(state.seq_in, seq)
+
     def _convert(
         self, token: str, state: ChatState, reply: envelopes.Reply
     ) -> envelopes.Reply | None:
@@ -245,17 +258,23 @@ class ChatPath:
             case ReplyHead():
                 assert state.stream is not None
                 return ReplyHead(headers=reply.headers, data=state.stream.feed(reply.data))
+            case ReplyChunk() | ReplyEnd() if self._skipped(state, reply.seq):
+                self._forget(token)
+                return envelopes.PART_LOST
             case ReplyChunk():
                 assert state.stream is not None
                 data = state.stream.feed(reply.data)
-                return ReplyChunk(data=data) if data else None
+                if not data:
+                    return None
+                state.seq_out += 1
+                return ReplyChunk(data=data, seq=state.seq_out)
             case ReplyEnd():
                 assert state.stream is not None
                 data = state.stream.feed(reply.data)
                 self._forget(token)
                 kept = state.stream.kept_thinking
                 # The edge holds the converted end until its usage is durable (``usage``).
-                end = ReplyEnd(data=data, usage=reply.usage)
+                end = ReplyEnd(data=data, usage=reply.usage, seq=state.seq_out + 1)
                 if kept is not None and kept.blocks:
                     self._spawn(state, self._keep_then_publish(state, kept, end))
                     return None

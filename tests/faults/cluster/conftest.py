@@ -1,0 +1,160 @@
+"""A stack of its own on a 3-node NATS cluster (docs/reliability.md, "A 3-node NATS cluster"):
+three ``nats-server`` processes on loopback ports (``ezat_cli.nats_cluster``), the services given
+all three in ``NATS_URL`` and ``EZAT_JETSTREAM_REPLICAS=3``, the session's PostgreSQL and Redis
+under a database and subject prefix of its own, supervised as ``ezat up`` does. The NATS nodes
+are not supervised: a test kills one and decides when it comes back.
+
+Before the services start, the usage outbox stream is made with one replica, as a deployment
+that ran on a single server left it: the services must move it to three.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncpg
+import nats
+import pytest
+from ezat_cli.infra import Infra, free_port
+from ezat_cli.nats_cluster import NatsCluster, nats_cluster
+from ezat_cli.stack import Stack
+from ezat_common import outbox
+from ezat_common.subjects import Subjects
+
+from ..conftest import CONFIG, _new_key
+from ..load import History, Target
+
+PREFIX = "cluster"
+REPLICAS = 3
+# Longer than the outbox stream's leader election after a SIGKILL (~7 s measured) plus the
+# edge's retries of its delivery confirmations: a confirmation that waits for the new leader
+# still lands before billing settles its record (docs/billing.md, "Billed only when delivered").
+DELIVERY_CONFIRM = 15.0
+
+
+@dataclass
+class ClusterStack:
+    target: Target
+    cluster: NatsCluster
+    subjects: Subjects
+
+
+async def _single_replica_outbox(url: str, subjects: Subjects) -> None:
+    nc = await nats.connect(servers=url.split(","))
+    try:
+        await nc.jetstream().add_stream(outbox.stream_config(subjects, replicas=1))
+    finally:
+        await nc.close()
+
+
+@pytest.fixture(scope="package")
+def cluster_stack(infra: Infra, database_url: str, data_dir: Path) -> Iterator[ClusterStack]:
+    folder = data_dir / f"cluster-{free_port()}"
+    folder.mkdir()
+    cluster = nats_cluster(folder)
+    cluster.start(timeout=60)
+    subjects = Subjects(prefix=PREFIX)
+    names = ("edge", "sim", "router_metrics", "translator_metrics")
+    ports = {name: free_port() for name in names}
+    config = folder / "ezat-cluster.toml"
+    text = CONFIG.format(**ports)
+    assert "delivery_confirm_seconds = 2.0" in text
+    config.write_text(
+        text.replace(
+            "delivery_confirm_seconds = 2.0", f"delivery_confirm_seconds = {DELIVERY_CONFIRM}"
+        )
+    )
+    stack = Stack(
+        config_path=config,
+        data_dir=folder,
+        infra=Infra(cluster.url, database_url, infra.redis_url, servers=[*cluster.servers]),
+        extra_env={"EZAT_SUBJECT_PREFIX": PREFIX, "EZAT_JETSTREAM_REPLICAS": str(REPLICAS)},
+    )
+    try:
+        asyncio.run(_single_replica_outbox(cluster.url, subjects))
+        stack.start(timeout=90)
+    except BaseException:
+        stack.stop()
+        raise
+    stack.supervise_in_background()
+    key = asyncio.run(_new_key(database_url))
+    metrics = {
+        "router": f"http://127.0.0.1:{ports['router_metrics']}/metrics",
+        "translator": f"http://127.0.0.1:{ports['translator_metrics']}/metrics",
+    }
+    target = Target(stack, f"http://127.0.0.1:{ports['edge']}", key, database_url, metrics)
+    try:
+        yield ClusterStack(target, cluster, subjects)
+    finally:
+        stack.stop()
+
+
+async def final_rows(database_url: str, histories: list[History], within: float) -> float:
+    """Wait until no usage row of these requests awaits its delivery confirmation (each was
+    confirmed, or settled undelivered), then read the rows again into the histories: final
+    now. Seconds waited; raises past ``within``."""
+    ids = [h.request_id for h in histories]
+    conn = await asyncpg.connect(database_url)
+    started = time.monotonic()
+    try:
+        while waiting := await conn.fetchval(
+            "SELECT count(*) FROM usage_records WHERE request_id = ANY($1::text[])"
+            " AND awaiting_delivery",
+            ids,
+        ):
+            assert time.monotonic() - started < within, f"{waiting} rows still awaiting delivery"
+            await asyncio.sleep(0.2)
+        waited = time.monotonic() - started
+        rows = await conn.fetch(
+            "SELECT request_id, status, output_tokens, cost_micros, error_type FROM usage_records"
+            " WHERE request_id = ANY($1::text[])",
+            ids,
+        )
+    finally:
+        await conn.close()
+    by_id = {h.request_id: h for h in histories}
+    for h in histories:
+        h.rows = []
+    for row in rows:
+        by_id[row["request_id"]].rows.append(dict(row))
+    return waited
+
+
+async def step_down(nc: nats.NATS, stream: str, preferred: str) -> str:
+    """Move ``stream``'s leader to node ``preferred`` (JetStream's leader step-down with a
+    preferred placement); the leader it has then."""
+    js = nc.jetstream(timeout=5)
+    # Only a current follower can take over (a stream just moved to 3 replicas is catching up).
+    await current_peers(nc, stream, within=20.0)
+    for _ in range(20):
+        info = await js.stream_info(stream)
+        if info.cluster is not None and info.cluster.leader == preferred:
+            return preferred
+        body = json.dumps({"placement": {"preferred": preferred}}).encode()
+        await nc.request(f"$JS.API.STREAM.LEADER.STEPDOWN.{stream}", body, timeout=5)
+        await asyncio.sleep(0.5)
+    info = await js.stream_info(stream)
+    return str(info.cluster.leader if info.cluster else None)
+
+
+async def current_peers(nc: nats.NATS, stream: str, within: float) -> set[str]:
+    """The stream's leader and followers that are current, once all of them are (empty past
+    ``within`` seconds)."""
+    js = nc.jetstream(timeout=5)
+    deadline = time.monotonic() + within
+    while True:
+        info = await js.stream_info(stream)
+        cluster = info.cluster
+        if cluster is not None and cluster.leader:
+            followers = {p.name for p in cluster.replicas or [] if p.current and not p.offline}
+            peers = {cluster.leader, *(n for n in followers if n)}
+            if len(peers) == info.config.num_replicas:
+                return peers
+        if time.monotonic() > deadline:
+            return set()
+        await asyncio.sleep(0.2)
