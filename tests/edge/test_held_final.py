@@ -26,7 +26,8 @@ from ezat_common.outbox import Outbox
 from ezat_common.settlement import DURABLE_DEADLINE
 from ezat_common.settling import Held
 from ezat_common.subjects import Subjects
-from ezat_edge.relay import Call, Relay, SseResponse
+from ezat_edge.relay import Call, Relay
+from ezat_edge.streams import SseResponse
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from prometheus_client import REGISTRY

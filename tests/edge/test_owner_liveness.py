@@ -21,6 +21,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 from ezat_common import bus, envelopes
+from ezat_common.config import DEFAULT_STREAM_BUFFER
 from ezat_common.envelopes import (
     ClientRequest,
     Heartbeat,
@@ -91,10 +92,14 @@ class Holder:
 
 @contextlib.asynccontextmanager
 async def holding(
-    nats_url: str, ping_interval: float = PING_INTERVAL, confirm: bool = False
+    nats_url: str,
+    ping_interval: float = PING_INTERVAL,
+    confirm: bool = False,
+    stream_buffer_bytes: int = DEFAULT_STREAM_BUFFER,
 ) -> AsyncIterator[Holder]:
     """An edge relay on real NATS under a subject prefix of its own; ``confirm``: with the usage
-    outbox and delivery confirmations (tests/edge/test_deliveries.py)."""
+    outbox and delivery confirmations (tests/edge/test_deliveries.py); ``stream_buffer_bytes``:
+    its per-stream cap (tests/edge/test_slow_reader.py)."""
     nc = await nats.connect(nats_url)
     subjects = Subjects(prefix=f"o{uuid.uuid4().hex[:10]}")
     if confirm:
@@ -110,6 +115,7 @@ async def holding(
         ping_interval=ping_interval,
         owner_timeout=OWNER_TIMEOUT,
         deliveries=Deliveries(nc, subjects) if confirm else None,
+        stream_buffer_bytes=stream_buffer_bytes,
     )
     try:
         yield Holder(nc, subjects, relay)

@@ -10,7 +10,7 @@ import asyncio
 
 from aiohttp import web
 from aiohttp.test_utils import TestServer
-from ezat_edge.relay import SseResponse
+from ezat_edge.streams import SseResponse
 
 EVENT = b'event: message_start\ndata: {"type": "message_start"}\n\n'
 

@@ -9,17 +9,21 @@ usage rows. ``check`` asserts the invariants every scenario shares.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
+import re
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 import aiohttp
 import anthropic
 import asyncpg
 import openai
+from ezat_cli.infra import free_port, stop_process, wait_port
 from ezat_cli.stack import Stack
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -89,6 +93,7 @@ class History:
     started_streaming: bool = False  # some answer text reached the client
     chars: int = 0  # answer text the client received (a lost chunk shows as fewer)
     error: str = ""
+    retry_after: str | None = None  # the header of an HTTP error
     rows: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -159,6 +164,7 @@ async def one(t: Target, kind: Kind, tokens: int, token_ms: int | None = None) -
     except (anthropic.APIStatusError, openai.APIStatusError) as exc:
         h.status = exc.status_code
         h.error = str(exc)[:300]
+        h.retry_after = exc.response.headers.get("retry-after")
         in_stream = kind.endswith("stream") and exc.response.status_code == 200
         h.outcome = "stream_error" if in_stream else "http_error"
     except Exception as exc:
@@ -252,3 +258,40 @@ async def serves_again(t: Target, within: float = 20.0) -> History:
             return results[-1]
         assert time.monotonic() < deadline, f"not serving again: {results}"
         await asyncio.sleep(0.5)
+
+
+@contextlib.contextmanager
+def another_edge(t: Target, name: str, **edge: int) -> Iterator[Target]:
+    """One more edge on ``t``'s stack, with ``[edge]`` settings of its own (a config file beside
+    the stack's, which it otherwise copies); the Target it yields calls it, and its ``metrics``
+    has its /metrics under ``name``. Stopped, and no longer supervised, afterwards."""
+    port = free_port()
+    settings = "".join(f"{key} = {value}\n" for key, value in edge.items())
+    text = re.sub(
+        r'\[edge\]\nlisten = "[^"]*"\n',
+        f'[edge]\nlisten = "127.0.0.1:{port}"\n{settings}',
+        t.stack.config_path.read_text(),
+        count=1,
+    )
+    config = t.stack.config_path.with_name(f"{name}.toml")
+    config.write_text(text)
+    with t.stack._lock:  # the supervisor's thread walks the children
+        child = t.stack.add_service(name, "edge", {"EZAT_CONFIG": str(config.resolve())})
+    try:
+        wait_port(port, child.proc, timeout=30)
+        url = f"http://127.0.0.1:{port}"
+        yield Target(t.stack, url, t.key, t.database_url, {name: f"{url}/metrics"})
+    finally:
+        with t.stack._lock:
+            child.supervised = False
+            del t.stack.children[name]
+        if child.proc is not None:
+            stop_process(child.proc)
+
+
+def rss_kib(pid: int) -> int:
+    """The resident memory of process ``pid`` (VmRSS), in KiB."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    match = re.search(r"^VmRSS:\s+(\d+) kB$", status, re.MULTILINE)
+    assert match is not None, status
+    return int(match[1])

@@ -32,6 +32,10 @@ def test_shipped_default_config_loads() -> None:
         ("[edge]\nlisten = 8080\n", "f.toml: edge.listen: Expected `str`, got `int`"),
         ('[edge]\nlisten = "nohost"\n', "f.toml: edge.listen: `nohost` is not HOST:PORT"),
         ("[edge]\nbogus = 1\n", "f.toml: edge: Object contains unknown field `bogus`"),
+        (
+            "[edge]\nstream_buffer_bytes = 1000\n",
+            "f.toml: edge.stream_buffer_bytes: must be at least 65536",
+        ),
         ('[[models]]\nid = "x"\n', "f.toml: models[0]: Object missing required field"),
         (
             MODEL.replace("context_window = 1000", 'context_window = "big"'),
@@ -93,4 +97,5 @@ def test_defaults_fill_in() -> None:
     assert model.thinking == "none"
     assert model.prompt_caching is True
     assert cfg.edge.max_body_bytes == 32 * 1024 * 1024
+    assert cfg.edge.stream_buffer_bytes == 1024 * 1024
     assert cfg.router.max_attempts == 3

@@ -17,6 +17,10 @@ from msgspec import Struct, field
 
 ENV_CONFIG = "EZAT_CONFIG"
 DEFAULT_MAX_BODY = 32 * 1024 * 1024
+# Bytes the edge holds for one stream's client beyond what it has read (docs/reliability.md).
+DEFAULT_STREAM_BUFFER = 1024 * 1024
+# The smallest allowed: a transport pauses writing at 64 KiB, and the cap is checked from there.
+MIN_STREAM_BUFFER = 64 * 1024
 
 
 class ConfigError(Exception):
@@ -52,6 +56,9 @@ class EdgeConfig(Struct, forbid_unknown_fields=True, kw_only=True):
     # Model requests (messages, count_tokens, chat) in flight per edge; beyond it the edge
     # answers 529 overloaded_error (OpenAI API: 503) with retry-after at once.
     max_in_flight: int = 2048
+    # Bytes of one stream the edge may hold while its client does not read them (its write
+    # buffer); beyond it the stream ends with an error event and its request is stopped.
+    stream_buffer_bytes: int = DEFAULT_STREAM_BUFFER
 
 
 class Price(Struct, forbid_unknown_fields=True, kw_only=True):
@@ -221,6 +228,8 @@ def _check(cfg: Config, file: str) -> None:
     for name in _EDGE_POSITIVE:
         if getattr(cfg.edge, name) <= 0:
             raise ConfigError(f"{file}: edge.{name}: must be positive")
+    if cfg.edge.stream_buffer_bytes < MIN_STREAM_BUFFER:
+        raise ConfigError(f"{file}: edge.stream_buffer_bytes: must be at least {MIN_STREAM_BUFFER}")
     names: dict[str, str] = {}
     for i, m in enumerate(cfg.models):
         for j, name in enumerate([m.id, *m.aliases]):

@@ -84,7 +84,11 @@ class Edge:
             first_reply_timeout=first_reply_timeout(self.cfg),
             ping_interval=self.cfg.edge.ping_interval,
             deliveries=self.deliveries,
+            stream_buffer_bytes=self.cfg.edge.stream_buffer_bytes,
         )
+        outlets = self.relay.outlets
+        m.STREAM_BUFFERED.set_function(outlets.held)
+        m.STREAM_BUFFERED_MAX.set_function(outlets.largest)
         await self.nc.subscribe(self.subjects.keys_revoked, cb=self._on_revoked)
         self._pool_task = asyncio.create_task(self._connect_db())
         # Accept only once keys can be checked: a restarted edge takes over the connections

@@ -52,6 +52,18 @@ IN_FLIGHT = Gauge("ezat_edge_in_flight", "Model requests in flight")
 AUTH_STALE = Counter(
     "ezat_edge_auth_stale_total", "Keys served from the cache past its TTL: database unreachable"
 )
+SLOW_READERS_CUT = Counter(
+    "ezat_edge_slow_readers_cut_total",
+    "Streams ended because their client let more than stream_buffer_bytes wait at the edge",
+)
+STREAM_BUFFERED = Gauge(
+    "ezat_edge_stream_buffered_bytes",
+    "Bytes written to open streams that their clients have not read yet (held by the edge)",
+)
+STREAM_BUFFERED_MAX = Gauge(
+    "ezat_edge_stream_buffered_bytes_max",
+    "The largest of those per stream now (at most stream_buffer_bytes)",
+)
 RATE_LIMITED = Counter("ezat_edge_rate_limited_total", "Requests refused by a key's limits")
 
 # Memoised children for the per-request hot path.

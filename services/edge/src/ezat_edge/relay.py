@@ -9,9 +9,10 @@ A client that goes away cancels the handler; we broadcast a ``CancelRequest`` (c
 request's ``uid``, its gateway-internal identity) so the router stops the upstream call. The same
 broadcast follows a first-reply timeout: the client saw a 504, so the request must not run on.
 
-Streams have one writer, this handler's loop. A watchdog task, started when ``ReplyHead`` arrives,
-queues a ping when nothing has been written for ``ping_interval`` (pings count as writes), and an
-end-of-stream marker when nothing has been *received* for ``owner_timeout``.
+Streams have one writer, this handler's loop, which never waits for its client to read; what it
+writes through (the buffer cap, pings, the watchdog) is streams.py's. A client that lets more
+than ``[edge] stream_buffer_bytes`` wait at the edge has its stream cut, billed as a client that
+left early (docs/reliability.md, docs/billing.md).
 
 Liveness (docs/reliability.md): whoever holds the request (translator, router) sends a
 ``Heartbeat`` while it has nothing else to send, so silence for ``OWNER_TIMEOUT`` means it died.
@@ -26,6 +27,7 @@ error.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Awaitable
@@ -34,18 +36,15 @@ from typing import Literal, TypeVar
 
 from aiohttp import web
 from ezat_common import bus, envelopes
+from ezat_common.config import DEFAULT_STREAM_BUFFER
 from ezat_common.envelopes import (
     NO_ROUTER,
     OWNER_LOST,
-    PART_LOST,
     UNRECORDED,
     Heartbeat,
     ReplyBody,
-    ReplyChunk,
-    ReplyEnd,
     ReplyError,
     ReplyHead,
-    skipped,
 )
 from ezat_common.errors import GatewayError
 from ezat_common.liveness import OWNER_TIMEOUT
@@ -57,15 +56,20 @@ from . import metrics as m
 from .deliveries import Deliveries
 from .ids import new_uid
 from .responses import JSON, Format, error_response, stream_error_frame
+from .streams import (
+    SSE_HEADERS,
+    Collector,
+    Outlet,
+    Outlets,
+    SseResponse,
+    StreamState,
+    ping_for,
+    watchdog,
+)
 
 log = logging.getLogger("ezat.edge.relay")
 _T = TypeVar("_T")
 
-ANTHROPIC_PING = b'event: ping\ndata: {"type": "ping"}\n\n'
-OPENAI_PING = b": ping\n\n"
-_IDLE = object()
-_PING = object()
-SSE_HEADERS = {"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache"}
 # How many times a request is published when its holder dies before replying: once more.
 PUBLISHES = 2
 
@@ -88,18 +92,6 @@ def _nobody_took(reply: envelopes.Reply | None, env: envelopes.ClientRequest) ->
 
 class _OwnerLost(Exception):
     """The request's holder fell silent for ``OWNER_TIMEOUT`` before its first reply."""
-
-
-class SseResponse(web.StreamResponse):
-    """A stream whose status line and headers leave in the same ``send`` as its first body bytes.
-
-    aiohttp writes a ``StreamResponse``'s headers on their own at ``prepare()`` (its ``Response``
-    already holds them back); on loopback every ``send`` also runs the receiver's TCP stack, and
-    the edge writes at most two more per stream. ``prepare()`` is always followed at once by a
-    write here, so nothing waits on the held headers.
-    """
-
-    _send_headers_immediately = False
 
 
 @dataclass(slots=True)
@@ -125,6 +117,7 @@ class Relay:
         ping_interval: float,
         owner_timeout: float = OWNER_TIMEOUT,
         deliveries: Deliveries | None = None,
+        stream_buffer_bytes: int = DEFAULT_STREAM_BUFFER,
     ) -> None:
         self.nc = nc
         self.subjects = subjects
@@ -135,6 +128,8 @@ class Relay:
         self.owner_timeout = owner_timeout
         self.holder = Holder(nc, subjects, inbox, m.USAGE_FALLBACKS.inc)
         self.deliveries = deliveries
+        self.stream_buffer_bytes = stream_buffer_bytes
+        self.outlets = Outlets()
 
     async def run(self, call: Call, body: bytes) -> web.StreamResponse:
         for publish in range(1, PUBLISHES + 1):
@@ -284,45 +279,41 @@ class Relay:
         resp = SseResponse(headers={**SSE_HEADERS, **call.extra_headers, **head_headers})
         m.ACTIVE_STREAMS.inc()
         now = time.monotonic()
-        state = _StreamState(received=now, written=now)
+        state = StreamState(received=now, written=now)
+        keep_ack = functools.partial(self.holder.ack, held)
+        step = Collector(call.fmt, call.rid, state, keep_ack, self.inbox.is_ack, self._decode)
         # The watchdog runs from ReplyHead on: a stream can stall before its first chunk too.
-        watchdog = asyncio.create_task(self._watchdog(call, queue, state))
+        dog = asyncio.create_task(watchdog(queue, state, self.ping_interval, self.owner_timeout))
+        outlet: Outlet | None = None
         try:
-            first = self._ping(call) if head is None else head.data
+            first = ping_for(call.fmt) if head is None else head.data
             if first:
                 # The first read of the upstream travels with the head: write it at once. A
                 # stream committed early starts with a ping.
-                await resp.prepare(call.request)
-                m.FIRST_BYTE_BY(call.envelope.api).observe(time.monotonic() - call.started)
-                await resp.write(first)
+                outlet = await self._open(call, resp)
+                await outlet.write(first)
                 state.written = time.monotonic()
             while True:
-                msg = await queue.get()
                 # Everything that has already arrived goes out in one write: fewer syscalls per
                 # event under load, and no waiting for anything that has not arrived.
-                data, final, end = self._collect(call, msg, queue, state, held)
+                data, final, end = step.take(await queue.get(), queue)
                 if end is not None:
                     # Held until its usage is durable; then written with what preceded it.
                     durable = await self.holder.durable(queue, held, end.usage)
                     data += end.data if durable else _unrecorded_frame(call)
                     state.complete = durable
-                if not resp.prepared:
+                if outlet is None:
                     # Headers leave with the first bytes of the body, in the same write.
-                    await resp.prepare(call.request)
-                    m.FIRST_BYTE_BY(call.envelope.api).observe(time.monotonic() - call.started)
+                    outlet = await self._open(call, resp)
                     if not data and not final:
-                        await resp.write(data)  # no bytes yet: the headers go out on their own
+                        await outlet.write(data)  # no bytes yet: the headers go out on their own
                 if final:
-                    await resp.write_eof(data)
-                    if state.complete:
-                        self._delivered(call)
-                    elif state.lost:
-                        # The process relaying it is gone, not necessarily the router behind it
-                        # (a dead translator): stop the upstream call, not charged.
-                        await self._cancel(call, "gateway")
+                    await self._finish(call, outlet, data, state)
                     break
                 if data:
-                    await resp.write(data)
+                    if not await outlet.write(data):
+                        await self._cut(call, outlet)
+                        break
                     state.written = time.monotonic()
         except (ConnectionError, RuntimeError):
             # The client went away (aiohttp raises ConnectionResetError, or RuntimeError on a
@@ -336,93 +327,46 @@ class Relay:
                 raise  # the middleware answers with a JSON 500
             log.exception("stream relay failed")
         finally:
-            watchdog.cancel()
+            dog.cancel()
             m.ACTIVE_STREAMS.dec()
+            if outlet is not None:
+                outlet.close()
         return resp
 
-    def _collect(
-        self, call: Call, msg: Msg, queue: asyncio.Queue[Msg], state: _StreamState, held: Held
-    ) -> tuple[bytes, bool, ReplyEnd | None]:
-        """Bytes of this message and of every one already queued behind it; True when final; and
-        the final ``ReplyEnd`` when it must wait for its usage to be durable (not in the bytes)."""
-        parts: list[bytes] = []
-        ping = False
-        while True:
-            if msg is _IDLE:
-                m.OWNER_LOST_BY("stream_ended").inc()
-                state.lost = True
-                parts.append(self._error_frame(call, OWNER_LOST))
-                return b"".join(parts), True, None
-            if msg is _PING:
-                ping = True
-            elif self.inbox.is_ack(msg):
-                self.holder.ack(held, msg)  # overtook the ReplyEnd it acknowledges
-            else:
-                state.received = time.monotonic()
-                reply = self._decode(msg)
-                if isinstance(reply, ReplyChunk | ReplyEnd) and reply.seq:
-                    state.seq += 1
-                    if skipped(state.seq, reply.seq):
-                        # A message of this stream was lost on the way (a NATS server died):
-                        # an error, never a complete answer with a piece missing.
-                        m.OWNER_LOST_BY("part_lost").inc()
-                        state.lost = True
-                        parts.append(self._error_frame(call, PART_LOST))
-                        return b"".join(parts), True, None
-                match reply:
-                    case ReplyChunk():
-                        parts.append(reply.data)
-                    case Heartbeat():
-                        pass  # its holder is alive: counted as received above
-                    case ReplyHead():
-                        parts.append(reply.data)  # a stream committed before its head
-                    case ReplyEnd():
-                        if reply.usage:
-                            return b"".join(parts), True, reply
-                        parts.append(reply.data)
-                        state.complete = True  # durable already (held by the router)
-                        return b"".join(parts), True, None
-                    case ReplyError():
-                        frame = stream_error_frame(
-                            call.fmt, call.rid, reply.status, reply.type, reply.message
-                        )
-                        parts.append(frame)
-                        return b"".join(parts), True, None
-                    case _:
-                        log.warning("ignored %s inside a stream", type(reply).__name__)
-            if queue.empty():
-                if not parts:
-                    # A ping only when nothing else is written now (any write keeps it alive).
-                    return (self._ping(call) if ping else b""), False, None
-                return parts[0] if len(parts) == 1 else b"".join(parts), False, None
-            msg = queue.get_nowait()
+    async def _finish(self, call: Call, outlet: Outlet, data: bytes, state: StreamState) -> None:
+        """The stream's last write, with the end of its body; a cut if it does not fit."""
+        if not outlet.fits(len(data)):
+            await self._cut(call, outlet)
+            return
+        await outlet.resp.write_eof(data)
+        if state.complete:
+            self._delivered(call)
+        elif state.lost:
+            # The process relaying it is gone, not necessarily the router behind it (a dead
+            # translator): stop the upstream call, not charged.
+            await self._cancel(call, "gateway")
 
-    @staticmethod
-    def _error_frame(call: Call, err: ReplyError) -> bytes:
-        return stream_error_frame(call.fmt, call.rid, err.status, err.type, err.message)
+    async def _open(self, call: Call, resp: web.StreamResponse) -> Outlet:
+        """Prepare the stream's response (its headers leave with the first write)."""
+        writer = await resp.prepare(call.request)
+        m.FIRST_BYTE_BY(call.envelope.api).observe(time.monotonic() - call.started)
+        return Outlet(self.outlets, resp, writer, call.request, self.stream_buffer_bytes)
 
-    @staticmethod
-    def _ping(call: Call) -> bytes:
-        return OPENAI_PING if call.fmt == "openai" else ANTHROPIC_PING
-
-    async def _watchdog(self, call: Call, queue: asyncio.Queue[Msg], state: _StreamState) -> None:
-        """Queue a ping ``ping_interval`` after the last write, and an end to streams whose
-        holder went silent for ``owner_timeout`` (heartbeats count). It never writes itself: the
-        handler's loop is the only writer, so nothing races ``write_eof``."""
-        while True:
-            now = time.monotonic()
-            wake = min(state.written + self.ping_interval, state.received + self.owner_timeout)
-            if wake > now:
-                await asyncio.sleep(wake - now)
-                now = time.monotonic()
-            if now - state.received >= self.owner_timeout:
-                queue.put_nowait(_IDLE)  # type: ignore[arg-type]
-                return
-            if now - state.written >= self.ping_interval:
-                # Counted as written now, so a ping still queued behind a slow write is not
-                # queued again on every wake-up.
-                state.written = now
-                queue.put_nowait(_PING)  # type: ignore[arg-type]
+    async def _cut(self, call: Call, outlet: Outlet) -> None:
+        """The client let more than the cap wait at the edge: end its stream with an error
+        event behind what it has not read, and stop the request. It is billed as a client that
+        left early, for what was produced (docs/billing.md): its cancel says ``client``, and the
+        edge confirms its delivery as it does for a client that disconnected."""
+        m.SLOW_READERS_CUT.inc()
+        kib = self.stream_buffer_bytes // 1024
+        message = (
+            f"the stream was ended because it was read too slowly: more than {kib} KiB of it "
+            "waited to be sent; read a stream as it arrives (what was produced is billed)"
+        )
+        frame = stream_error_frame(call.fmt, call.rid, 408, "invalid_request_error", message)
+        await outlet.cut(frame)
+        self._delivered(call)
+        await self._cancel(call)
 
     def _delivered(self, call: Call) -> None:
         if self.deliveries is not None and call.envelope.api != "count_tokens":
@@ -459,12 +403,3 @@ def _unrecorded_frame(call: Call) -> bytes:
     return stream_error_frame(
         call.fmt, call.rid, UNRECORDED.status, UNRECORDED.type, UNRECORDED.message
     )
-
-
-@dataclass(slots=True)
-class _StreamState:
-    received: float  # last reply received (the idle timeout)
-    written: float  # last write to the client, pings included (the ping schedule)
-    lost: bool = False  # ended because its holder fell silent, or a message was lost
-    seq: int = 0  # the last numbered stream message received (ReplyChunk.seq)
-    complete: bool = False  # its final event is durable and goes out with the last write

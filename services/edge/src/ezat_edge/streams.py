@@ -1,0 +1,252 @@
+"""The client side of one SSE stream: its response, its pings and watchdog, and its buffer cap.
+
+The relay's loop (relay.py) is a stream's only writer; this module owns what it writes through.
+
+* ``SseResponse``: the status line and headers leave with the first body bytes.
+* ``watchdog``: queues a ping after ``ping_interval`` without a write and an end marker after
+  ``owner_timeout`` without a reply (docs/reliability.md, "A holder dies").
+* ``Collector``: turns what the request's queue holds into the bytes of the next write.
+* ``Outlet``: writes without waiting for the client, within ``[edge] stream_buffer_bytes``
+  (docs/reliability.md, "A client that reads slowly"). aiohttp's ``write`` waits (drains) while
+  the transport has paused writing, so a client that read slowly used to stop the relay's loop
+  while its replies piled up, unbounded, in the request's queue. Now the loop never waits on a
+  client: replies leave the queue as they come, and what the edge holds for a stream is its
+  transport's write buffer. Once the transport has paused writing (its buffer above the 64 KiB
+  high-water mark: the client is behind), that buffer is compared with the cap before each
+  write; a client that keeps up costs one attribute read per write, no syscall, no timer. A
+  write that would take it past the cap is not made and the stream is cut (``Outlet.cut``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import cast
+
+from aiohttp import web
+from aiohttp.abc import AbstractStreamWriter
+from aiohttp.http_writer import StreamWriter
+from ezat_common import envelopes
+from ezat_common.envelopes import (
+    OWNER_LOST,
+    PART_LOST,
+    Heartbeat,
+    ReplyChunk,
+    ReplyEnd,
+    ReplyError,
+    ReplyHead,
+    skipped,
+)
+from nats.aio.msg import Msg
+
+from . import metrics as m
+from .responses import Format, stream_error_frame
+
+log = logging.getLogger("ezat.edge.relay")
+
+ANTHROPIC_PING = b'event: ping\ndata: {"type": "ping"}\n\n'
+OPENAI_PING = b": ping\n\n"
+IDLE = object()  # queued by the watchdog: the stream's holder fell silent
+PING = object()  # queued by the watchdog: nothing was written for ping_interval
+SSE_HEADERS = {"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache"}
+# Seconds a cut stream's connection stays open for its client to take what the edge still holds
+# (and the error event behind it); then it is reset and that memory freed.
+CUT_FLUSH_GRACE = 5.0
+
+
+class SseResponse(web.StreamResponse):
+    """A stream whose status line and headers leave in the same ``send`` as its first body bytes.
+
+    aiohttp writes a ``StreamResponse``'s headers on their own at ``prepare()`` (its ``Response``
+    already holds them back); on loopback every ``send`` also runs the receiver's TCP stack, and
+    the edge writes at most two more per stream. ``prepare()`` is always followed at once by a
+    write here, so nothing waits on the held headers.
+    """
+
+    _send_headers_immediately = False
+
+
+@dataclass(slots=True)
+class StreamState:
+    received: float  # last reply received (the idle timeout)
+    written: float  # last write to the client, pings included (the ping schedule)
+    lost: bool = False  # ended because its holder fell silent, or a message was lost
+    seq: int = 0  # the last numbered stream message received (ReplyChunk.seq)
+    complete: bool = False  # its final event is durable and goes out with the last write
+
+
+async def watchdog(
+    queue: asyncio.Queue[Msg], state: StreamState, ping_interval: float, owner_timeout: float
+) -> None:
+    """Queue a ping ``ping_interval`` after the last write, and an end to streams whose holder
+    went silent for ``owner_timeout`` (heartbeats count). It never writes itself: the relay's
+    loop is the only writer, so nothing races ``write_eof``."""
+    while True:
+        now = time.monotonic()
+        wake = min(state.written + ping_interval, state.received + owner_timeout)
+        if wake > now:
+            await asyncio.sleep(wake - now)
+            now = time.monotonic()
+        if now - state.received >= owner_timeout:
+            queue.put_nowait(IDLE)  # type: ignore[arg-type]
+            return
+        if now - state.written >= ping_interval:
+            # Counted as written now, so a ping still queued behind a slow write is not queued
+            # again on every wake-up.
+            state.written = now
+            queue.put_nowait(PING)  # type: ignore[arg-type]
+
+
+def ping_for(fmt: Format) -> bytes:
+    return OPENAI_PING if fmt == "openai" else ANTHROPIC_PING
+
+
+@dataclass(slots=True)
+class Collector:
+    """Turns what a stream's queue holds into the bytes of its next write (the loop's step)."""
+
+    fmt: Format
+    rid: str
+    state: StreamState
+    keep_ack: Callable[[Msg], None]  # an outbox acknowledgement, for the request's settlement
+    is_ack: Callable[[Msg], bool]
+    decode: Callable[[Msg], envelopes.Reply]
+
+    def take(self, msg: Msg, queue: asyncio.Queue[Msg]) -> tuple[bytes, bool, ReplyEnd | None]:
+        """Bytes of this message and of every one already queued behind it; True when final; and
+        the final ``ReplyEnd`` when it must wait for its usage to be durable (not in the bytes)."""
+        state = self.state
+        parts: list[bytes] = []
+        ping = False
+        while True:
+            if msg is IDLE:
+                m.OWNER_LOST_BY("stream_ended").inc()
+                state.lost = True
+                parts.append(self.error_frame(OWNER_LOST))
+                return b"".join(parts), True, None
+            if msg is PING:
+                ping = True
+            elif self.is_ack(msg):
+                self.keep_ack(msg)  # overtook the ReplyEnd it acknowledges
+            else:
+                state.received = time.monotonic()
+                reply = self.decode(msg)
+                if isinstance(reply, ReplyChunk | ReplyEnd) and reply.seq:
+                    state.seq += 1
+                    if skipped(state.seq, reply.seq):
+                        # A message of this stream was lost on the way (a NATS server died):
+                        # an error, never a complete answer with a piece missing.
+                        m.OWNER_LOST_BY("part_lost").inc()
+                        state.lost = True
+                        parts.append(self.error_frame(PART_LOST))
+                        return b"".join(parts), True, None
+                match reply:
+                    case ReplyChunk():
+                        parts.append(reply.data)
+                    case Heartbeat():
+                        pass  # its holder is alive: counted as received above
+                    case ReplyHead():
+                        parts.append(reply.data)  # a stream committed before its head
+                    case ReplyEnd():
+                        if reply.usage:
+                            return b"".join(parts), True, reply
+                        parts.append(reply.data)
+                        state.complete = True  # durable already (held by the router)
+                        return b"".join(parts), True, None
+                    case ReplyError():
+                        parts.append(self.error_frame(reply))
+                        return b"".join(parts), True, None
+                    case _:
+                        log.warning("ignored %s inside a stream", type(reply).__name__)
+            if queue.empty():
+                if not parts:
+                    # A ping only when nothing else is written now (any write keeps it alive).
+                    return (ping_for(self.fmt) if ping else b""), False, None
+                return parts[0] if len(parts) == 1 else b"".join(parts), False, None
+            msg = queue.get_nowait()
+
+    def error_frame(self, err: ReplyError) -> bytes:
+        return stream_error_frame(self.fmt, self.rid, err.status, err.type, err.message)
+
+
+class Outlet:
+    """Writes one prepared stream to its client without waiting for the client to read."""
+
+    __slots__ = ("cap", "is_cut", "outlets", "protocol", "resp", "transport", "writer")
+
+    def __init__(
+        self,
+        outlets: Outlets,
+        resp: web.StreamResponse,
+        writer: AbstractStreamWriter | None,
+        request: web.Request,
+        cap: int,
+    ) -> None:
+        if writer is None:  # what prepare() returned: None only for a response already ended
+            raise RuntimeError("the stream's response has ended")
+        self.resp = resp
+        self.writer = cast(StreamWriter, writer)  # aiohttp's HTTP/1 writer
+        self.protocol = self.writer.protocol
+        self.transport = request.transport
+        self.cap = cap
+        self.is_cut = False
+        self.outlets = outlets
+        outlets.live.add(self)
+
+    def close(self) -> None:
+        """The relay is done with the stream; a cut one stays counted until its reset."""
+        if not self.is_cut:
+            self.outlets.live.discard(self)
+
+    def held(self) -> int:
+        """Bytes written to the client's transport that the kernel has not taken yet."""
+        transport = self.transport
+        return 0 if transport is None else transport.get_write_buffer_size()
+
+    def fits(self, size: int) -> bool:
+        """Whether ``size`` more bytes may be written: always while the client keeps up (the
+        transport has not paused writing: it holds less than its 64 KiB high-water mark, so a
+        burst that arrived at once goes out whole), else within the cap."""
+        return not self.protocol.writing_paused or self.held() + size <= self.cap
+
+    async def write(self, data: bytes) -> bool:
+        """Hand ``data`` to the transport; False, and nothing written, past the cap."""
+        if self.protocol.writing_paused and self.held() + len(data) > self.cap:
+            return False
+        await self.writer.write(data, drain=False)
+        return True
+
+    async def cut(self, frame: bytes) -> None:
+        """End the stream behind what the transport still holds: ``frame`` (the API's error
+        event), the end of the chunked body, then the connection is closed. A client that reads
+        on within ``CUT_FLUSH_GRACE`` gets it all; otherwise the connection is reset then."""
+        await self.writer.write(frame, drain=False)
+        # The last chunk; aiohttp's own write_eof after the handler then writes and waits for
+        # nothing.
+        self.writer.set_eof()
+        self.resp.force_close()
+        self.is_cut = True
+        asyncio.get_running_loop().call_later(CUT_FLUSH_GRACE, self._reset)
+
+    def _reset(self) -> None:
+        self.outlets.live.discard(self)
+        transport = self.protocol.transport  # None once the connection is closed
+        if transport is not None:
+            transport.abort()
+
+
+class Outlets:
+    """The outlets of open streams, and of cut ones until their reset: for the gauges, read at
+    scrape time (nothing per write)."""
+
+    def __init__(self) -> None:
+        self.live: set[Outlet] = set()
+
+    def held(self) -> int:
+        return sum(o.held() for o in self.live)
+
+    def largest(self) -> int:
+        return max((o.held() for o in self.live), default=0)
