@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -392,5 +393,5 @@ async def test_the_drain_stores_records_and_confirmations_from_the_outbox(
     )
     assert not state["awaiting_delivery"] or state["kept"]
     await age(pool, key_id, 61)
-    await settle.settle_due(pool, 60)
+    await settle.settle_due(pool, 60, time.time())
     assert (await rows_of(pool, key_id))[rec.request_id][0] == "complete"

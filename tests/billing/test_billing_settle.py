@@ -4,12 +4,20 @@ Real PostgreSQL; the settling query is the one billing runs every few seconds.""
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import time
+import uuid
+
 import asyncpg
 import msgspec
+import nats
 import pytest
 from ezat_billing import settle, store
-from ezat_common import envelopes
+from ezat_common import envelopes, outbox
 from ezat_common.envelopes import Delivered
+from ezat_common.outbox import Outbox
+from ezat_common.subjects import Subjects
 
 from .factories import record, row
 
@@ -67,7 +75,7 @@ async def test_past_the_bound_an_unconfirmed_record_is_voided_a_confirmed_one_ke
     assert after["lost"] == ("failed", 0, "undelivered")
     assert after["closed"] == before["closed"]  # an early close is billed as recorded
     # Idempotent: settled rows are not settled again.
-    assert await settle.settle_due(pool, AFTER) == (0, 0)
+    assert await settle.settle_due(pool, AFTER, time.time()) == (0, 0)
     assert await rows_of(pool, key_id) == after
 
 
@@ -76,7 +84,7 @@ async def settle_due_for(pool: asyncpg.Pool, key_id: str, within: bool) -> None:
     awaiting = await pool.fetchval(
         "SELECT count(*) FROM usage_records WHERE key_id = $1 AND awaiting_delivery", key_id
     )
-    await settle.settle_due(pool, AFTER)
+    await settle.settle_due(pool, AFTER, time.time())
     left = await pool.fetchval(
         "SELECT count(*) FROM usage_records WHERE key_id = $1 AND awaiting_delivery", key_id
     )
@@ -90,8 +98,64 @@ async def test_a_confirmation_that_overtook_its_record_still_counts(
     await settle.confirm(pool, [early.uid, early.uid])  # twice: idempotent
     await store.insert_batch(pool, [early])
     await age(pool, key_id, AFTER + 1)
-    await settle.settle_due(pool, AFTER)
+    await settle.settle_due(pool, AFTER, time.time())
     assert (await rows_of(pool, key_id))["early"] == ("complete", early.cost_micros, None)
+
+
+async def test_a_confirmation_held_in_the_outbox_holds_its_record_back(
+    nats_url: str, pool: asyncpg.Pool, key_id: str
+) -> None:
+    """PostgreSQL (or billing) went away after a record was stored and before its confirmation,
+    published just after it, was drained: the record's confirmation time runs out while the
+    confirmation waits in the outbox. It must not be voided; it is settled once the drain applied
+    the confirmation. (Before, the first settling round after the outage voided it.)"""
+    after = 1.0
+    subjects = Subjects(f"t{uuid.uuid4().hex[:8]}")
+    nc = await nats.connect(nats_url)
+    try:
+        box = Outbox(nc, subjects)
+        await box.ensure_stream()
+        assert await outbox.drained_before(nc, subjects) == pytest.approx(time.time(), abs=1)
+        stored = row(key_id=key_id, request_id="stored-before-the-outage", uid=uuid.uuid4().hex)
+        await store.insert_batch(pool, [stored])
+        js = nc.jetstream()
+        data = envelopes.encode(Delivered(uids=[stored.uid]))
+        ack = await js.publish(subjects.usage_outbox, data, stream=subjects.outbox_stream)
+        published = time.time()
+        await asyncio.sleep(after + 0.5)  # its confirmation time is up, the drain is stuck
+
+        drained = functools.partial(outbox.drained_before, nc, subjects)
+        assert await drained() == pytest.approx(published, abs=0.5)
+        await settle.settle_round(pool, after, drained)
+        assert (await rows_of(pool, key_id))["stored-before-the-outage"] == (
+            "complete", stored.cost_micros, None
+        )  # fmt: skip
+        awaiting = "SELECT awaiting_delivery FROM usage_records WHERE uid = $1"
+        assert await pool.fetchval(awaiting, stored.uid)
+
+        # The outage ends: the drain applies the confirmation and removes it from the outbox.
+        await settle.confirm(pool, [stored.uid])
+        await js.delete_msg(subjects.outbox_stream, ack.seq)
+        assert await drained() == pytest.approx(time.time(), abs=1)
+        await settle.settle_round(pool, after, drained)
+        assert not await pool.fetchval(awaiting, stored.uid)
+        assert (await rows_of(pool, key_id))["stored-before-the-outage"][0] == "complete"
+    finally:
+        await nc.jetstream().delete_stream(subjects.outbox_stream)
+        await nc.close()
+
+
+async def test_an_unconfirmed_record_is_voided_once_the_outbox_is_drained_past_it(
+    pool: asyncpg.Pool, key_id: str
+) -> None:
+    lost = row(key_id=key_id, request_id="lost", uid=uuid.uuid4().hex)
+    await store.insert_batch(pool, [lost])
+    await age(pool, key_id, AFTER + 1)
+    # The drain is behind (the outbox holds a message of two minutes ago): not yet.
+    await settle.settle_due(pool, AFTER, time.time() - 120)
+    assert (await rows_of(pool, key_id))["lost"][0] == "complete"
+    await settle.settle_due(pool, AFTER, time.time())
+    assert (await rows_of(pool, key_id))["lost"] == ("failed", 0, "undelivered")
 
 
 def test_the_outbox_decoder_tells_records_from_confirmations() -> None:

@@ -1,9 +1,11 @@
 """Load with a recorded history for the fault suite (docs/reliability.md).
 
 ``run_load`` starts N requests at once through the official SDKs, mixing both APIs, streaming
-and not; each request's history says when it started and ended, what the client saw (a complete
-answer, an error event inside a stream, an HTTP error, or nothing before the bound: hung) and its
-usage rows. ``check`` asserts the invariants every scenario shares.
+and not; ``run_waves`` keeps N in flight for as long as a fault lasts (each client starts its next
+request when its last one ended). Each request's history says when it started and ended, what the
+client saw (a complete answer, an error event inside a stream, an HTTP error and its
+``retry-after``, or nothing before the bound: hung) and its usage rows. ``check`` asserts the
+invariants every scenario shares.
 """
 
 from __future__ import annotations
@@ -195,26 +197,74 @@ async def run_load(
         await asyncio.sleep(fault_at)
         await fault()
     histories = list(await asyncio.gather(*tasks))
-    await _attach_rows(t, histories, settle)
+    await attach_rows(t, histories, settle)
     return histories
 
 
-async def _attach_rows(t: Target, histories: list[History], settle: float = 3.0) -> None:
-    """Each request's usage rows, once billing drained what the outbox holds."""
+async def run_waves(
+    t: Target,
+    n: int,
+    tokens: int,
+    fault: Callable[[], Awaitable[None]],
+    fault_at: float,
+    after: float,
+    token_ms: int | None = None,
+    ramp: float = 0.0,
+) -> list[History]:
+    """``n`` requests in flight from the start until ``after`` s after ``fault`` returned: each of
+    ``n`` clients starts its next request (the kinds in turn) as soon as its last one ended, the
+    first ones spread over ``ramp`` s; ``fault`` starts ``fault_at`` s in. Every request's history,
+    without rows (``attach_rows``, once billing caught up)."""
+    histories: list[History] = []
+    kinds = itertools.cycle(KINDS)
+    stop = asyncio.Event()
+
+    async def client(delay: float) -> None:
+        await asyncio.sleep(delay)
+        while not stop.is_set():
+            histories.append(await one(t, next(kinds), tokens, token_ms))
+
+    clients = [asyncio.create_task(client(ramp * i / n)) for i in range(n)]
+    try:
+        await asyncio.sleep(fault_at)
+        await fault()
+        await asyncio.sleep(after)
+    finally:
+        stop.set()
+        await asyncio.gather(*clients)
+    return histories
+
+
+async def attach_rows(t: Target, histories: list[History], settle: float = 0.0) -> None:
+    """Each request's usage rows (as stored now, after ``settle`` s)."""
     await asyncio.sleep(settle)
     conn = await asyncpg.connect(t.database_url)
     try:
-        ids = [h.request_id for h in histories]
         rows = await conn.fetch(
-            "SELECT request_id, status, output_tokens, cost_micros, error_type FROM usage_records"
-            " WHERE request_id = ANY($1::text[])",
-            ids,
+            "SELECT request_id, status, output_tokens, cost_micros, error_type, awaiting_delivery"
+            " FROM usage_records WHERE request_id = ANY($1::text[])",
+            [h.request_id for h in histories],
         )
     finally:
         await conn.close()
     by_id = {h.request_id: h for h in histories}
+    for h in histories:
+        h.rows = []
     for row in rows:
         by_id[row["request_id"]].rows.append(dict(row))
+
+
+async def wait_billed(t: Target, histories: list[History], within: float) -> float:
+    """Seconds until every answer a client saw complete has its usage row (billing caught up
+    with the outbox); fails past ``within``."""
+    start = time.monotonic()
+    while True:
+        await attach_rows(t, histories)
+        missing = [h.request_id for h in histories if h.outcome == "complete" and not h.rows]
+        if not missing:
+            return time.monotonic() - start
+        assert time.monotonic() - start < within, f"{len(missing)} complete answers unbilled"
+        await asyncio.sleep(0.5)
 
 
 def summary(histories: list[History]) -> dict[str, int]:
@@ -222,6 +272,16 @@ def summary(histories: list[History]) -> dict[str, int]:
     for h in histories:
         counts[h.outcome] = counts.get(h.outcome, 0) + 1
     return counts
+
+
+def ranges(histories: list[History], since: float | None = None) -> dict[str, str]:
+    """For the measured tables: per kind and outcome, how many and their seconds (min-max), from
+    their start or, given ``since`` (a ``time.monotonic()``, e.g. of the fault), from then."""
+    groups: dict[str, list[float]] = {}
+    for h in histories:
+        seconds = h.seconds if since is None else h.ended - since
+        groups.setdefault(f"{h.kind} {h.outcome}", []).append(seconds)
+    return {k: f"{len(v)} in {min(v):.1f}-{max(v):.1f}s" for k, v in sorted(groups.items())}
 
 
 def check(histories: list[History], bound: float) -> None:

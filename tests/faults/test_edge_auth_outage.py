@@ -1,6 +1,8 @@
 """Authentication while PostgreSQL is down (docs/reliability.md, "Authentication during a
 database outage"): known keys keep working past the cache TTL, a revocation broadcast still
 applies, unknown keys get 503 with retry-after, and the edge reconnects when the database is back.
+A database that is there but answers nothing (frozen) holds no request longer than the lookup
+timeout.
 
 The edge runs in this process (its real ``serve()``) on a PostgreSQL of this module's own, which
 the test stops and starts; the clients are the official SDK.
@@ -20,6 +22,9 @@ import pytest
 from edge.harness import RunningEdge, new_key, running_edge
 from ezat_cli.infra import free_port, start_postgres
 from ezat_common import db
+from ezat_edge.auth import LOOKUP_TIMEOUT
+
+from .freeze import freeze
 
 pytestmark = pytest.mark.timeout(120)
 TTL = 0.5
@@ -39,6 +44,10 @@ class Postgres:
 
     def start(self) -> None:
         self.server.ensure_postgres_running()
+
+    @property
+    def pid(self) -> int:
+        return int(self.server.get_pid())
 
 
 @pytest.fixture(scope="module")
@@ -126,3 +135,40 @@ async def test_known_keys_outlive_a_database_outage_and_unknown_ones_wait(
     await asyncio.sleep(TTL + 1.1)  # the TTL, and the second the edge waits after a failure
     with pytest.raises(anthropic.AuthenticationError):
         await known.models.list()
+
+
+async def test_a_frozen_database_holds_no_request_past_the_lookup_timeout(
+    edge: RunningEdge, postgres: Postgres
+) -> None:
+    """Before, the first lookup after the freeze waited in asyncpg's release of its cancelled
+    query (shielded from the timeout) for as long as the database was frozen."""
+    known = client(edge, edge.key)
+    _, unknown_secret = await new_key(postgres.url, "never-seen-frozen")
+    unknown = client(edge, unknown_secret)
+    await known.models.list()  # cached, and the edge's pool holds an open connection
+
+    async def timed(call: Any) -> float:
+        start = time.monotonic()
+        try:
+            await call()
+        except anthropic.APIStatusError as exc:
+            assert exc.status_code == 503 and exc.response.headers["retry-after"]
+        return time.monotonic() - start
+
+    async def requests() -> list[float]:
+        await asyncio.sleep(TTL + 0.2)  # the known key's entry expired: it asks the database
+        seconds = []
+        for _ in range(10):
+            calls = [known.models.list] * 4 + [unknown.models.list]
+            seconds += await asyncio.gather(*(timed(c) for c in calls))
+            await asyncio.sleep(0.3)
+        return seconds
+
+    freezing = asyncio.create_task(freeze(postgres.pid, 8.0))
+    try:
+        seconds = await requests()
+    finally:
+        await freezing
+    print(f"frozen: {len(seconds)} requests, slowest {max(seconds):.2f}s")
+    assert max(seconds) <= LOOKUP_TIMEOUT + 1.0, sorted(seconds)[-5:]
+    await known.models.list()

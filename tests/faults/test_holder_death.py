@@ -1,5 +1,5 @@
 """A process holding requests dies mid-load (SIGKILL): every client request still ends promptly
-and cleanly (docs/reliability.md, "A holder dies"). 40 requests in flight, both APIs, streaming
+and cleanly (docs/reliability.md, "A holder dies"). 120 requests in flight, both APIs, streaming
 and not, each stream 4 s long; the kill lands at 1 s. One replica of two dies, so a request that
 had sent nothing to its client is published once more to the live one."""
 
@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import time
 from collections.abc import Awaitable, Callable
 
 import pytest
 
-from .load import KINDS, Target, check, run_load, serves_again, summary
+from .load import KINDS, Target, check, ranges, run_load, serves_again, summary
 
-N = 40
+N = 120
 TOKENS = 40  # 4 s at the simulator's 100 ms a token
 FAULT_AT = 1.0
 # A started stream of the dead replica ends this long after the kill at most.
@@ -30,9 +31,10 @@ LOAD_METRIC = {
 }
 
 
-def kill_busier(t: Target, kind: str) -> Callable[[], Awaitable[None]]:
+def kill_busier(t: Target, kind: str, killed: list[float]) -> Callable[[], Awaitable[None]]:
     """SIGKILL the replica of ``kind`` holding more of the load (the queue group spreads
-    requests at random, and a replica holding none would make the scenario vacuous)."""
+    requests at random, and a replica holding none would make the scenario vacuous); the time of
+    the kill goes to ``killed``."""
 
     async def fault() -> None:
         names = (kind, f"{kind}-2")
@@ -45,6 +47,7 @@ def kill_busier(t: Target, kind: str) -> Callable[[], Awaitable[None]]:
             await asyncio.sleep(0.1)
         victim = max(names, key=lambda n: held[n])
         print(f"killing {victim} of {held}")
+        killed.append(time.monotonic())
         await asyncio.to_thread(t.stack.kill, victim, signal.SIGKILL)
 
     return fault
@@ -56,9 +59,10 @@ async def test_sigkill_of_a_holder_leaves_no_client_waiting(
 ) -> None:
     for name in (victim, f"{victim}-2"):
         fault_stack.baseline[name] = await fault_stack.sample(name, LOAD_METRIC[victim])
-    fault = kill_busier(fault_stack, victim)
+    killed: list[float] = []
+    fault = kill_busier(fault_stack, victim, killed)
     histories = await run_load(fault_stack, N, TOKENS, fault, FAULT_AT)
-    print(victim, summary(histories), sorted(round(h.seconds, 1) for h in histories))
+    print(victim, ranges(histories), "after the kill:", ranges(histories, killed[0]))
     check(histories, BOUND)
     by_kind = {k: [h for h in histories if h.kind == k] for k in KINDS}
     # The translator is on the way back only for the OpenAI API.
@@ -86,6 +90,8 @@ SETTLED = 2.0 + 5.0 + 2.0
 
 
 async def test_sigkill_of_the_edge_bills_only_what_reached_its_client(fault_stack: Target) -> None:
+    killed: list[float] = []
+
     async def fault() -> None:
         # Once the routers run the requests: killed earlier, the edge would take them along.
         for _ in range(50):
@@ -93,12 +99,13 @@ async def test_sigkill_of_the_edge_bills_only_what_reached_its_client(fault_stac
             if sum(streams) >= N // 2:
                 break
             await asyncio.sleep(0.1)
+        killed.append(time.monotonic())
         await asyncio.to_thread(fault_stack.stack.kill, "edge", signal.SIGKILL)
 
     histories = await run_load(
         fault_stack, N, TOKENS, fault, FAULT_AT, settle=TOKENS / 10 + SETTLED
     )
-    print("edge", summary(histories))
+    print("edge", "after the kill:", ranges(histories, killed[0]))
     # The clients' connections broke with the edge: nothing hangs, nobody saw a final event.
     check(histories, BOUND)
     assert all(h.outcome in ("http_error", "stream_error") for h in histories), summary(histories)
@@ -120,7 +127,7 @@ async def test_sigkill_of_billing_loses_no_record(fault_stack: Target) -> None:
         await asyncio.to_thread(fault_stack.stack.kill, "billing", signal.SIGKILL)
 
     histories = await run_load(fault_stack, N, TOKENS, fault, FAULT_AT, settle=6.0)
-    print("billing", summary(histories))
+    print("billing", ranges(histories))
     check(histories, BOUND)
     assert summary(histories) == {"complete": N}
     await serves_again(fault_stack)

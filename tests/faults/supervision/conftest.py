@@ -17,9 +17,11 @@ import asyncpg
 import openai
 import pytest
 from ezat_cli import infra as infra_mod
-from ezat_cli.infra import free_port
+from ezat_cli.infra import Embedded, free_port
 from ezat_cli.stack import Stack
 from ezat_common import db
+
+from ..freeze import freeze
 
 CONFIG = """
 [edge]
@@ -33,6 +35,10 @@ max_attempts = 2
 connect_timeout = 2.0
 first_byte_timeout = 30.0
 between_events_timeout = 10.0
+
+[billing]
+# Short, so that these scenarios see records settled (docs/billing.md); the default is 60 s.
+delivery_confirm_seconds = 2.0
 
 [shutdown]
 drain_timeout = 30.0
@@ -93,10 +99,10 @@ class FaultStack:
         )
         return "".join(b.text for b in msg.content if b.type == "text")
 
-    async def new_key(self) -> str:
+    async def new_key(self, rpm: int | None = None) -> str:
         conn = await asyncpg.connect(self.infra.database_url, timeout=5)
         try:
-            _, secret = await db.create_key(conn, "faults")
+            _, secret = await db.create_key(conn, "faults", rpm=rpm)
         finally:
             await conn.close()
         return secret
@@ -129,6 +135,31 @@ def fault_stack(data_dir: Path) -> Iterator[FaultStack]:
         yield fs
     finally:
         stack.stop()
+
+
+async def outage(server: Embedded, seconds: float, restart_within: float = 30.0) -> float:
+    """Stop ``server`` cleanly and keep the supervisor from restarting it for ``seconds``, then hand
+    it back to the supervisor; returns the seconds it was down (stopped until it was back)."""
+    server.supervised = False
+    try:
+        start = time.monotonic()
+        await asyncio.to_thread(server.stop)
+        assert not server.alive, f"{server.name} still running after stop"
+        await asyncio.sleep(seconds)
+    finally:
+        server.supervised = True
+    while not server.alive:
+        assert time.monotonic() - start < seconds + restart_within, f"{server.name} not back"
+        await asyncio.sleep(0.05)
+    return time.monotonic() - start
+
+
+async def frozen(server: Embedded, seconds: float) -> float:
+    """``server`` frozen for ``seconds`` (``freeze``): there, alive to the supervisor, answering
+    nothing, so that every call to it waits for its timeout. Returns the seconds it was frozen."""
+    pid = server.pid
+    assert pid is not None and server.alive
+    return await freeze(pid, seconds)
 
 
 async def until_ok(

@@ -119,8 +119,11 @@ async def create_key(
     return _row_to_key(row), secret
 
 
-async def find_key(conn: asyncpg.Connection | asyncpg.Pool, secret: str) -> ApiKey | None:
-    row = await conn.fetchrow("SELECT * FROM api_keys WHERE key_hash = $1", hash_key(secret))
+async def find_key(
+    conn: asyncpg.Connection | asyncpg.Pool, secret: str, timeout: float | None = None
+) -> ApiKey | None:
+    sql = "SELECT * FROM api_keys WHERE key_hash = $1"
+    row = await conn.fetchrow(sql, hash_key(secret), timeout=timeout)
     return _row_to_key(row) if row else None
 
 

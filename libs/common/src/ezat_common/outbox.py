@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 
 import msgspec
@@ -205,3 +206,27 @@ async def wait_drained(
         log.info("outbox read barrier skipped: %r", exc)
         return False
     return True
+
+
+async def drained_before(nc: Client, subjects: Subjects, timeout: float = 2.0) -> float | None:
+    """A time (Unix seconds) before which everything published to the outbox has been drained
+    into PostgreSQL: the store time of the oldest message the stream still holds (work-queue
+    retention removes a message once billing acknowledged it after its commit), or the time of
+    asking when it holds none. None when JetStream does not answer. Billing settles a record only
+    once the confirmations published within its window are past this point (docs/billing.md)."""
+    js = nc.jetstream(timeout=timeout)
+    asked = time.time()
+    try:
+        info = await js.stream_info(subjects.outbox_stream)
+        if not info.state.messages:
+            return asked
+        # The first one still there (the one seen by stream_info may be acknowledged by now).
+        oldest = await js.get_msg(
+            subjects.outbox_stream, info.state.first_seq, subjects.usage_outbox, next=True
+        )
+    except nats.js.errors.NotFoundError:
+        return asked  # no stream yet, or drained meanwhile: nothing published before is left
+    except (nats.errors.Error, TimeoutError, OSError) as exc:
+        log.info("outbox backlog unknown: %r", exc)
+        return None
+    return oldest.time.timestamp() if oldest.time is not None else None

@@ -14,7 +14,7 @@ import asyncpg
 from ezat_common import bus, db, lifecycle, logs
 from ezat_common import metrics as common_metrics
 from ezat_common import subjects as subjects_mod
-from ezat_common.outbox import Outbox
+from ezat_common.outbox import Outbox, drained_before
 from ezat_common.periodic import Periodic
 from ezat_common.runtime import run_service
 from nats.aio.msg import Msg
@@ -107,10 +107,11 @@ async def serve(stop: asyncio.Event, settings: config.Settings | None = None) ->
     drainer = Drain(nc, subjects, outbox, handlers.row_for, write, confirm)
     handlers.barrier = drainer.barrier
     drain = asyncio.create_task(drainer.run(), name="billing-outbox-drain")
+    drained = functools.partial(drained_before, nc, subjects)
     settler = Periodic(
         "billing-settle",
         settle.SETTLE_EVERY,
-        functools.partial(settle.settle_round, pool, settings.delivery_confirm),
+        functools.partial(settle.settle_round, pool, settings.delivery_confirm, drained),
     )
     settler.start()
     tasks = TaskSet()

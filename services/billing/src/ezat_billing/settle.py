@@ -5,16 +5,19 @@ A complete record is stored ``awaiting_delivery``. The edge confirms the uids wh
 wrote (``envelopes.Delivered``, through the usage outbox): a confirmation clears the flag of its
 stored record at once (one UPDATE per drained batch), and only one whose record is not stored yet
 (drained by another billing replica) is kept in ``usage_deliveries``, so that it still counts. Every
-``SETTLE_EVERY`` seconds billing settles the records stored more than ``delivery_confirm`` ago:
-confirmed ones stay as they are, the others become ``failed`` with cost 0 and error_type
-``undelivered``. Settling is one idempotent UPDATE; replicas running it at once skip each other's
-rows (``SKIP LOCKED``).
+``SETTLE_EVERY`` seconds billing settles the records stored more than ``delivery_confirm`` before
+the outbox's drain point (``outbox.drained_before``: the oldest message it still holds, or now):
+a confirmation waits in the outbox behind the same backlog as the records (PostgreSQL or billing
+down), so a record's time counts only up to what the drain has applied. Confirmed ones stay as
+they are, the others become ``failed`` with cost 0 and error_type ``undelivered``. Settling is one
+idempotent UPDATE; replicas running it at once skip each other's rows (``SKIP LOCKED``).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Awaitable, Callable, Sequence
 
 import asyncpg
 
@@ -28,6 +31,9 @@ SETTLE_BATCH = 5000
 KEEP_DELIVERIES = "1 day"
 UNDELIVERED = "undelivered"
 
+# Unix seconds before which every outbox message has been drained; None when unknown.
+DrainedBefore = Callable[[], Awaitable[float | None]]
+
 _CLEAR = (
     "UPDATE usage_records SET awaiting_delivery = false"
     " WHERE uid = ANY($1::text[]) AND awaiting_delivery RETURNING uid"
@@ -39,7 +45,8 @@ _SETTLE = f"""
 WITH due AS (
     SELECT r.uid, EXISTS (SELECT 1 FROM usage_deliveries d WHERE d.uid = r.uid) AS delivered
     FROM usage_records r
-    WHERE r.awaiting_delivery AND r.recorded_at < now() - make_interval(secs => $1)
+    WHERE r.awaiting_delivery
+      AND r.recorded_at < LEAST(now(), to_timestamp($2::float8)) - make_interval(secs => $1)
     ORDER BY r.recorded_at
     LIMIT {SETTLE_BATCH}
     FOR UPDATE OF r SKIP LOCKED
@@ -68,13 +75,16 @@ async def confirm(pool: asyncpg.Pool, uids: Sequence[str], timeout: float = 5.0)
             await conn.execute(_KEEP, rest, timeout=timeout)
 
 
-async def settle_due(pool: asyncpg.Pool, after: float, timeout: float = 10.0) -> tuple[int, int]:
-    """Settle the records whose confirmation time (``after`` s since stored) is up; returns how
-    many were (kept, voided)."""
+async def settle_due(
+    pool: asyncpg.Pool, after: float, drained_before: float, timeout: float = 10.0
+) -> tuple[int, int]:
+    """Settle the records whose confirmation time is up: stored more than ``after`` s before
+    ``drained_before`` (Unix seconds; every confirmation published earlier has been applied) and
+    before now. Returns how many were (kept, voided)."""
     kept = voided = 0
     while True:
         async with pool.acquire(timeout=timeout) as conn, conn.transaction():
-            rows = await conn.fetch(_SETTLE, after, timeout=timeout)
+            rows = await conn.fetch(_SETTLE, after, drained_before, timeout=timeout)
         batch_voided = sum(1 for r in rows if not r["delivered"])
         kept += len(rows) - batch_voided
         voided += batch_voided
@@ -82,10 +92,19 @@ async def settle_due(pool: asyncpg.Pool, after: float, timeout: float = 10.0) ->
             return kept, voided
 
 
-async def settle_round(pool: asyncpg.Pool, after: float) -> None:
+async def settle_round(pool: asyncpg.Pool, after: float, drained: DrainedBefore) -> None:
     """One round (billing runs it every ``SETTLE_EVERY`` s, ``periodic.Periodic``)."""
+    drained_before = await drained()
+    if drained_before is None:  # JetStream away: confirmations may be waiting there
+        log.warning("settling delivered records skipped: the usage outbox does not answer")
+        return
+    behind = time.time() - drained_before
+    if behind > after:
+        log.warning(
+            "settling held back: the usage outbox still holds messages of %.0f s ago", behind
+        )
     try:
-        kept, voided = await settle_due(pool, after)
+        kept, voided = await settle_due(pool, after, drained_before)
         await pool.execute(_PRUNE, timeout=10.0)
     except Exception as exc:  # PostgreSQL away: the next round settles what is due
         log.warning("settling delivered records failed: %r", exc)

@@ -73,6 +73,7 @@ class Authenticator:
         self.pool: asyncpg.Pool | None = None
         self._cache: dict[bytes, tuple[db.ApiKey | None, float]] = {}
         self._down_until = 0.0  # until then, known keys whose entry expired are served stale
+        self._lookups: set[asyncio.Future[db.ApiKey | None]] = set()  # still running
 
     async def authenticate(self, request: web.Request) -> db.ApiKey:
         secret = presented_key(request)
@@ -123,21 +124,19 @@ class Authenticator:
         cache[digest] = (key, now + (self.ttl if key else _NEGATIVE_TTL))
 
     async def _lookup(self, secret: str) -> db.ApiKey | None:
+        """The key as stored, within ``LOOKUP_TIMEOUT`` whatever the database does: the lookup
+        runs as a task of its own that is waited for, never cancelled (``_find``)."""
         pool = self.pool
         if pool is None:
             raise _Unavailable
-        problem: BaseException | None = None
-        try:
-            async with asyncio.timeout(LOOKUP_TIMEOUT):
-                for _ in range(2):  # a connection killed by a restart fails once, then reconnects
-                    try:
-                        return await db.find_key(pool, secret)
-                    except asyncio.CancelledError:
-                        raise
-                    except _DB_ERRORS as exc:
-                        problem = exc
-        except TimeoutError as exc:
-            problem = exc
+        lookup = asyncio.ensure_future(_find(pool, secret))
+        self._lookups.add(lookup)
+        lookup.add_done_callback(_forget)
+        lookup.add_done_callback(self._lookups.discard)
+        done, _ = await asyncio.wait({lookup}, timeout=LOOKUP_TIMEOUT)
+        problem = lookup.exception() if done else TimeoutError("no answer")
+        if problem is None:
+            return lookup.result()
         self._down_until = time.monotonic() + RETRY_DOWN
         log.warning("key lookup failed: %s", type(problem).__name__)
         raise _Unavailable
@@ -149,3 +148,27 @@ class Authenticator:
         for digest, (key, _) in list(self._cache.items()):
             if key is not None and key.id == key_id:
                 self._cache[digest] = (msgspec.structs.replace(key, revoked=True), until)
+
+
+async def _find(pool: asyncpg.Pool, secret: str) -> db.ApiKey | None:
+    """The lookup, ended by asyncpg's own timeouts (the acquire's, the query's and, through the
+    acquire's, the release of a connection whose query was cancelled), so that it ends by itself
+    when the server is there but never answers (frozen, a network partition). Cancelling it
+    instead would leave the request waiting in the pool's release, which asyncpg shields from
+    cancellation and which, without a timeout, waits for the server's answer to the cancel: the
+    request hung for as long as the database did. A connection killed by a restart fails once,
+    then reconnects: so twice."""
+    problem: BaseException = TimeoutError()
+    for _ in range(2):
+        try:
+            async with pool.acquire(timeout=LOOKUP_TIMEOUT) as conn:
+                return await db.find_key(conn, secret, timeout=LOOKUP_TIMEOUT)
+        except _DB_ERRORS as exc:
+            problem = exc
+    raise problem
+
+
+def _forget(lookup: asyncio.Future[db.ApiKey | None]) -> None:
+    """A lookup its request stopped waiting for may still fail: nobody reads that."""
+    if not lookup.cancelled():
+        lookup.exception()
