@@ -17,7 +17,7 @@ import openai
 import pytest
 from aiohttp import web
 
-from .load import History, Target, _attach_rows, check, run_load, summary
+from .load import History, Target, attach_rows, check, run_load, summary
 
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
@@ -103,7 +103,7 @@ async def test_sigkill_of_the_fetcher_mid_download_ends_image_requests_with_a_50
 
     others = await run_load(t, OTHERS, 20, fault, FAULT_AT, token_ms=100)
     refused = list(await asyncio.gather(*images))
-    await _attach_rows(t, refused, settle=0.5)
+    await attach_rows(t, refused, settle=0.5)
     print("images:", summary(refused), "others:", summary(others), refused[0].error)
     print("image requests ended", sorted(round(h.ended - killed[0], 2) for h in refused)[::8])
     # The key's share of the slots was downloading, the rest of its downloads queued behind it.

@@ -134,7 +134,9 @@ async def serve(stop: asyncio.Event, settings: config.Settings | None = None) ->
     # No new messages (other replicas get them); the ones already delivered are still answered.
     await lifecycle.stop_taking(*subs)
     await tasks.wait(settings.cfg.shutdown.drain_timeout)
-    # Between batches or mid-batch alike: whatever was not acknowledged is redelivered later.
+    # Records waiting for their delivery confirmation are stored now; then, between batches or
+    # mid-batch alike, whatever was not acknowledged is redelivered later.
+    await drainer.flush(timeout=2.0)
     drain.cancel()
     await settler.stop()
     with contextlib.suppress(asyncio.CancelledError, Exception):

@@ -78,6 +78,16 @@ class Drain:
         self._flush = True
         self._wake.set()
 
+    async def flush(self, timeout: float) -> None:
+        """At shutdown, before the drain is cancelled: store the records waiting for their
+        confirmations now (``awaiting_delivery``), instead of leaving their messages to be
+        redelivered to another replica only after ``ACK_WAIT``."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + timeout
+        while len(self._pairing) and loop.time() < until:
+            self.nudge()
+            await asyncio.sleep(0.02)
+
     async def barrier(self, timeout: float = outbox.BARRIER_TIMEOUT) -> bool:
         """Wait until what the outbox holds now is stored (docs/billing.md, "Queries")."""
         return await outbox.wait_drained(self._nc, self._subjects, timeout, self.nudge)
@@ -97,11 +107,19 @@ class Drain:
             try:
                 await self._consume(sub)
             finally:
+                await self._hand_back()
                 # A fetch that timed out can leave the server's late status reply queued on the
                 # pull subscription; nobody reads it once we stop, and the client's drain at exit
                 # would wait its 30 s for it. Unsubscribing drops it (the durable stays).
                 with contextlib.suppress(nats.errors.Error, OSError):
                     await sub.unsubscribe()
+
+    async def _hand_back(self) -> None:
+        """Records still waiting when the drain stops go back to the stream at once (another
+        replica, or this one after a restart, stores them)."""
+        for _, msg in self._pairing.take_all():
+            with contextlib.suppress(nats.errors.Error, OSError):
+                await msg.nak()
 
     async def _consume(self, sub: JetStreamContext.PullSubscription) -> None:
         loop = asyncio.get_running_loop()

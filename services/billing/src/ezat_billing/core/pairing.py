@@ -65,6 +65,12 @@ class Pairing(Generic[T]):
             return since + self.hold
         return None
 
+    def take_all(self) -> list[tuple[UsageRow, T]]:
+        """Every waiting record, forgotten here (the drain stops: their messages go back)."""
+        waiting = [(row, token) for row, token, _ in self._waiting.values()]
+        self._waiting.clear()
+        return waiting
+
     def round(
         self,
         rows: Iterable[tuple[UsageRow, T]],
