@@ -386,3 +386,41 @@ async def test_numbered_and_unnumbered_streams_in_order_complete(holder: Holder)
     for _ in range(2):  # numbered (this gateway), then unnumbered (an older sender)
         status, body, _ = await _through_http(holder)
         assert (status, body) == (200, STREAM_START + text + text + STREAM_END)
+
+
+async def test_a_committed_stream_whose_holder_dies_before_any_answer_is_published_again(
+    holder: Holder,
+) -> None:
+    """Committed after ping_interval (200 and pings went out), then its holder died before any of
+    the answer: nothing of it reached the client, so it is published once more, under a uid of
+    its own, and the answer of the live replica follows the pings in the same stream."""
+
+    async def dies_after_committing(h: Holder, env: ClientRequest, n: int) -> None:
+        if n == 1:
+            await h.beat(env, 2 * PING_INTERVAL, stream=True)  # committed; then silence
+            return
+        await h.send(env, ReplyHead(data=STREAM_START))
+        await h.send(env, ReplyEnd(data=STREAM_END))
+
+    await holder.behave(dies_after_committing)
+    status, body, _ = await _through_http(holder)
+    assert status == 200
+    assert body.startswith(ANTHROPIC_PING)
+    assert body.endswith(STREAM_START + STREAM_END)
+    assert b"error" not in body
+    assert len(holder.received) == 2
+    assert holder.received[0].uid != holder.received[1].uid
+
+
+async def test_a_committed_stream_whose_second_holder_dies_too_ends_with_the_error_event(
+    holder: Holder,
+) -> None:
+    async def always_dies_after_committing(h: Holder, env: ClientRequest, n: int) -> None:
+        await h.beat(env, 2 * PING_INTERVAL, stream=True)
+
+    await holder.behave(always_dies_after_committing)
+    status, body, _ = await _through_http(holder)
+    assert status == 200
+    assert body.startswith(ANTHROPIC_PING)
+    assert b"event: error" in body and b"overloaded_error" in body
+    assert len(holder.received) == 2

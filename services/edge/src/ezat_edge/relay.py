@@ -95,6 +95,15 @@ class _OwnerLost(Exception):
 
 
 @dataclass(slots=True)
+class Committed:
+    """A stream whose status line and pings went out, none of its answer yet: the next publish
+    of its request writes to it."""
+
+    resp: web.StreamResponse
+    outlet: Outlet
+
+
+@dataclass(slots=True)
 class Call:
     """What the relay needs to know about one request."""
 
@@ -132,10 +141,12 @@ class Relay:
         self.outlets = Outlets()
 
     async def run(self, call: Call, body: bytes) -> web.StreamResponse:
+        committed: Committed | None = None
         for publish in range(1, PUBLISHES + 1):
-            resp = await self._attempt(call, body, publish)
-            if resp is not None:
+            resp = await self._attempt(call, body, publish, committed)
+            if isinstance(resp, web.StreamResponse):
                 return resp
+            committed = resp  # None, or a stream that had sent its client nothing but pings
             m.OWNER_LOST_BY("retried").inc()
             # A router may still run the first publish (its translator died): stop it, recorded
             # failed. The next publish is a request of its own, under a uid of its own, so that
@@ -144,9 +155,14 @@ class Relay:
             call.envelope.uid = new_uid()
         raise AssertionError("unreachable: the last publish always answers")
 
-    async def _attempt(self, call: Call, body: bytes, publish: int) -> web.StreamResponse | None:
-        """One publish of the request and its answer; None when its holder died before any
-        reply and the request may be published once more."""
+    async def _attempt(
+        self, call: Call, body: bytes, publish: int, committed: Committed | None
+    ) -> web.StreamResponse | Committed | None:
+        """One publish of the request and its answer. None when its holder died before any
+        reply, a ``Committed`` stream when it died after the stream was committed but before
+        any of the answer was sent (pings only): either may be published once more. A
+        committed stream's next publish goes straight to the stream loop, whose replies are
+        all in-stream (its status line has left)."""
         token, subject, queue = self.inbox.open()
         env = call.envelope
         env.reply_to = subject
@@ -157,6 +173,9 @@ class Relay:
                 env.body, env.body_ref = await self._claim(self.claims.pack(body))
             data = envelopes.encode(env)
             await self.nc.publish(self.subjects.translate, data, reply=subject)
+            may_retry = publish < PUBLISHES
+            if committed is not None:
+                return await self._stream(call, None, queue, held, committed, may_retry)
             try:
                 first = await self._first_reply(call, queue, held)
                 if _nobody_took(first, env):
@@ -166,14 +185,16 @@ class Relay:
                 await self._cancel(call)
                 return self._error(call, 504, "timeout_error", "the model took too long to answer")
             except _OwnerLost:
-                if publish < PUBLISHES:
+                # With NATS itself gone, the silence is the bus's, not a holder's: publishing
+                # again would only wait out another owner timeout (docs/reliability.md).
+                if may_retry and self.nc.is_connected:
                     return None
                 m.OWNER_LOST_BY("failed").inc()
                 return self._reply_error(call, OWNER_LOST)
             match first:
                 case None:
                     m.STREAMS_COMMITTED_EARLY.inc()
-                    return await self._stream(call, None, queue, held)
+                    return await self._stream(call, None, queue, held, None, may_retry)
                 case ReplyHead():
                     return await self._stream(call, first, queue, held)
                 case ReplyBody():
@@ -271,23 +292,36 @@ class Relay:
         return envelopes.decode_reply(msg.data)
 
     async def _stream(
-        self, call: Call, head: ReplyHead | None, queue: asyncio.Queue[Msg], held: Held
-    ) -> web.StreamResponse:
+        self,
+        call: Call,
+        head: ReplyHead | None,
+        queue: asyncio.Queue[Msg],
+        held: Held,
+        committed: Committed | None = None,
+        may_retry: bool = False,
+    ) -> web.StreamResponse | Committed:
         """Relay a stream from its ``ReplyHead``; or, with None, one committed before its head
-        (the head's headers are then not sent: the status line has left already)."""
+        (the head's headers are then not sent: the status line has left already), or carried
+        on from an earlier publish (``committed``). With ``may_retry``, a committed stream
+        whose holder dies before any of its answer was written is handed back to be published
+        again, instead of ending with the error event."""
         head_headers = head.headers if head is not None else {}
-        resp = SseResponse(headers={**SSE_HEADERS, **call.extra_headers, **head_headers})
-        m.ACTIVE_STREAMS.inc()
+        if committed is not None:
+            resp: web.StreamResponse = committed.resp
+        else:
+            resp = SseResponse(headers={**SSE_HEADERS, **call.extra_headers, **head_headers})
+            m.ACTIVE_STREAMS.inc()
         now = time.monotonic()
         state = StreamState(received=now, written=now)
         keep_ack = functools.partial(self.holder.ack, held)
         step = Collector(call.fmt, call.rid, state, keep_ack, self.inbox.is_ack, self._decode)
         # The watchdog runs from ReplyHead on: a stream can stall before its first chunk too.
         dog = asyncio.create_task(watchdog(queue, state, self.ping_interval, self.owner_timeout))
-        outlet: Outlet | None = None
+        outlet: Outlet | None = committed.outlet if committed is not None else None
+        handed_back = False
         try:
             first = ping_for(call.fmt) if head is None else head.data
-            if first:
+            if first and outlet is None:
                 # The first read of the upstream travels with the head: write it at once. A
                 # stream committed early starts with a ping.
                 outlet = await self._open(call, resp)
@@ -297,6 +331,13 @@ class Relay:
                 # Everything that has already arrived goes out in one write: fewer syscalls per
                 # event under load, and no waiting for anything that has not arrived.
                 data, final, end = step.take(await queue.get(), queue)
+                # Only pings went out, and NATS is up: a live replica may answer it.
+                retry = final and state.lost and not state.answered and may_retry
+                if retry and outlet is not None and self.nc.is_connected:
+                    handed_back = True
+                    return Committed(resp, outlet)
+                if state.lost and final:
+                    m.OWNER_LOST_BY("stream_ended").inc()
                 if end is not None:
                     # Held until its usage is durable; then written with what preceded it.
                     durable = await self.holder.durable(queue, held, end.usage)
@@ -328,9 +369,10 @@ class Relay:
             log.exception("stream relay failed")
         finally:
             dog.cancel()
-            m.ACTIVE_STREAMS.dec()
-            if outlet is not None:
-                outlet.close()
+            if not handed_back:
+                m.ACTIVE_STREAMS.dec()
+                if outlet is not None:
+                    outlet.close()
         return resp
 
     async def _finish(self, call: Call, outlet: Outlet, data: bytes, state: StreamState) -> None:

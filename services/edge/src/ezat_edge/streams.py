@@ -76,6 +76,7 @@ class StreamState:
     lost: bool = False  # ended because its holder fell silent, or a message was lost
     seq: int = 0  # the last numbered stream message received (ReplyChunk.seq)
     complete: bool = False  # its final event is durable and goes out with the last write
+    answered: bool = False  # some of the answer (not only pings) is in what was collected
 
 
 async def watchdog(
@@ -123,8 +124,8 @@ class Collector:
         ping = False
         while True:
             if msg is IDLE:
-                m.OWNER_LOST_BY("stream_ended").inc()
                 state.lost = True
+                state.answered = state.answered or bool(parts)
                 parts.append(self.error_frame(OWNER_LOST))
                 return b"".join(parts), True, None
             if msg is PING:
@@ -141,6 +142,7 @@ class Collector:
                         # an error, never a complete answer with a piece missing.
                         m.OWNER_LOST_BY("part_lost").inc()
                         state.lost = True
+                        state.answered = state.answered or bool(parts)
                         parts.append(self.error_frame(PART_LOST))
                         return b"".join(parts), True, None
                 match reply:
@@ -165,6 +167,7 @@ class Collector:
                 if not parts:
                     # A ping only when nothing else is written now (any write keeps it alive).
                     return (ping_for(self.fmt) if ping else b""), False, None
+                state.answered = True
                 return parts[0] if len(parts) == 1 else b"".join(parts), False, None
             msg = queue.get_nowait()
 
