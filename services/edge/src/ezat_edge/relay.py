@@ -38,10 +38,8 @@ from aiohttp import web
 from ezat_common import bus, envelopes
 from ezat_common.config import DEFAULT_STREAM_BUFFER
 from ezat_common.envelopes import (
-    NO_ROUTER,
     OWNER_LOST,
     UNRECORDED,
-    Heartbeat,
     ReplyBody,
     ReplyError,
     ReplyHead,
@@ -54,6 +52,7 @@ from nats.aio.msg import Msg
 
 from . import metrics as m
 from .deliveries import Deliveries
+from .first_reply import FirstReplies, OwnerLost, decode, nobody_took
 from .ids import new_uid
 from .responses import JSON, Format, error_response, stream_error_frame
 from .streams import (
@@ -72,26 +71,6 @@ _T = TypeVar("_T")
 
 # How many times a request is published when its holder dies before replying: once more.
 PUBLISHES = 2
-
-
-# How long a request waits for a translator or router to subscribe again (a rolling restart).
-NO_RESPONDER_WAIT = 1.0
-_NO_TRANSLATOR = ReplyError(
-    status=529,
-    type="overloaded_error",
-    message="the gateway has no translator available; retry shortly",
-    retry_after=2,
-)
-
-
-def _nobody_took(reply: envelopes.Reply | None, env: envelopes.ClientRequest) -> bool:
-    """No translator (NATS's no-responders) or no router (the translator's ``NO_ROUTER``) took
-    the request, and publishing it again is safe: its body is inline (a claim is read once)."""
-    return reply is _NO_TRANSLATOR or (reply == NO_ROUTER and env.body_ref is None)
-
-
-class _OwnerLost(Exception):
-    """The request's holder fell silent for ``OWNER_TIMEOUT`` before its first reply."""
 
 
 @dataclass(slots=True)
@@ -136,6 +115,9 @@ class Relay:
         self.ping_interval = ping_interval
         self.owner_timeout = owner_timeout
         self.holder = Holder(nc, subjects, inbox, m.USAGE_FALLBACKS.inc)
+        self.replies = FirstReplies(
+            nc, subjects, inbox, self.holder, first_reply_timeout, ping_interval, owner_timeout
+        )
         self.deliveries = deliveries
         self.stream_buffer_bytes = stream_buffer_bytes
         self.outlets = Outlets()
@@ -177,14 +159,16 @@ class Relay:
             if committed is not None:
                 return await self._stream(call, None, queue, held, committed, may_retry)
             try:
-                first = await self._first_reply(call, queue, held)
-                if _nobody_took(first, env):
-                    first = await self._await_responder(call, queue, held, data, subject, env)
+                first = await self.replies.first(call.started, queue, held)
+                if nobody_took(first, env):
+                    first = await self.replies.once_taken(
+                        call.started, queue, held, data, subject, env
+                    )
             except TimeoutError:
                 # The client is told it failed: stop the request so it is neither run nor billed.
                 await self._cancel(call)
                 return self._error(call, 504, "timeout_error", "the model took too long to answer")
-            except _OwnerLost:
+            except OwnerLost:
                 # With NATS itself gone, the silence is the bus's, not a holder's: publishing
                 # again would only wait out another owner timeout (docs/reliability.md).
                 if may_retry and self.nc.is_connected:
@@ -231,66 +215,6 @@ class Relay:
                 503, "the gateway could not move the request body; retry shortly", retry_after=2
             ) from None
 
-    async def _await_responder(
-        self,
-        call: Call,
-        queue: asyncio.Queue[Msg],
-        held: Held,
-        data: bytes,
-        subject: str,
-        env: envelopes.ClientRequest,
-    ) -> envelopes.Reply | None:
-        """No translator, or no router behind it, subscribed when the request was published:
-        during a rolling restart the old replica has left its queue group and the new one is
-        about to join (milliseconds). Publish again with backoff for up to
-        ``NO_RESPONDER_WAIT`` before telling the client."""
-        loop = asyncio.get_running_loop()
-        give_up = loop.time() + NO_RESPONDER_WAIT
-        delay = 0.02
-        first: envelopes.Reply | None = None
-        while loop.time() + delay < give_up:
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 0.25)
-            await self.nc.publish(self.subjects.translate, data, reply=subject)
-            first = await self._first_reply(call, queue, held)
-            if not _nobody_took(first, env):
-                return first
-        m.NO_RESPONDER.inc()
-        return first
-
-    async def _first_reply(
-        self, call: Call, queue: asyncio.Queue[Msg], held: Held
-    ) -> envelopes.Reply | None:
-        """The first reply, within ``first_reply_timeout`` (TimeoutError), and while its holder
-        is heard from (else ``_OwnerLost``); None when a stream waited ``ping_interval`` for it
-        and is to be committed now. An outbox acknowledgement that overtook the final reply it
-        belongs to goes to ``held``'s settlement."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.first_reply_timeout
-        commit_at = call.started + self.ping_interval
-        while True:
-            silent_at = loop.time() + self.owner_timeout
-            try:
-                async with asyncio.timeout_at(min(deadline, silent_at)):
-                    msg = await queue.get()
-            except TimeoutError:
-                if silent_at < deadline:
-                    raise _OwnerLost from None
-                raise
-            if self.inbox.is_ack(msg):
-                self.holder.ack(held, msg)
-                continue
-            reply = self._decode(msg)
-            if type(reply) is not Heartbeat:
-                return reply
-            if reply.stream and loop.time() >= commit_at:
-                return None
-
-    def _decode(self, msg: Msg) -> envelopes.Reply:
-        if bus.is_no_responders(msg):
-            return _NO_TRANSLATOR
-        return envelopes.decode_reply(msg.data)
-
     async def _stream(
         self,
         call: Call,
@@ -314,7 +238,7 @@ class Relay:
         now = time.monotonic()
         state = StreamState(received=now, written=now)
         keep_ack = functools.partial(self.holder.ack, held)
-        step = Collector(call.fmt, call.rid, state, keep_ack, self.inbox.is_ack, self._decode)
+        step = Collector(call.fmt, call.rid, state, keep_ack, self.inbox.is_ack, decode)
         # The watchdog runs from ReplyHead on: a stream can stall before its first chunk too.
         dog = asyncio.create_task(watchdog(queue, state, self.ping_interval, self.owner_timeout))
         outlet: Outlet | None = committed.outlet if committed is not None else None
