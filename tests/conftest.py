@@ -23,6 +23,13 @@ from ezat_common import db
 
 @pytest.fixture(scope="session")
 def data_dir() -> Iterator[Path]:
+    """The session's folder (stacks' logs included); ``EZAT_KEEP_TEST_DATA=1`` keeps it after the
+    run, to read the logs of a failure (the path is printed)."""
+    if os.environ.get("EZAT_KEEP_TEST_DATA") == "1":
+        folder = tempfile.mkdtemp(prefix="ezat-test-")
+        print(f"\ntest data kept in {folder}")
+        yield Path(folder)
+        return
     with tempfile.TemporaryDirectory(prefix="ezat-test-") as folder:
         yield Path(folder)
 
