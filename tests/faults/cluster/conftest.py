@@ -17,7 +17,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import asyncpg
 import nats
 import pytest
 from ezat_cli.infra import Infra, free_port
@@ -27,7 +26,7 @@ from ezat_common import outbox
 from ezat_common.subjects import Subjects
 
 from ..conftest import CONFIG, _new_key
-from ..load import History, Target
+from ..load import History, Target, attach_rows
 
 PREFIX = "cluster"
 REPLICAS = 3
@@ -94,35 +93,18 @@ def cluster_stack(infra: Infra, database_url: str, data_dir: Path) -> Iterator[C
         stack.stop()
 
 
-async def final_rows(database_url: str, histories: list[History], within: float) -> float:
+async def final_rows(t: Target, histories: list[History], within: float) -> float:
     """Wait until no usage row of these requests awaits its delivery confirmation (each was
-    confirmed, or settled undelivered), then read the rows again into the histories: final
-    now. Seconds waited; raises past ``within``."""
-    ids = [h.request_id for h in histories]
-    conn = await asyncpg.connect(database_url)
+    confirmed, or settled undelivered), with the rows read into the histories: final now.
+    Seconds waited; raises past ``within``."""
     started = time.monotonic()
-    try:
-        while waiting := await conn.fetchval(
-            "SELECT count(*) FROM usage_records WHERE request_id = ANY($1::text[])"
-            " AND awaiting_delivery",
-            ids,
-        ):
-            assert time.monotonic() - started < within, f"{waiting} rows still awaiting delivery"
-            await asyncio.sleep(0.2)
-        waited = time.monotonic() - started
-        rows = await conn.fetch(
-            "SELECT request_id, status, output_tokens, cost_micros, error_type FROM usage_records"
-            " WHERE request_id = ANY($1::text[])",
-            ids,
-        )
-    finally:
-        await conn.close()
-    by_id = {h.request_id: h for h in histories}
-    for h in histories:
-        h.rows = []
-    for row in rows:
-        by_id[row["request_id"]].rows.append(dict(row))
-    return waited
+    while True:
+        await attach_rows(t, histories)
+        waiting = sum(1 for h in histories for r in h.rows if r["awaiting_delivery"])
+        if not waiting:
+            return time.monotonic() - started
+        assert time.monotonic() - started < within, f"{waiting} rows still awaiting delivery"
+        await asyncio.sleep(0.2)
 
 
 async def step_down(nc: nats.NATS, stream: str, preferred: str) -> str:

@@ -62,7 +62,7 @@ async def test_sigkill_of_a_nats_node_mid_load_loses_nothing(cluster_stack: Clus
         )
         # Rows are final once the edge's delivery confirmations (which wait for the outbox's
         # new leader) reached billing, or billing settled them undelivered (not charged).
-        waited = await final_rows(cs.target.database_url, histories, DELIVERY_CONFIRM + 10)
+        waited = await final_rows(cs.target, histories, DELIVERY_CONFIRM + 10)
         _report(victim, histories, killed_at, waited)
         _nothing_lost(histories, killed_at)
         info = await nc.jetstream(timeout=5).stream_info(stream)

@@ -8,12 +8,10 @@ import asyncio
 import signal
 import socket
 import time
-import uuid
-from typing import Any
 
-import asyncpg
 import pytest
 
+from ..load import Target, check, run_waves, summary, wait_billed
 from .conftest import MODEL, FaultStack
 from .test_graceful_shutdown import wait_exit
 
@@ -21,64 +19,9 @@ pytestmark = pytest.mark.timeout(240)
 
 CONCURRENCY = 104
 ORDER = ("router", "translator", "billing", "fetcher", "edge")
-
-
-class Load:
-    """``CONCURRENCY`` clients, each sending requests back to back (both APIs, streaming and
-    not) until ``stop``: what each saw."""
-
-    def __init__(self, fs: FaultStack) -> None:
-        self.fs = fs
-        self.ok = 0
-        self.completed: list[str] = []  # request ids of the answers the clients saw whole
-        self.errors: list[str] = []
-        self.stop = asyncio.Event()
-        self._anthropic = fs.anthropic(timeout=20.0)
-        self._openai = fs.openai(timeout=20.0)
-
-    async def _one(self, n: int, rid: str) -> None:
-        prompt = [{"role": "user", "content": f"n{n} [sim:tokens=5 token_ms=40]"}]
-        args: dict[str, Any] = {
-            "model": MODEL,
-            "max_tokens": 16,
-            "messages": prompt,
-            "extra_headers": {"x-request-id": rid},
-        }
-        kind = n % 4
-        if kind == 0:
-            msg = await self._anthropic.messages.create(**args)
-            assert msg.stop_reason == "end_turn", msg
-        elif kind == 1:
-            async with self._anthropic.messages.stream(**args) as stream:
-                final = await stream.get_final_message()
-            assert final.stop_reason == "end_turn", final
-        elif kind == 2:
-            out = await self._openai.chat.completions.create(**args)
-            assert out.choices[0].finish_reason == "stop", out
-        else:
-            chunks = await self._openai.chat.completions.create(**args, stream=True)
-            reasons = [c.choices[0].finish_reason async for c in chunks if c.choices]
-            assert "stop" in reasons, reasons
-
-    async def _client(self, c: int) -> None:
-        n = c
-        while not self.stop.is_set():
-            rid = f"roll-{uuid.uuid4().hex[:16]}"
-            try:
-                await self._one(n, rid)
-                self.ok += 1
-                self.completed.append(rid)
-            except Exception as exc:  # every error is what a client saw
-                self.errors.append(f"{type(exc).__name__}: {str(exc)[:200]}")
-            n += CONCURRENCY
-
-    async def run(self, during: Any) -> None:
-        clients = [asyncio.create_task(self._client(c)) for c in range(CONCURRENCY)]
-        try:
-            await during()
-        finally:
-            self.stop.set()
-            await asyncio.gather(*clients)
+TOKENS, TOKEN_MS = 5, 40  # short requests, back to back
+# A request in flight through every restart still takes well under this.
+BOUND = 20.0
 
 
 async def test_a_rolling_restart_of_every_service_under_load_has_no_client_error(
@@ -86,11 +29,10 @@ async def test_a_rolling_restart_of_every_service_under_load_has_no_client_error
 ) -> None:
     fs = fault_stack
     assert await fs.ask()
-    load = Load(fs)
+    target = Target(fs.stack, fs.url, fs.key, fs.infra.database_url)
     windows: dict[str, float] = {}
 
     async def restarts() -> None:
-        await asyncio.sleep(1.0)
         for name in ORDER:
             old = fs.stack.children[name].proc
             assert old is not None
@@ -104,37 +46,17 @@ async def test_a_rolling_restart_of_every_service_under_load_has_no_client_error
             await asyncio.sleep(1.0)
 
     started = time.monotonic()
-    await load.run(restarts)
+    # CONCURRENCY clients, each sending its next request as soon as its last one ended.
+    histories = await run_waves(target, CONCURRENCY, TOKENS, restarts, 1.0, 0.0, TOKEN_MS)
     took = time.monotonic() - started
-    print(f"rolling restart: {load.ok} ok, {len(load.errors)} errors in {took:.1f} s; {windows}")
-    assert load.errors == []
-    assert load.ok > 5 * CONCURRENCY  # the load ran through every restart
+    print(f"rolling restart: {summary(histories)} in {took:.1f} s; {windows}")
+    errors = [(h.kind, h.status, h.error[:200]) for h in histories if h.outcome != "complete"]
+    assert errors == []
+    assert len(histories) > 5 * CONCURRENCY  # the load ran through every restart
     assert windows["edge"] == 0.0  # its replacement accepted before the old edge was told
     # Every answer the clients saw is charged exactly once, as complete.
-    rows = await rows_of(fs, load.completed)
-    wrong = {rid: rows.get(rid) for rid in load.completed if rows.get(rid) != ["complete"]}
-    assert wrong == {}
-
-
-async def rows_of(fs: FaultStack, ids: list[str], within: float = 15.0) -> dict[str, list[str]]:
-    """The usage rows' statuses by request id, once every request has one (or ``within``)."""
-    deadline = time.monotonic() + within
-    conn = await asyncpg.connect(fs.infra.database_url)
-    try:
-        while True:
-            found = await conn.fetch(
-                "SELECT request_id, status FROM usage_records WHERE request_id = ANY($1::text[])",
-                ids,
-            )
-            if len({r["request_id"] for r in found}) >= len(ids) or time.monotonic() > deadline:
-                break
-            await asyncio.sleep(0.5)
-    finally:
-        await conn.close()
-    rows: dict[str, list[str]] = {}
-    for r in found:
-        rows.setdefault(r["request_id"], []).append(r["status"])
-    return rows
+    await wait_billed(target, histories, within=15.0)
+    check(histories, BOUND)
 
 
 async def test_connections_made_while_the_edge_is_down_wait_for_its_replacement(

@@ -79,14 +79,23 @@ UNSETTLED = (Phase.AWAITING_ACK, Phase.ASKING_BILLING)
 
 
 class Settlement:
-    __slots__ = ("ack_by", "ack_timeout", "deadline", "handed_off", "ok", "phase", "refused")
+    __slots__ = (
+        "ack_by",
+        "ack_timeout",
+        "deadline",
+        "deadline_at",
+        "handed_off",
+        "ok",
+        "phase",
+        "refused",
+    )
 
     def __init__(
         self, ack_timeout: float = ACK_TIMEOUT, deadline: float = DURABLE_DEADLINE
     ) -> None:
         self.ack_timeout = min(ack_timeout, deadline)
-        self.deadline = deadline  # relative until ``final``, then absolute
-        self.ack_by = 0.0
+        self.deadline = deadline  # seconds from the final reply
+        self.ack_by = self.deadline_at = 0.0  # event-loop times, set by ``final``
         self.phase = Phase.OPEN
         self.ok = False  # an acknowledgement that the record is stored has been seen
         self.refused = False  # an acknowledgement that it is not (a JetStream error) was seen
@@ -96,7 +105,7 @@ class Settlement:
         if self.phase is not Phase.OPEN:
             return IDLE  # one final reply per request; a second is not another record
         self.ack_by = now + self.ack_timeout
-        self.deadline = now + self.deadline
+        self.deadline_at = now + self.deadline
         if self.ok:
             return self._release()  # the usual case: the PubAck overtook the final reply
         if self.refused:
@@ -159,7 +168,7 @@ class Settlement:
         return RELEASE
 
     def _ask(self, now: float) -> Decision:
-        left = self.deadline - now
+        left = self.deadline_at - now
         if left <= 0:
             self.phase = Phase.WITHHELD
             return Withhold("no time left")

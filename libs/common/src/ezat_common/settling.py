@@ -161,7 +161,7 @@ class Holder:
 
     def ack(self, held: Held, msg: Msg) -> None:
         """An acknowledgement that came before the final reply it acknowledges."""
-        held.settlement.ack(self.verdict(msg), 0.0)
+        held.settlement.ack(self.verdict(msg), asyncio.get_running_loop().time())
 
     async def durable(self, queue: asyncio.Queue[Msg], held: Held, usage: bytes) -> bool:
         """Whether the final reply carrying ``usage`` may be released."""

@@ -255,13 +255,14 @@ class Relay:
                 # Everything that has already arrived goes out in one write: fewer syscalls per
                 # event under load, and no waiting for anything that has not arrived.
                 data, final, end = step.take(await queue.get(), queue)
-                # Only pings went out, and NATS is up: a live replica may answer it.
-                retry = final and state.lost and not state.answered and may_retry
-                if retry and outlet is not None and self.nc.is_connected:
-                    handed_back = True
-                    return Committed(resp, outlet)
-                if state.lost and final:
-                    m.OWNER_LOST_BY("stream_ended").inc()
+                if final and state.lost:
+                    # Only pings went out, and NATS is up: a live replica may answer it.
+                    again = may_retry and not state.answered and self.nc.is_connected
+                    if again and outlet is not None:
+                        handed_back = True
+                        return Committed(resp, outlet)
+                    if state.lost == "owner":  # ("part" is counted where it is found)
+                        m.OWNER_LOST_BY("stream_ended").inc()
                 if end is not None:
                     # Held until its usage is durable; then written with what preceded it.
                     durable = await self.holder.durable(queue, held, end.usage)

@@ -24,7 +24,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import cast
+from typing import Literal, cast
 
 from aiohttp import web
 from aiohttp.abc import AbstractStreamWriter
@@ -73,7 +73,9 @@ class SseResponse(web.StreamResponse):
 class StreamState:
     received: float  # last reply received (the idle timeout)
     written: float  # last write to the client, pings included (the ping schedule)
-    lost: bool = False  # ended because its holder fell silent, or a message was lost
+    # Why it ended without its answer: its holder fell silent ("owner"), or one of its messages
+    # was lost on the way ("part"); "" while it has not.
+    lost: Literal["", "owner", "part"] = ""
     seq: int = 0  # the last numbered stream message received (ReplyChunk.seq)
     complete: bool = False  # its final event is durable and goes out with the last write
     answered: bool = False  # some of the answer (not only pings) is in what was collected
@@ -124,7 +126,7 @@ class Collector:
         ping = False
         while True:
             if msg is IDLE:
-                state.lost = True
+                state.lost = "owner"
                 state.answered = state.answered or bool(parts)
                 parts.append(self.error_frame(OWNER_LOST))
                 return b"".join(parts), True, None
@@ -141,7 +143,7 @@ class Collector:
                         # A message of this stream was lost on the way (a NATS server died):
                         # an error, never a complete answer with a piece missing.
                         m.OWNER_LOST_BY("part_lost").inc()
-                        state.lost = True
+                        state.lost = "part"
                         state.answered = state.answered or bool(parts)
                         parts.append(self.error_frame(PART_LOST))
                         return b"".join(parts), True, None
