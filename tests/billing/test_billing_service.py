@@ -369,6 +369,8 @@ async def test_the_drain_stores_records_and_confirmations_from_the_outbox(
     billing: Running, pool: asyncpg.Pool, key_id: str, order: str
 ) -> None:
     rec = record(key_id=key_id, request_id=f"r-{uuid.uuid4().hex[:8]}", uid=uuid.uuid4().hex)
+    # As every producer does before it publishes (billing's drain may still be creating it).
+    await Outbox(billing.nc, billing.subjects).ensure_stream()
     js = billing.nc.jetstream()
     messages = [
         (envelopes.encode(rec), rec.uid),
