@@ -21,7 +21,7 @@ from collections.abc import Callable
 from ezat_common import envelopes, logs
 from ezat_common.bus import Claims
 from ezat_common.config import Config, DeploymentConfig
-from ezat_common.envelopes import Reply, ReplyError, RouteRequest, error_reply
+from ezat_common.envelopes import Reply, ReplyError, RouteRequest
 from ezat_common.errors import model_not_found
 from nats.aio.client import Client
 
@@ -60,20 +60,6 @@ class Decision:
     def __init__(self) -> None:
         self.affinity = ""
         self.home = ""
-
-
-def _with_headers(error: ReplyError, headers: dict[str, str]) -> ReplyError:
-    if not headers:
-        return error
-    return ReplyError(
-        status=error.status,
-        type=error.type,
-        message=error.message,
-        param=error.param,
-        code=error.code,
-        retry_after=error.retry_after,
-        headers={**error.headers, **headers},
-    )
 
 
 class Router:
@@ -152,7 +138,7 @@ class Router:
         body = await self._claims.unpack(req.body, req.body_ref)
         deployments = self._deployments.get(req.model)
         if not deployments:
-            await self._publish(req, error_reply(model_not_found(req.response_model)))
+            await self._publish(req, model_not_found(req.response_model).reply)
             state.final_sent = True
             return "no_deployment"
         kind, key, bound, ttl = await self._affinity(req)
@@ -241,7 +227,7 @@ class Router:
 
     async def _report(self, req: RouteRequest, state: RequestState, failure: Failure) -> str:
         """The last failure goes to the client; a stream that broke is recorded as failed."""
-        await self._publish(req, _with_headers(failure.error, state.reply_headers))
+        await self._publish(req, failure.error.with_headers(state.reply_headers))
         state.final_sent = True
         if state.head_sent and req.api != "count_tokens":
             # The stream started and broke: recorded as failed (not billed) for the usage list.
