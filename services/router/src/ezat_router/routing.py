@@ -30,7 +30,7 @@ from .billing import Billing
 from .core import health, selection, timeouts
 from .core.budget import RetryBudget
 from .core.payload import PayloadError, with_model
-from .core.upstream_errors import Failure, from_status, from_transport
+from .core.upstream_errors import Failure, all_down, from_status, from_transport
 from .core.usage import UsageAccumulator
 from .pool import Response, UpstreamError
 from .relay import Relay, RequestState, usage_base
@@ -265,25 +265,9 @@ class Router:
         wait = min(health.recovers_at(h, now) for h in states) - now
         retry_after = float(max(1, math.ceil(wait)))
         all_limited = all(h.open_until <= now and h.cooldown_until > now for h in states)
-        model = req.response_model
-        if all_limited:
-            reply = ReplyError(
-                status=429,
-                type="rate_limit_error",
-                message=f"the deployments of `{model}` are rate limited; retry after "
-                f"{retry_after:g} seconds",
-                retry_after=retry_after,
-            )
-        else:
-            reply = ReplyError(
-                status=529,
-                type="overloaded_error",
-                message=f"every deployment of `{model}` is unavailable; retry after "
-                f"{retry_after:g} seconds",
-                retry_after=retry_after,
-            )
-        reply.headers = {"x-ezat-region": self._region, "x-ezat-affinity": affinity}
-        await self._publish(req, reply)
+        reply = all_down(req.response_model, retry_after, all_limited=all_limited)
+        headers = {"x-ezat-region": self._region, "x-ezat-affinity": affinity}
+        await self._publish(req, reply.with_headers(headers))
         state.final_sent = True
         return "all_down"
 
