@@ -18,7 +18,7 @@ import math
 import time
 from collections.abc import Callable
 
-from ezat_common import envelopes, logs
+from ezat_common import envelopes, lifecycle, logs
 from ezat_common.bus import Claims
 from ezat_common.config import Config, DeploymentConfig
 from ezat_common.envelopes import Reply, ReplyError, RouteRequest
@@ -39,12 +39,6 @@ from .upstream import Target, Upstream, UpstreamUnavailable
 
 log = logging.getLogger("ezat.router")
 
-SHUTDOWN = ReplyError(
-    status=529,
-    type="overloaded_error",
-    message="the gateway is restarting and could not finish this response; retry",
-    retry_after=1.0,
-)
 INTERNAL = ReplyError(
     status=500, type="api_error", message="the gateway failed on this request; retry"
 )
@@ -339,7 +333,7 @@ class Router:
             return "ok"
         if self.stopping:
             with contextlib.suppress(Exception):  # NATS may already be going away
-                await self._publish(req, SHUTDOWN)
+                await self._publish(req, lifecycle.RESTARTING)
             status: envelopes.UsageStatus = "failed"
             outcome = "shutdown"
         elif gateway:
