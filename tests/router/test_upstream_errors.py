@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import msgspec
 import pytest
+from ezat_common.envelopes import ReplyError
 from ezat_common.schemas.anthropic import ErrorInfo
 from ezat_router.core.health import FAULT_COOLDOWN, RATE_LIMIT_COOLDOWN
 from ezat_router.core.upstream_errors import (
+    all_down,
     from_status,
     from_stream_error,
     from_transport,
@@ -143,3 +145,20 @@ def test_stream_error_event(kind: str, status: int, retryable: bool, wait: float
     assert failure.error.retry_after == wait
     assert (failure.fault or failure.rate_limited) is retryable
     assert failure.rate_limited is (status == 429)
+
+
+def test_a_429_and_all_rate_limited_deployments_say_the_same() -> None:
+    limited = ReplyError(
+        status=429,
+        type="rate_limit_error",
+        message=f"the deployments of `{MODEL}` are rate limited; retry after 12 seconds",
+        retry_after=12.0,
+    )
+    assert from_status(429, b"", "12", MODEL).error == limited
+    assert all_down(MODEL, 12.0, all_limited=True) == limited
+    assert all_down(MODEL, 3.0, all_limited=False) == ReplyError(
+        status=529,
+        type="overloaded_error",
+        message=f"every deployment of `{MODEL}` is unavailable; retry after 3 seconds",
+        retry_after=3.0,
+    )

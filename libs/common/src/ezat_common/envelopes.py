@@ -19,8 +19,6 @@ from typing import Literal
 import msgspec
 from msgspec import Struct
 
-from .errors import GatewayError
-
 Api = Literal["messages", "count_tokens", "chat"]
 
 
@@ -121,7 +119,8 @@ class ReplyBody(_Final, kw_only=True, tag_field="t", tag="body"):
 
 class ReplyError(Struct, kw_only=True, tag_field="t", tag="error"):
     """The request failed; final. Before a ReplyHead it becomes an HTTP error response,
-    after one an in-stream error event."""
+    after one an in-stream error event (errors.py: the ``GatewayError`` that carries it, and the
+    renderer of each API)."""
 
     status: int
     type: str
@@ -130,6 +129,13 @@ class ReplyError(Struct, kw_only=True, tag_field="t", tag="error"):
     code: str | None = None
     retry_after: float | None = None
     headers: dict[str, str] = {}
+
+    def with_headers(self, headers: dict[str, str]) -> ReplyError:
+        """This error with ``headers`` added over its own; itself when there are none (the
+        shared constants, ``UNRECORDED`` and the like, are never changed)."""
+        if not headers:
+            return self
+        return msgspec.structs.replace(self, headers={**self.headers, **headers})
 
 
 # A completed request whose usage could not be made durable (SPEC §6): it is not completed and
@@ -192,19 +198,6 @@ NO_ROUTER = ReplyError(
 
 
 Reply = ReplyHead | ReplyChunk | ReplyEnd | ReplyBody | ReplyError | Heartbeat
-
-
-def error_reply(err: GatewayError, headers: dict[str, str] | None = None) -> ReplyError:
-    """The final reply that tells the client about ``err``."""
-    return ReplyError(
-        status=err.status,
-        type=err.type,
-        message=err.message,
-        param=err.param,
-        code=err.code,
-        retry_after=err.retry_after,
-        headers={**err.headers, **(headers or {})},
-    )
 
 
 def identity(uid: str, request_id: str) -> str:

@@ -1,13 +1,23 @@
-"""Error vocabulary of both public APIs, in one place (SPEC §1).
+"""The gateway's errors: one type and one renderer per public API (docs/openapi.yaml).
 
-Anthropic endpoints: ``{"type":"error","error":{"type","message"},"request_id"}`` with Anthropic's
-status codes. OpenAI endpoints: ``{"error":{"message","type","param","code"}}`` with the same
-statuses except that 529 becomes 503.
+``GatewayError`` is the exception a service raises; it carries ``reply``, the ``ReplyError``
+(envelopes.py) that crosses NATS to the edge, so a failure's fields become a reply in one place.
+At the edge a renderer turns a ``ReplyError`` into what the client sees: ``ANTHROPIC``
+(``{"type":"error","error":{"type","message"},"request_id"}`` with Anthropic's status codes) and
+``OPENAI`` (``{"error":{"message","type","param","code"}}`` with the same statuses except that
+529 becomes 503), each as an HTTP response or as the error event of a started stream.
 """
 
 from __future__ import annotations
 
+import math
+from typing import Literal, NamedTuple
+
 import msgspec
+
+from .envelopes import ReplyError
+
+Format = Literal["anthropic", "openai"]
 
 STATUS_OF_TYPE: dict[str, int] = {
     "invalid_request_error": 400,
@@ -34,7 +44,12 @@ def type_for_status(status: int) -> str:
 
 
 class GatewayError(Exception):
-    """A failure the client must be told about; ``message`` says what to fix."""
+    """A failure the client must be told about; ``message`` says what to fix.
+
+    The fields live in ``reply`` only; the attributes read them from there.
+    """
+
+    reply: ReplyError
 
     def __init__(
         self,
@@ -48,13 +63,51 @@ class GatewayError(Exception):
         headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
-        self.headers = headers or {}
-        self.status = status
-        self.type = type or type_for_status(status)
-        self.message = message
-        self.param = param
-        self.code = code
-        self.retry_after = retry_after
+        self.reply = ReplyError(
+            status=status,
+            type=type or type_for_status(status),
+            message=message,
+            param=param,
+            code=code,
+            retry_after=retry_after,
+            headers=dict(headers or {}),
+        )
+
+    @classmethod
+    def from_reply(cls, reply: ReplyError) -> GatewayError:
+        """The error a received reply stands for (``raise GatewayError.from_reply(reply)``)."""
+        err = cls.__new__(cls)
+        Exception.__init__(err, reply.message)
+        err.reply = reply
+        return err
+
+    @property
+    def status(self) -> int:
+        return self.reply.status
+
+    @property
+    def type(self) -> str:
+        return self.reply.type
+
+    @property
+    def message(self) -> str:
+        return self.reply.message
+
+    @property
+    def param(self) -> str | None:
+        return self.reply.param
+
+    @property
+    def code(self) -> str | None:
+        return self.reply.code
+
+    @property
+    def retry_after(self) -> float | None:
+        return self.reply.retry_after
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return self.reply.headers
 
 
 def invalid(param: str, problem: str) -> GatewayError:
@@ -69,6 +122,77 @@ def model_not_found(name: str) -> GatewayError:
         param="model",
         code="model_not_found",
     )
+
+
+# ---- Renderers --------------------------------------------------------------------------------
+
+
+class HttpError(NamedTuple):
+    """An error as an HTTP response (its content type is always JSON)."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+
+def http_headers(reply: ReplyError, base: dict[str, str] | None = None) -> dict[str, str]:
+    """``base`` (the edge's own headers), overridden by the reply's, and ``retry-after`` in whole
+    seconds, at least 1, when the reply says when to come back: the same in both formats."""
+    headers = {**(base or {}), **reply.headers}
+    if reply.retry_after is not None:
+        headers["retry-after"] = str(max(1, math.ceil(reply.retry_after)))
+    return headers
+
+
+class ErrorRenderer:
+    """What a client of one API sees of a ``ReplyError``."""
+
+    def status(self, reply: ReplyError) -> int:
+        raise NotImplementedError
+
+    def body(self, reply: ReplyError, request_id: str) -> bytes:
+        raise NotImplementedError
+
+    def event(self, reply: ReplyError, request_id: str) -> bytes:
+        """The error event that ends a stream whose response has started."""
+        raise NotImplementedError
+
+    def response(
+        self, reply: ReplyError, request_id: str, headers: dict[str, str] | None = None
+    ) -> HttpError:
+        """The HTTP response; ``headers`` are the edge's, under the reply's own."""
+        return HttpError(
+            self.status(reply), http_headers(reply, headers), self.body(reply, request_id)
+        )
+
+
+class AnthropicRenderer(ErrorRenderer):
+    def status(self, reply: ReplyError) -> int:
+        return reply.status
+
+    def body(self, reply: ReplyError, request_id: str) -> bytes:
+        return anthropic_body(reply.type, reply.message, request_id)
+
+    def event(self, reply: ReplyError, request_id: str) -> bytes:
+        return anthropic_sse(reply.type, reply.message, request_id)
+
+
+class OpenAIRenderer(ErrorRenderer):
+    def status(self, reply: ReplyError) -> int:
+        return openai_status(reply.status)
+
+    def body(self, reply: ReplyError, request_id: str) -> bytes:
+        return openai_body(reply.status, reply.message, reply.param, reply.code)
+
+    def event(self, reply: ReplyError, request_id: str) -> bytes:
+        # A started stream's error chunk names no param and has the status's own code, as it
+        # always has (and as the translator's chunks have, core/chat_stream.py).
+        return openai_sse(reply.status, reply.message)
+
+
+ANTHROPIC = AnthropicRenderer()
+OPENAI = OpenAIRenderer()
+RENDERERS: dict[Format, ErrorRenderer] = {"anthropic": ANTHROPIC, "openai": OPENAI}
 
 
 # ---- Anthropic format -----------------------------------------------------------------------

@@ -54,7 +54,7 @@ from . import metrics as m
 from .deliveries import Deliveries
 from .first_reply import FirstReplies, OwnerLost, decode, nobody_took
 from .ids import new_uid
-from .responses import JSON, Format, error_response, stream_error_frame
+from .responses import JSON, Format, error_response, reply_frame, reply_response, stream_error_frame
 from .streams import (
     SSE_HEADERS,
     Collector,
@@ -350,23 +350,11 @@ class Relay:
             log.warning("could not broadcast the cancellation")
 
     def _reply_error(self, call: Call, err: ReplyError) -> web.Response:
-        return error_response(
-            call.fmt,
-            call.rid,
-            err.status,
-            err.type,
-            err.message,
-            param=err.param,
-            code=err.code,
-            retry_after=err.retry_after,
-            headers={**call.extra_headers, **err.headers},
-        )
+        return reply_response(call.fmt, call.rid, err, call.extra_headers)
 
     def _error(self, call: Call, status: int, type: str, message: str) -> web.Response:
         return error_response(call.fmt, call.rid, status, type, message, headers=call.extra_headers)
 
 
 def _unrecorded_frame(call: Call) -> bytes:
-    return stream_error_frame(
-        call.fmt, call.rid, UNRECORDED.status, UNRECORDED.type, UNRECORDED.message
-    )
+    return reply_frame(call.fmt, call.rid, UNRECORDED)

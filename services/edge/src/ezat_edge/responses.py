@@ -1,16 +1,37 @@
-"""HTTP responses of the edge, in the error format of the API the client called."""
+"""HTTP responses of the edge, in the error format of the API the client called: the renderers
+of ezat_common.errors (one per API, docs/openapi.yaml) put into aiohttp responses."""
 
 from __future__ import annotations
 
-import math
-from typing import Literal
-
 from aiohttp import web
 from ezat_common import errors
+from ezat_common.envelopes import ReplyError
+from ezat_common.errors import Format
 
-Format = Literal["anthropic", "openai"]
+__all__ = [
+    "JSON",
+    "Format",
+    "error_response",
+    "from_gateway_error",
+    "reply_frame",
+    "reply_response",
+    "stream_error_frame",
+]
 
 JSON = "application/json"
+
+
+def reply_response(
+    fmt: Format, rid: str, reply: ReplyError, headers: dict[str, str] | None = None
+) -> web.Response:
+    """``reply`` as the client's API shows it; ``headers`` (the edge's) under the reply's own."""
+    status, all_headers, body = errors.RENDERERS[fmt].response(reply, rid, headers)
+    return web.Response(status=status, body=body, content_type=JSON, headers=all_headers)
+
+
+def from_gateway_error(fmt: Format, rid: str, err: errors.GatewayError) -> web.Response:
+    """The response for an error raised while handling the request (app.py's middleware)."""
+    return reply_response(fmt, rid, err.reply)
 
 
 def error_response(
@@ -20,37 +41,16 @@ def error_response(
     type: str,
     message: str,
     *,
-    param: str | None = None,
-    code: str | None = None,
-    retry_after: float | None = None,
     headers: dict[str, str] | None = None,
 ) -> web.Response:
-    extra = dict(headers or {})
-    if retry_after is not None:
-        extra["retry-after"] = str(max(1, math.ceil(retry_after)))
-    if fmt == "openai":
-        body = errors.openai_body(status, message, param, code)
-        status = errors.openai_status(status)
-    else:
-        body = errors.anthropic_body(type, message, rid)
-    return web.Response(status=status, body=body, content_type=JSON, headers=extra)
+    """An error the edge itself words, named by its fields."""
+    return reply_response(fmt, rid, ReplyError(status=status, type=type, message=message), headers)
 
 
-def from_gateway_error(fmt: Format, rid: str, err: errors.GatewayError) -> web.Response:
-    return error_response(
-        fmt,
-        rid,
-        err.status,
-        err.type,
-        err.message,
-        param=err.param,
-        code=err.code,
-        retry_after=err.retry_after,
-        headers=err.headers,
-    )
+def reply_frame(fmt: Format, rid: str, reply: ReplyError) -> bytes:
+    """``reply`` as the error event that ends a started stream."""
+    return errors.RENDERERS[fmt].event(reply, rid)
 
 
 def stream_error_frame(fmt: Format, rid: str, status: int, type: str, message: str) -> bytes:
-    if fmt == "openai":
-        return errors.openai_sse(status, message)
-    return errors.anthropic_sse(type, message, rid)
+    return reply_frame(fmt, rid, ReplyError(status=status, type=type, message=message))

@@ -18,10 +18,10 @@ import math
 import time
 from collections.abc import Callable
 
-from ezat_common import envelopes, logs
+from ezat_common import envelopes, lifecycle, logs
 from ezat_common.bus import Claims
 from ezat_common.config import Config, DeploymentConfig
-from ezat_common.envelopes import Reply, ReplyError, RouteRequest, error_reply
+from ezat_common.envelopes import Reply, ReplyError, RouteRequest
 from ezat_common.errors import model_not_found
 from nats.aio.client import Client
 
@@ -30,7 +30,7 @@ from .billing import Billing
 from .core import health, selection, timeouts
 from .core.budget import RetryBudget
 from .core.payload import PayloadError, with_model
-from .core.upstream_errors import Failure, from_status, from_transport
+from .core.upstream_errors import Failure, all_down, from_status, from_transport
 from .core.usage import UsageAccumulator
 from .pool import Response, UpstreamError
 from .relay import Relay, RequestState, usage_base
@@ -39,12 +39,6 @@ from .upstream import Target, Upstream, UpstreamUnavailable
 
 log = logging.getLogger("ezat.router")
 
-SHUTDOWN = ReplyError(
-    status=529,
-    type="overloaded_error",
-    message="the gateway is restarting and could not finish this response; retry",
-    retry_after=1.0,
-)
 INTERNAL = ReplyError(
     status=500, type="api_error", message="the gateway failed on this request; retry"
 )
@@ -60,20 +54,6 @@ class Decision:
     def __init__(self) -> None:
         self.affinity = ""
         self.home = ""
-
-
-def _with_headers(error: ReplyError, headers: dict[str, str]) -> ReplyError:
-    if not headers:
-        return error
-    return ReplyError(
-        status=error.status,
-        type=error.type,
-        message=error.message,
-        param=error.param,
-        code=error.code,
-        retry_after=error.retry_after,
-        headers={**error.headers, **headers},
-    )
 
 
 class Router:
@@ -152,7 +132,7 @@ class Router:
         body = await self._claims.unpack(req.body, req.body_ref)
         deployments = self._deployments.get(req.model)
         if not deployments:
-            await self._publish(req, error_reply(model_not_found(req.response_model)))
+            await self._publish(req, model_not_found(req.response_model).reply)
             state.final_sent = True
             return "no_deployment"
         kind, key, bound, ttl = await self._affinity(req)
@@ -241,7 +221,7 @@ class Router:
 
     async def _report(self, req: RouteRequest, state: RequestState, failure: Failure) -> str:
         """The last failure goes to the client; a stream that broke is recorded as failed."""
-        await self._publish(req, _with_headers(failure.error, state.reply_headers))
+        await self._publish(req, failure.error.with_headers(state.reply_headers))
         state.final_sent = True
         if state.head_sent and req.api != "count_tokens":
             # The stream started and broke: recorded as failed (not billed) for the usage list.
@@ -279,25 +259,9 @@ class Router:
         wait = min(health.recovers_at(h, now) for h in states) - now
         retry_after = float(max(1, math.ceil(wait)))
         all_limited = all(h.open_until <= now and h.cooldown_until > now for h in states)
-        model = req.response_model
-        if all_limited:
-            reply = ReplyError(
-                status=429,
-                type="rate_limit_error",
-                message=f"the deployments of `{model}` are rate limited; retry after "
-                f"{retry_after:g} seconds",
-                retry_after=retry_after,
-            )
-        else:
-            reply = ReplyError(
-                status=529,
-                type="overloaded_error",
-                message=f"every deployment of `{model}` is unavailable; retry after "
-                f"{retry_after:g} seconds",
-                retry_after=retry_after,
-            )
-        reply.headers = {"x-ezat-region": self._region, "x-ezat-affinity": affinity}
-        await self._publish(req, reply)
+        reply = all_down(req.response_model, retry_after, all_limited=all_limited)
+        headers = {"x-ezat-region": self._region, "x-ezat-affinity": affinity}
+        await self._publish(req, reply.with_headers(headers))
         state.final_sent = True
         return "all_down"
 
@@ -369,7 +333,7 @@ class Router:
             return "ok"
         if self.stopping:
             with contextlib.suppress(Exception):  # NATS may already be going away
-                await self._publish(req, SHUTDOWN)
+                await self._publish(req, lifecycle.RESTARTING)
             status: envelopes.UsageStatus = "failed"
             outcome = "shutdown"
         elif gateway:

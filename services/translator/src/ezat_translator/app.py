@@ -189,7 +189,7 @@ class Translator:
         return translate_create(body, self.catalogue)
 
     async def reply_error(self, reply_to: str, err: GatewayError) -> None:
-        await self.nc.publish(reply_to, envelopes.encode(envelopes.error_reply(err)))
+        await self.nc.publish(reply_to, envelopes.encode(err.reply))
 
     async def on_no_router(self, msg: Msg) -> None:
         if not bus.is_no_responders(msg):

@@ -57,12 +57,8 @@ def from_status(status: int, body: bytes, retry_after: str | None, model: str) -
     """An upstream response that is not 2xx."""
     wait = parse_retry_after(retry_after)
     if status == 429:
-        pause = wait if wait is not None else RATE_LIMIT_COOLDOWN
-        message = f"the deployments of `{model}` are rate limited; retry after {pause:g} seconds"
         return Failure(
-            error=ReplyError(
-                status=429, type="rate_limit_error", message=message, retry_after=pause
-            ),
+            error=rate_limited(model, wait if wait is not None else RATE_LIMIT_COOLDOWN),
             retryable=True,
             cooldown=wait,
             rate_limited=True,
@@ -99,6 +95,29 @@ def from_status(status: int, body: bytes, retry_after: str | None, model: str) -
             reason="auth",
         )
     return Failure(error=client_error(status, body), retryable=False, reason="4xx")
+
+
+def rate_limited(model: str, pause: float) -> ReplyError:
+    """429: the deployments of ``model`` are rate limited for ``pause`` seconds."""
+    return ReplyError(
+        status=429,
+        type="rate_limit_error",
+        message=f"the deployments of `{model}` are rate limited; retry after {pause:g} seconds",
+        retry_after=pause,
+    )
+
+
+def all_down(model: str, pause: float, *, all_limited: bool) -> ReplyError:
+    """Every deployment of ``model`` rests for at least ``pause`` seconds, so none is tried: 429
+    when every one is rate limited, else 529."""
+    if all_limited:
+        return rate_limited(model, pause)
+    return ReplyError(
+        status=529,
+        type="overloaded_error",
+        message=f"every deployment of `{model}` is unavailable; retry after {pause:g} seconds",
+        retry_after=pause,
+    )
 
 
 def client_error(status: int, body: bytes) -> ReplyError:
