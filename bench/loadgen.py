@@ -1,11 +1,13 @@
-"""A lean closed-loop HTTP load generator for the EZAT benchmark (asyncio on uvloop, ``http1.py``).
+"""A lean closed-loop HTTP load generator for the EZAT benchmark (uvloop, ``ezat_http1``).
 
-Each of ``concurrency`` workers sends the same pre-encoded request again and again over its own
-keep-alive connection until the phase's deadline (or its request budget) is spent. Replies are
-HTTP-decoded but not JSON-parsed: a non-streaming reply is read whole; a stream's body is scanned
-as bytes as it arrives, counting SSE events
-(blank-line terminators), noting the time of the first content delta and of the end. Any non-2xx
-status, exception, ``event: error`` or stream without its end marker counts as an error.
+Each of ``concurrency`` workers sends the same pre-encoded request again and again over a
+keep-alive connection of its own (from the phase's pool) until the phase's deadline (or its
+request budget) is spent. Replies are HTTP-decoded but not JSON-parsed: a non-streaming reply is
+read whole; a stream's body is scanned as bytes as it arrives, counting SSE events
+(blank-line terminators), noting the time of the first content delta and of the end. Both times
+are taken in the client's protocol callback (``on_body``), so they exclude the wait for the
+worker task to resume. Any non-2xx status, exception, ``event: error`` or stream without its end
+marker counts as an error.
 
 As a library: ``await run_phase(Target(...), concurrency=32, duration=5)``. As a program:
 
@@ -28,13 +30,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import http1
+from ezat_http1 import Origin, Pool, UpstreamError, post_head
 
 # The first content delta of each API's stream, and the marker of a complete stream.
 _FIRST_ANTHROPIC = re.compile(rb"event: content_block_delta")
 _FIRST_OPENAI = re.compile(rb'"content":\s?"[^"]')
 _END = {"anthropic": b"message_stop", "openai": b"[DONE]"}
 _ERROR_EVENT = b"event: error"
+_SAMPLE = 300  # bytes of a failed reply kept as the phase's error sample
+KEEPALIVE_SECONDS = 60.0
 
 
 def raise_nofile(wanted: int = 65536) -> int:
@@ -98,20 +102,51 @@ def percentile(values: list[int], q: float) -> float | None:
     return ordered[rank] / 1e6
 
 
-class _StreamScan:
-    """What a stream's body shows as it is read: SSE events (blank-line terminators), the time of
-    the first content delta, an error event, and its last bytes (where the end marker is)."""
+class _Reply:
+    """A whole reply as it is read (``feed`` is the client's ``on_body``), and when it ended."""
 
-    __slots__ = ("error", "events", "first", "marker", "tail")
+    __slots__ = ("body", "ended")
+
+    def __init__(self) -> None:
+        self.body = bytearray()
+        self.ended = 0
+
+    def feed(self, piece: bytes) -> None:
+        if piece:
+            self.body += piece
+        else:
+            self.ended = time.perf_counter_ns()
+
+    def sample(self) -> bytes:
+        return bytes(self.body[:_SAMPLE])
+
+
+class _StreamScan:
+    """What a stream's body shows as it is read (``feed`` is the client's ``on_body``): SSE
+    events (blank-line terminators), the time of the first content delta and of the end, an
+    error event, its first bytes (the detail of an HTTP error) and its last bytes (where the end
+    marker is)."""
+
+    __slots__ = ("ended", "error", "events", "first", "marker", "start", "tail")
 
     def __init__(self, marker: re.Pattern[bytes]) -> None:
         self.marker = marker
         self.first = 0
+        self.ended = 0
         self.events = 0
+        self.start = b""
         self.tail = b""
         self.error = b""
 
+    def sample(self) -> bytes:
+        return self.start
+
     def feed(self, piece: bytes) -> None:
+        if not piece:
+            self.ended = time.perf_counter_ns()
+            return
+        if len(self.start) < _SAMPLE:
+            self.start += piece[: _SAMPLE - len(self.start)]
         tail = self.tail
         joined = tail + piece
         # Terminators inside this piece, plus one straddling the previous piece.
@@ -128,33 +163,31 @@ class _Wire:
     """A target as bytes on the wire, and what its replies are checked for: computed once per
     phase, shared by every worker."""
 
-    host: str
-    port: int
-    request: bytes
+    origin: Origin
+    request: bytes  # head and body: one buffer to write is cheaper than two
     timeout: float
     first: re.Pattern[bytes] | None  # a stream's first content delta; None: a whole reply
     end: bytes  # a complete stream's end marker
 
 
-async def _one(wire: _Wire, slot: list[http1.Connection | None], out: Samples) -> None:
-    """One request on the worker's connection (``slot``), reconnecting when it is gone."""
-    conn = slot[0]
+async def _one(wire: _Wire, pool: Pool, out: Samples) -> None:
+    """One request, on a kept-alive connection of ``pool`` or a new one."""
     scan = _StreamScan(wire.first) if wire.first is not None else None
+    sink = scan if scan is not None else _Reply()
     t0 = time.perf_counter_ns()  # a reconnect counts in the request's time, as for any client
     try:
         async with asyncio.timeout(wire.timeout):
-            if conn is None or not conn.usable:
-                conn = slot[0] = await http1.connect(wire.host, wire.port)
-            resp = conn.send(wire.request, scan.feed if scan is not None else None)
-            status = await resp.done
-    except (TimeoutError, OSError, http1.ProtocolError, http1.ServerDisconnected) as exc:
-        if conn is not None:
-            conn.close()
+            resp = await pool.request(wire.origin, wire.request, b"", sink.feed)
+            try:
+                await resp.readany()  # the body goes to ``sink``: this waits for its end
+            finally:
+                resp.release()  # pooled when read to its end, else aborted
+    except (TimeoutError, OSError, UpstreamError) as exc:
         _fail(out, type(exc).__name__, str(exc).encode())
         return
-    end = resp.ended
-    if status >= 300:
-        _fail(out, f"http {status}", bytes(resp.body))
+    end = sink.ended
+    if resp.status >= 300:
+        _fail(out, f"http {resp.status}", sink.sample())
     elif scan is None:
         out.latency.append(end - t0)
     elif scan.error:
@@ -174,15 +207,11 @@ def _fail(out: Samples, kind: str, detail: bytes) -> None:
 
 
 async def _worker(
-    wire: _Wire,
-    slot: list[http1.Connection | None],
-    out: Samples,
-    deadline: float,
-    budget: list[int],
+    wire: _Wire, pool: Pool, out: Samples, deadline: float, budget: list[int]
 ) -> None:
     while time.monotonic() < deadline and budget[0] != 0:
         budget[0] -= 1
-        await _one(wire, slot, out)
+        await _one(wire, pool, out)
 
 
 async def run_phase(
@@ -198,27 +227,29 @@ async def run_phase(
     or ``requests`` requests, whichever ends first. ``on_start`` is called when the measured part
     begins. Returns the phase's summary. Each worker keeps its connection from the warm-up into
     the measured part: connecting is not what a phase measures."""
-    host, port, request = http1.encode_request(target.url, target.headers, target.body)
+    origin, head = post_head(target.url, target.headers, len(target.body))
     first = _FIRST_OPENAI if target.api == "openai" else _FIRST_ANTHROPIC
-    wire = _Wire(host, port, request, timeout, first if target.stream else None, _END[target.api])
-    slots: list[list[http1.Connection | None]] = [[None] for _ in range(concurrency)]
+    stream_first = first if target.stream else None
+    wire = _Wire(origin, head + target.body, timeout, stream_first, _END[target.api])
+    # Each worker holds at most one connection; one it closed may keep its slot until the close
+    # completes, so twice the workers means none waits for a slot.
+    pool = Pool(connect_timeout=timeout, keepalive=KEEPALIVE_SECONDS, limit=2 * concurrency)
+    workers = range(concurrency)
     try:
         warm = Samples()
         if warmup > 0:
             end = time.monotonic() + warmup
-            await asyncio.gather(*(_worker(wire, slot, warm, end, [-1]) for slot in slots))
+            await asyncio.gather(*(_worker(wire, pool, warm, end, [-1]) for _ in workers))
         out = Samples()
         if on_start is not None:
             on_start()
         budget = [requests]
         started = time.monotonic()
         deadline = started + duration
-        await asyncio.gather(*(_worker(wire, slot, out, deadline, budget) for slot in slots))
+        await asyncio.gather(*(_worker(wire, pool, out, deadline, budget) for _ in workers))
         elapsed = time.monotonic() - started
     finally:
-        for slot in slots:
-            if slot[0] is not None:
-                slot[0].close()
+        pool.close()
     return summarise(out, warm, concurrency, elapsed, target.stream)
 
 

@@ -1,4 +1,4 @@
-"""``bench/loadgen.py`` on ``bench/http1.py``: what the benchmark counts must be what a client got.
+"""``bench/loadgen.py`` on ``ezat_http1``: what the benchmark counts must be what a client got.
 
 Against a real simulator: replies and streams are counted with their events and first token;
 an HTTP error, a stream that reports an error and a stream cut short are errors, not results.
@@ -18,7 +18,6 @@ from ezat_simulator.app import Settings, start
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
-import http1
 import loadgen
 
 MODEL = "claude-sonnet-5-5"
@@ -164,24 +163,27 @@ async def test_a_chunked_stream_split_anywhere_decodes_exactly() -> None:
     assert result["ok"] == 3 and result["events"] == 3 * 3
 
 
-async def test_bytes_that_are_not_http_are_a_protocol_error() -> None:
+async def test_bytes_that_are_not_http_are_a_bad_response() -> None:
+    result = await run_scripted(Scripted(b"SSH-2.0-OpenSSH_9.6\r\n\r\n"), False, requests=1)
+    assert result["error_kinds"] == {"BadResponse": 1}
+    assert "bad status line" in str(result["error_sample"])
+
+
+async def test_a_reply_without_a_length_ends_with_its_connection() -> None:
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await reader.readuntil(b"\r\n\r\n")
-        writer.write(HEAD.replace(b"Transfer-Encoding: chunked", b"X: y") + b"body")
+        await reader.readexactly(2)  # the body below is b"{}"
+        writer.write(b"HTTP/1.1 200 OK\r\n\r\n" + EVENTS[0] + EVENTS[2])
         await writer.drain()
+        writer.close()
 
     server, port = await _raw_server(serve)
     try:
-        host, port, request = http1.encode_request(f"http://127.0.0.1:{port}/", {}, b"")
-        conn = await http1.connect(host, port)
-        resp = conn.send(request)
-        try:
-            await asyncio.wait_for(resp.done, 5)
-            raise AssertionError("a response without a length was accepted")
-        except http1.ProtocolError as exc:
-            assert "Content-Length" in str(exc)
+        t = loadgen.Target(f"http://127.0.0.1:{port}/s", {}, b"{}", True, "anthropic")
+        result = await loadgen.run_phase(t, 1, 60, warmup=0, requests=2)
     finally:
         server.close()
+    assert result["ok"] == 2 and result["events"] == 2 * 2
 
 
 async def test_replies_split_anywhere_reuse_one_connection_after_an_http_error() -> None:
@@ -228,7 +230,7 @@ async def test_broken_chunk_framing_is_a_protocol_error() -> None:
         HEAD + b"0x5\r\nhello\r\n0\r\n\r\n",  # not bare hex digits
     ):
         result = await run_scripted(Scripted(wire), True, requests=1)
-        assert result["error_kinds"] == {"ProtocolError": 1}, wire
+        assert result["error_kinds"] == {"BadResponse": 1}, wire
 
 
 async def test_an_interim_response_is_skipped_and_204_has_no_body() -> None:

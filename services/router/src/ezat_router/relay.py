@@ -30,6 +30,7 @@ from ezat_common.envelopes import (
     UsageRecord,
 )
 from ezat_common.sse import SseError, SseParser
+from ezat_http1 import Response, UpstreamError
 from nats.aio.client import Client
 
 from . import metrics
@@ -38,7 +39,6 @@ from .core.payload import PayloadError, read_response, response_with_model
 from .core.stream import StepResult, StreamStep
 from .core.upstream_errors import Failure, TransportKind, from_stream_error, from_transport
 from .core.usage import UsageAccumulator
-from .pool import Response, UpstreamError
 from .upstream import Target, Upstream
 
 UNRECORDED_FAILURE = Failure(error=UNRECORDED, retryable=False, reason="unrecorded")

@@ -23,6 +23,7 @@ from ezat_common.bus import Claims
 from ezat_common.config import Config, DeploymentConfig
 from ezat_common.envelopes import Reply, ReplyError, RouteRequest
 from ezat_common.errors import model_not_found
+from ezat_http1 import Response, UpstreamError
 from nats.aio.client import Client
 
 from . import metrics
@@ -32,7 +33,6 @@ from .core.budget import RetryBudget
 from .core.payload import PayloadError, with_model
 from .core.upstream_errors import Failure, all_down, from_status, from_transport
 from .core.usage import UsageAccumulator
-from .pool import Response, UpstreamError
 from .relay import Relay, RequestState, usage_base
 from .shared_state import SharedState
 from .upstream import Target, Upstream, UpstreamUnavailable

@@ -1,5 +1,5 @@
 """The deployments as the router calls them: each one's address and request head, computed once
-(``Target``), and the pooled client (``pool.py``) under the router's timeouts (``Upstream``).
+(``Target``), and the pooled client (``ezat_http1``) under the router's timeouts (``Upstream``).
 
 Timeouts come from ``RouterConfig`` (``core/timeouts.py``): ``connect_timeout`` for the TCP/TLS
 connect; until the response headers, the bound the caller passes (``first_byte_timeout`` for a
@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import asyncio
 from typing import Literal
-from urllib.parse import urlsplit
 
 from ezat_common.config import DeploymentConfig, RouterConfig
 from ezat_common.envelopes import RouteRequest
+from ezat_http1 import Pool, Response, UpstreamError, address, request_head, request_prefix
 
-from .core.http1 import request_head, request_prefix
 from .core.payload import model_prefix
-from .pool import Origin, Pool, Response, UpstreamError
 
 ANTHROPIC_VERSION = "2023-06-01"
 USER_AGENT = "ezat-router"
@@ -41,14 +39,8 @@ class Target:
 
     def __init__(self, dep: DeploymentConfig) -> None:
         self.dep = dep
-        parts = urlsplit(dep.base_url.rstrip("/"))
-        hostname = parts.hostname or ""  # config checked: http(s), a host, a valid port
-        default_port = 443 if parts.scheme == "https" else 80
-        port = parts.port or default_port
-        self.origin: Origin = (parts.scheme, hostname, port)
-        host = f"[{hostname}]" if ":" in hostname else hostname
-        if port != default_port:
-            host += f":{port}"  # the default port is left out, as clients do
+        # Config checked: http(s), a host, a valid port, no query.
+        self.origin, host, base = address(dep.base_url.rstrip("/"))
         headers = {
             "User-Agent": USER_AGENT,
             "Accept-Encoding": "identity",
@@ -58,7 +50,6 @@ class Target:
         key = dep.key()
         if key:
             headers["x-api-key"] = key
-        base = parts.path
         self.messages_prefix = request_prefix(base + "/v1/messages", host, headers)
         self.count_prefix = request_prefix(base + "/v1/messages/count_tokens", host, headers)
         self.body_prefix = model_prefix(dep)  # the JSON body's start, with the upstream model

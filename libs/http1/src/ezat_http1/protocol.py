@@ -1,10 +1,15 @@
-"""HTTP/1.1 for the upstream client, without I/O: the request head, and the response parser.
+"""HTTP/1.1 for the client, without I/O: addresses, request heads, and the response parser.
 
-The router speaks to deployments with its own small client (``ezat_router.pool``) rather than
-aiohttp's, which was the largest item in the router's profile (docs/performance.md). What that
-client needs from the protocol lives here, as plain functions on bytes, tested on their own:
+The router speaks to deployments, and the load generator to the gateway, with this package's
+small client (``ezat_http1.client``) rather than aiohttp's, which was the largest item in the
+router's profile and cost the load generator as much CPU as the router (docs/performance.md).
+What that client needs from the protocol lives here, as plain functions on bytes, tested on
+their own:
 
-- ``request_head``: one POST's head, from a pre-encoded per-target prefix.
+- ``address``: a URL's origin (what a connection is pooled by), ``Host`` header and path.
+- ``request_prefix`` / ``request_head``: one POST's head, from a pre-encoded per-target prefix;
+  ``post_head``: the whole head of a POST to a URL, for a caller that sends the same one again
+  and again.
 - ``idle_seconds``: how long a kept-alive connection may wait, given ``Keep-Alive: timeout=``.
 - ``ResponseParser``: fed the bytes as they arrive, it returns the decoded body bytes of each
   read and sets ``head`` once the status line and headers are complete. It decodes
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import re
 import zlib
+from urllib.parse import urlsplit
 
 MAX_HEAD = 65536  # status line and headers together
 MAX_LINE = 4096  # a chunk-size or trailer line
@@ -26,12 +32,37 @@ _DIGITS = re.compile(r"[0-9]{1,18}")  # ASCII only: str.isdigit() also takes "²
 _BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 _KEEP_ALIVE_TIMEOUT = re.compile(r"timeout\s*=\s*([0-9]+)", re.IGNORECASE)
 
+Origin = tuple[str, str, int]  # scheme, host, port
+
 # Parser states.
 _HEAD, _LENGTH, _SIZE, _DATA, _DATA_END, _TRAILER, _UNTIL_CLOSE, _DONE = range(8)
 
 
 class ProtocolError(Exception):
     """The deployment's bytes are not a valid HTTP/1.1 response."""
+
+
+def address(url: str) -> tuple[Origin, str, str]:
+    """``(origin, Host header, path)`` of an http(s) URL; the path keeps any query, and is ``""``
+    for none. The default port is left out of the ``Host``, as clients do. ``ValueError`` for a
+    URL that is not http(s) to a host, or whose port is not a valid one."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"not an http(s) URL naming a host: {url!r}")
+    hostname = parts.hostname
+    default_port = 443 if parts.scheme == "https" else 80
+    port = parts.port or default_port
+    host = f"[{hostname}]" if ":" in hostname else hostname
+    if port != default_port:
+        host += f":{port}"
+    path = f"{parts.path}?{parts.query}" if parts.query else parts.path
+    return (parts.scheme, hostname, port), host, path
+
+
+def post_head(url: str, headers: dict[str, str], length: int) -> tuple[Origin, bytes]:
+    """The origin of ``url`` and the whole head of a POST to it with a ``length``-byte body."""
+    origin, host, path = address(url)
+    return origin, request_head(request_prefix(path or "/", host, headers), {}, length)
 
 
 def request_prefix(path: str, host: str, headers: dict[str, str]) -> bytes:

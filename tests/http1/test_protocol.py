@@ -1,4 +1,4 @@
-"""core.http1: the upstream client's request heads and response parser, on bytes alone."""
+"""ezat_http1.protocol: addresses, request heads and the response parser, on bytes alone."""
 
 from __future__ import annotations
 
@@ -7,10 +7,12 @@ import itertools
 import zlib
 
 import pytest
-from ezat_router.core.http1 import (
+from ezat_http1.protocol import (
     ProtocolError,
     ResponseParser,
+    address,
     idle_seconds,
+    post_head,
     request_head,
     request_prefix,
 )
@@ -208,6 +210,37 @@ def test_request_head_carries_the_prefix_the_request_and_the_length() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("url", "origin", "host", "path"),
+    [
+        ("http://sim:8000", ("http", "sim", 8000), "sim:8000", ""),
+        ("https://api.example/base/", ("https", "api.example", 443), "api.example", "/base/"),
+        ("http://api.example:80/p?q=1", ("http", "api.example", 80), "api.example", "/p?q=1"),
+        ("https://[::1]:8443/v", ("https", "::1", 8443), "[::1]:8443", "/v"),
+    ],
+)
+def test_an_address_is_the_origin_the_host_header_and_the_path(
+    url: str, origin: tuple[str, str, int], host: str, path: str
+) -> None:
+    assert address(url) == (origin, host, path)
+
+
+@pytest.mark.parametrize("url", ["ftp://h/", "http:///nohost", "h:80", "http://h:99999/"])
+def test_an_address_that_is_not_http_to_a_host_is_refused(url: str) -> None:
+    with pytest.raises(ValueError):
+        address(url)
+
+
+def test_a_post_head_is_the_whole_head_of_a_request_to_a_url() -> None:
+    origin, head = post_head("http://127.0.0.1:8080", {"x-api-key": "k"}, 7)
+    assert origin == ("http", "127.0.0.1", 8080)
+    assert head == (
+        b"POST / HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nx-api-key: k\r\nContent-Length: 7\r\n\r\n"
+    )
+    with pytest.raises(ValueError, match="control character"):
+        post_head("http://h/", {"x": "a\r\nb"}, 0)
+
+
 @pytest.mark.parametrize("value", ["a\r\nX-Evil: 1", "a\nb", "a\x00b", "a\x7f"])
 def test_a_header_value_that_would_break_the_head_is_refused(value: str) -> None:
     with pytest.raises(ValueError, match="control character"):
@@ -262,6 +295,53 @@ def test_any_response_cut_anywhere_gives_its_body_and_nothing_left_over(
     assert got == body
     assert parser.done and not parser.leftover
     assert parser.head is not None and parser.head.status == 200
+
+
+_NAMES = st.sampled_from(["X-A", "x-a", "Content-Type", "Server", "X-Request-Id", "Vary"])
+_VALUES = st.from_regex(r"[!-~]([ !-~]{0,20}[!-~])?", fullmatch=True)
+
+
+@st.composite
+def heads(draw: st.DrawFn) -> tuple[bytes, int, dict[str, str], bool, bytes]:
+    """Any status with a body, any headers (repeats included), any framing: the wire bytes, and
+    the status, headers (lower-case names, repeats joined), keep-alive and body they must give."""
+    status = draw(st.integers(200, 599).filter(lambda s: s not in (204, 304)))
+    fields = draw(st.lists(st.tuples(_NAMES, _VALUES), max_size=6))
+    body = draw(st.binary(max_size=200))
+    close = draw(st.booleans())
+    framing = draw(st.sampled_from(["length", "chunked", "until-close"]))
+    if close:
+        fields.append(("Connection", "close"))
+    if framing == "length":
+        fields.append(("Content-Length", str(len(body))))
+        data = body
+    elif framing == "chunked":
+        fields.append(("Transfer-Encoding", "chunked"))
+        data = (b"%x\r\n%s\r\n" % (len(body), body) if body else b"") + b"0\r\n\r\n"
+    else:
+        data = body
+    expected: dict[str, str] = {}
+    for name, value in fields:
+        key = name.lower()
+        expected[key] = f"{expected[key]}, {value}" if key in expected else value
+    wire = f"HTTP/1.1 {status} Whatever\r\n".encode()
+    wire += b"".join(f"{n}:{' ' * (i % 2)}{v}\r\n".encode() for i, (n, v) in enumerate(fields))
+    keep_alive = not close and framing != "until-close"
+    return wire + b"\r\n" + data, status, expected, keep_alive, body
+
+
+@given(heads(), st.lists(st.integers(min_value=0, max_value=600), max_size=8))
+def test_a_response_cut_anywhere_gives_the_same_head_and_body(
+    case: tuple[bytes, int, dict[str, str], bool, bytes], splits: list[int]
+) -> None:
+    raw, status, headers, keep_alive, body = case
+    parser, got = parse(raw, [c for c in splits if c <= len(raw)])
+    if not parser.done:  # read until close
+        got += parser.feed_eof()
+    assert got == body and parser.done and not parser.leftover
+    assert parser.head is not None
+    assert (parser.head.status, parser.head.headers) == (status, headers)
+    assert parser.head.keep_alive is keep_alive
 
 
 @pytest.mark.parametrize(
