@@ -13,18 +13,12 @@ from ezat_billing.core.rows import UsageRow
 from ezat_billing.handlers import Handlers
 from ezat_billing.store import Stored
 from ezat_common import envelopes
-from ezat_common.config import parse_config
 from ezat_common.outbox import Outbox
+from support.config import SONNET, model, parsed
 
 from .factories import record
 
-CONFIG = """
-[[models]]
-id = "anthropic/claude-sonnet-5-5"
-context_window = 200000
-max_output_tokens = 64000
-price = { input = 3.0, output = 15.0 }
-"""
+CONFIG = parsed(models=[model(SONNET)])
 
 
 class DeadOutbox:
@@ -56,7 +50,7 @@ class SlowStore:
 
 
 def handlers(batcher: Batcher, outbox: DeadOutbox, ack_deadline: float) -> Handlers:
-    settings = config.from_config(parse_config(CONFIG), ack_deadline=ack_deadline)
+    settings = config.from_config(CONFIG, ack_deadline=ack_deadline)
     return Handlers(settings, batcher, cast(asyncpg.Pool, None), cast(Outbox, outbox))
 
 

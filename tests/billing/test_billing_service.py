@@ -18,23 +18,17 @@ import pytest_asyncio
 from ezat_billing import app, config, settle
 from ezat_cli.infra import free_port
 from ezat_common import envelopes
-from ezat_common.config import parse_config
 from ezat_common.envelopes import Delivered, UsageAck, UsageQuery
 from ezat_common.outbox import Outbox
 from ezat_common.subjects import Subjects
 from nats.aio.client import Client
+from support.config import SONNET, model, parsed
 
 from .factories import count_rows, record
 from .test_billing_settle import age, rows_of
 
-CONFIG = """
-[[models]]
-id = "anthropic/claude-sonnet-5-5"
-aliases = ["claude-sonnet-5-5"]
-context_window = 200000
-max_output_tokens = 64000
-price = { input = 3.0, output = 15.0 }  # cache prices from the default multipliers
-"""
+# Cache prices from the default multipliers.
+CONFIG = parsed(models=[model(SONNET, aliases=["claude-sonnet-5-5"])])
 
 ITEM_KEYS = [
     "request_id",
@@ -85,7 +79,7 @@ async def running_billing(
     monkeypatch.setenv("NATS_URL", nats_url)
     monkeypatch.setenv("DATABASE_URL", database_url)
     monkeypatch.setenv("EZAT_SUBJECT_PREFIX", prefix)
-    settings = config.from_config(parse_config(CONFIG), ack_deadline=ack_deadline)
+    settings = config.from_config(CONFIG, ack_deadline=ack_deadline)
     stop = asyncio.Event()
     task = asyncio.create_task(app.serve(stop, settings))
     nc = await nats.connect(nats_url)
@@ -295,7 +289,7 @@ async def test_outbox_records_are_stored_when_billing_starts(
     monkeypatch.setenv("DATABASE_URL", database_url)
     monkeypatch.setenv("EZAT_SUBJECT_PREFIX", prefix)
     stop = asyncio.Event()
-    task = asyncio.create_task(app.serve(stop, config.from_config(parse_config(CONFIG))))
+    task = asyncio.create_task(app.serve(stop, config.from_config(CONFIG)))
     try:
         for _ in range(100):
             if await count_rows(pool, key_id) == 20:

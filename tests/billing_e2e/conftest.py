@@ -7,62 +7,54 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import anthropic
 import asyncpg
 import pytest
 from ezat_cli.infra import Infra, free_port, start_postgres
 from ezat_cli.stack import Stack
 from ezat_common import db
+from support import sims
+from support.config import SONNET, base_url, listen, model, one_simulator, write_config
+from support.stack import key, running
 
-CONFIG = """
-[edge]
-listen = "127.0.0.1:{edge}"
-ping_interval = 1.0
-auth_cache_ttl = 600.0
-
-[router]
-region = "local"
-max_attempts = 2
-connect_timeout = 2.0
-first_byte_timeout = 30.0
-between_events_timeout = 10.0
-
-[[models]]
-id = "anthropic/claude-sonnet-5-5"
-aliases = ["claude-sonnet-5-5"]
-context_window = 200000
-max_output_tokens = 64000
-prompt_caching = true
-thinking = "adaptive"
-effort_levels = ["low", "medium", "high"]
-min_cache_tokens = 1024
-{price}
-
-[[simulators]]
-name = "bill-sim"
-listen = "127.0.0.1:{sim}"
-
-[[deployments]]
-name = "sonnet-sim"
-model = "anthropic/claude-sonnet-5-5"
-base_url = "http://127.0.0.1:{sim}"
-upstream_model = "claude-sonnet-5-5"
-api_key = "sim-key"
-region = "local"
-"""
-
-PRICE_LINE = (
-    "price = { input = 3.0, output = 15.0, cache_write_5m = 3.75, cache_write_1h = 6.0,"
-    " cache_read = 0.30 }"
-)
 MODEL = "claude-sonnet-5-5"
-# USD per million tokens of CONFIG = micro-dollars per token.
-PRICES = {"input": 3.0, "output": 15.0, "cw5": 3.75, "cw1": 6.0, "read": 0.30}
+# USD per million tokens, every kind priced explicitly = micro-dollars per token.
+PRICE = {
+    "input": 3.0,
+    "output": 15.0,
+    "cache_write_5m": 3.75,
+    "cache_write_1h": 6.0,
+    "cache_read": 0.30,
+}
+# The same prices under the names the tests use.
+PRICES = dict(zip(("input", "output", "cw5", "cw1", "read"), PRICE.values(), strict=True))
+
+
+def billing_config(path: Path, edge: int, sim: int) -> Path:
+    sections = one_simulator(
+        edge,
+        sim,
+        edge={"auth_cache_ttl": 600.0},
+        router={"first_byte_timeout": 30.0},
+        models=[
+            model(
+                SONNET,
+                aliases=[MODEL],
+                prompt_caching=True,
+                thinking="adaptive",
+                effort_levels=["low", "medium", "high"],
+                min_cache_tokens=1024,
+                price=PRICE,
+            )
+        ],
+        simulators=[{"name": "bill-sim", "listen": listen(sim)}],
+    )
+    return write_config(path, **sections)
 
 
 @dataclass
@@ -105,59 +97,26 @@ class BillingStack:
             await asyncio.sleep(0.1)
 
     async def sim_requests(self, limit: int = 500) -> list[dict[str, Any]]:
-        async with (
-            aiohttp.ClientSession() as s,
-            s.get(f"{self.sim}/_sim/requests?limit={limit}") as r,
-        ):
-            data: list[dict[str, Any]] = await r.json()
-            return data
+        return await sims.requests(self.sim, limit)
 
 
-def _start(folder: Path, infra: Infra) -> tuple[Stack, dict[str, int]]:
-    folder.mkdir(parents=True, exist_ok=True)
-    ports = {"edge": free_port(), "sim": free_port()}
-    path = folder / "ezat-billing.toml"
-    path.write_text(CONFIG.format(price=PRICE_LINE, **ports))
+@contextmanager
+def _running(folder: Path, infra: Infra) -> Iterator[BillingStack]:
+    edge, sim = free_port(), free_port()
+    config = billing_config(folder / "ezat-billing.toml", edge, sim)
     # A prefix of its own: other stacks on the session's NATS must not hear it (nor drain its
     # outbox stream into their database).
-    prefix = {"EZAT_SUBJECT_PREFIX": f"bill{ports['edge']}"}
-    stack = Stack(config_path=path, data_dir=folder, infra=infra, extra_env=prefix)
-    try:
-        stack.start(timeout=90)
-    except BaseException:
-        stack.stop()
-        raise
-    stack.supervise_in_background()
-    return stack, ports
-
-
-def _key(database_url: str) -> str:
-    async def make() -> str:
-        conn = await asyncpg.connect(database_url)
-        try:
-            _, secret = await db.create_key(conn, "billing-e2e")
-        finally:
-            await conn.close()
-        return secret
-
-    return asyncio.run(make())
+    with running(config, infra, f"bill{edge}") as stack:
+        secret = key(infra.database_url, "billing-e2e")
+        yield BillingStack(stack, base_url(edge), base_url(sim), infra.database_url, secret)
 
 
 @pytest.fixture(scope="module")
 def billing_stack(infra: Infra, database_url: str, data_dir: Path) -> Iterator[BillingStack]:
     folder = data_dir / f"billing-stack-{free_port()}"
     # Infra without processes of its own: stopping the stack leaves the session's servers up.
-    stack, ports = _start(folder, Infra(infra.nats_url, database_url, infra.redis_url))
-    try:
-        yield BillingStack(
-            stack,
-            f"http://127.0.0.1:{ports['edge']}",
-            f"http://127.0.0.1:{ports['sim']}",
-            database_url,
-            _key(database_url),
-        )
-    finally:
-        stack.stop()
+    with _running(folder, Infra(infra.nats_url, database_url, infra.redis_url)) as stack:
+        yield stack
 
 
 @dataclass
@@ -192,17 +151,8 @@ def postgres(data_dir: Path) -> Iterator[Postgres]:
 @pytest.fixture(scope="module")
 def pg_stack(infra: Infra, postgres: Postgres, data_dir: Path) -> Iterator[BillingStack]:
     folder = data_dir / f"pg-stack-{free_port()}"
-    stack, ports = _start(folder, Infra(infra.nats_url, postgres.url, infra.redis_url))
-    try:
-        yield BillingStack(
-            stack,
-            f"http://127.0.0.1:{ports['edge']}",
-            f"http://127.0.0.1:{ports['sim']}",
-            postgres.url,
-            _key(postgres.url),
-        )
-    finally:
-        stack.stop()
+    with _running(folder, Infra(infra.nats_url, postgres.url, infra.redis_url)) as stack:
+        yield stack
 
 
 Poll = Callable[[], Awaitable[bool]]

@@ -16,97 +16,74 @@ import nats
 import nats.js.errors
 import openai
 import pytest
-from ezat_cli.infra import Infra, free_port
+from ezat_cli.infra import Infra
 from ezat_cli.stack import Stack
-from ezat_common import db, envelopes
+from ezat_common import envelopes
+from support import sims
+from support.config import SONNET, base_url, deployment, listen, model, write_config
+from support.stack import create_key, free_ports, key, running
 
-TEST_CONFIG = """
-[edge]
-listen = "127.0.0.1:{edge}"
-ping_interval = 1.0
+PORTS = ("edge", "sim_a", "sim_b", "router_metrics", "dead")  # the ports of the config
 
-[router]
-region = "local"
-max_attempts = 3
-connect_timeout = 2.0
-# Short, so each upstream-misbehaviour test (test_upstream_misbehaviour.py) ends within ~10 s;
-# still far above what any answer of the simulator takes here (the longest pause is 2.6 s).
-first_byte_timeout = 8.0
-stream_first_byte_timeout = 3.0
-between_events_timeout = 6.0
-metrics_listen = "127.0.0.1:{router_metrics}"
 
-[fetcher]
-# The test image server runs on loopback; production never lists private networks here.
-allow_networks = ["127.0.0.0/8"]
-
-[[models]]
-id = "anthropic/claude-sonnet-5-5"
-aliases = ["claude-sonnet-5-5", "claude-sonnet-5.5"]
-context_window = 200000
-max_output_tokens = 64000
-sampling = false
-prompt_caching = true
-thinking = "adaptive"
-effort_levels = ["low", "medium", "high", "xhigh", "max"]
-price = {{ input = 3.0, output = 15.0 }}
-
-[[models]]
-id = "anthropic/claude-instant-sim"
-aliases = ["claude-instant"]
-context_window = 100000
-max_output_tokens = 8192
-sampling = true
-prompt_caching = false
-price = {{ input = 0.8, output = 4.0 }}
-
-[[models]]
-id = "anthropic/claude-failover-sim"
-aliases = ["claude-failover"]
-context_window = 100000
-max_output_tokens = 8192
-price = {{ input = 1.0, output = 2.0 }}
-
-[[simulators]]
-name = "sim-a"
-listen = "127.0.0.1:{sim_a}"
-
-[[simulators]]
-name = "sim-b"
-listen = "127.0.0.1:{sim_b}"
-
-[[deployments]]
-name = "sonnet-a"
-model = "anthropic/claude-sonnet-5-5"
-base_url = "http://127.0.0.1:{sim_a}"
-upstream_model = "claude-sonnet-5-5"
-api_key = "sim-key"
-
-[[deployments]]
-name = "sonnet-b"
-model = "anthropic/claude-sonnet-5-5"
-base_url = "http://127.0.0.1:{sim_b}"
-upstream_model = "claude-sonnet-5-5"
-api_key = "sim-key"
-
-[[deployments]]
-name = "instant-b"
-model = "anthropic/claude-instant-sim"
-base_url = "http://127.0.0.1:{sim_b}"
-api_key = "sim-key"
-
-[[deployments]]
-name = "failover-dead"
-model = "anthropic/claude-failover-sim"
-base_url = "http://127.0.0.1:{dead}"
-api_key = "sim-key"
-
-[[deployments]]
-name = "failover-live"
-model = "anthropic/claude-failover-sim"
-base_url = "http://127.0.0.1:{sim_a}"
-api_key = "sim-key"
-"""
+def e2e_config(path: Path, ports: dict[str, int]) -> Path:
+    """The config of this stack (and of test_ezat_up.py's `ezat up`), on ``ports``."""
+    sim_a, sim_b, dead = base_url(ports["sim_a"]), base_url(ports["sim_b"]), base_url(ports["dead"])
+    return write_config(
+        path,
+        edge={"listen": listen(ports["edge"]), "ping_interval": 1.0},
+        router={
+            "region": "local",
+            "max_attempts": 3,
+            "connect_timeout": 2.0,
+            # Short, so each upstream-misbehaviour test (test_upstream_misbehaviour.py) ends
+            # within ~10 s; still far above what any answer of the simulator takes here (the
+            # longest pause is 2.6 s).
+            "first_byte_timeout": 8.0,
+            "stream_first_byte_timeout": 3.0,
+            "between_events_timeout": 6.0,
+            "metrics_listen": listen(ports["router_metrics"]),
+        },
+        # The test image server runs on loopback; production never lists private networks here.
+        fetcher={"allow_networks": ["127.0.0.0/8"]},
+        models=[
+            model(
+                SONNET,
+                aliases=["claude-sonnet-5-5", "claude-sonnet-5.5"],
+                sampling=False,
+                prompt_caching=True,
+                thinking="adaptive",
+                effort_levels=["low", "medium", "high", "xhigh", "max"],
+            ),
+            model(
+                "anthropic/claude-instant-sim",
+                aliases=["claude-instant"],
+                context_window=100_000,
+                max_output_tokens=8192,
+                sampling=True,
+                prompt_caching=False,
+                price={"input": 0.8, "output": 4.0},
+            ),
+            model(
+                "anthropic/claude-failover-sim",
+                aliases=["claude-failover"],
+                context_window=100_000,
+                max_output_tokens=8192,
+                price={"input": 1.0, "output": 2.0},
+            ),
+        ],
+        simulators=[
+            {"name": "sim-a", "listen": listen(ports["sim_a"])},
+            {"name": "sim-b", "listen": listen(ports["sim_b"])},
+        ],
+        deployments=[
+            deployment("sonnet-a", SONNET, sim_a, upstream_model="claude-sonnet-5-5"),
+            deployment("sonnet-b", SONNET, sim_b, upstream_model="claude-sonnet-5-5"),
+            deployment("instant-b", "anthropic/claude-instant-sim", sim_b),
+            deployment("failover-dead", "anthropic/claude-failover-sim", dead),
+            deployment("failover-live", "anthropic/claude-failover-sim", sim_a),
+        ],
+    )
 
 
 PREFIX = "e2e"  # this stack's NATS subjects and streams; other suites share the NATS server
@@ -117,10 +94,10 @@ class Gateway:
 
     def __init__(self, stack: Stack, ports: dict[str, int], key: str, database_url: str) -> None:
         self.stack = stack
-        self.url = f"http://127.0.0.1:{ports['edge']}"
-        self.sim_a = f"http://127.0.0.1:{ports['sim_a']}"
-        self.sim_b = f"http://127.0.0.1:{ports['sim_b']}"
-        self.router_metrics = f"http://127.0.0.1:{ports['router_metrics']}/metrics"
+        self.url = base_url(ports["edge"])
+        self.sim_a = base_url(ports["sim_a"])
+        self.sim_b = base_url(ports["sim_b"])
+        self.router_metrics = base_url(ports["router_metrics"]) + "/metrics"
         self.key = key
         self.database_url = database_url
 
@@ -183,60 +160,19 @@ class Gateway:
         return await self.usage_row(request_id, wait=0) is not None
 
     async def sim_requests(self, sim: str, limit: int = 50) -> list[dict[str, Any]]:
-        async with aiohttp.ClientSession() as s, s.get(f"{sim}/_sim/requests?limit={limit}") as r:
-            data: list[dict[str, Any]] = await r.json()
-            return data
+        return await sims.requests(sim, limit)
 
     async def sim_faults(self, sim: str, **fault: Any) -> None:
-        async with aiohttp.ClientSession() as s:
-            if fault:
-                async with s.post(f"{sim}/_sim/faults", json=fault) as r:
-                    assert r.status < 300
-            else:
-                async with s.delete(f"{sim}/_sim/faults") as r:
-                    assert r.status < 300
-
-
-def _write_config(folder: Path) -> tuple[Path, dict[str, int]]:
-    ports = {n: free_port() for n in ("edge", "sim_a", "sim_b", "router_metrics", "dead")}
-    path = folder / "ezat-test.toml"
-    path.write_text(TEST_CONFIG.format(**ports))
-    return path, ports
-
-
-async def _new_key(database_url: str, name: str, **kw: Any) -> str:
-    conn = await asyncpg.connect(database_url)
-    try:
-        _, secret = await db.create_key(conn, name, **kw)
-    finally:
-        await conn.close()
-    return secret
+        await sims.set_faults(sim, **fault)
 
 
 @pytest.fixture(scope="session")
 def gateway(infra: Infra, database_url: str, data_dir: Path) -> Iterator[Gateway]:
-    folder = data_dir / "stack"
-    folder.mkdir()
-    config, ports = _write_config(folder)
+    used = free_ports(*PORTS)
+    config = e2e_config(data_dir / "stack" / "ezat-test.toml", used)
     stack_infra = Infra(infra.nats_url, database_url, infra.redis_url)
-    # Its own subjects: other suites' stacks share this NATS server.
-    stack = Stack(
-        config_path=config,
-        data_dir=folder,
-        infra=stack_infra,
-        extra_env={"EZAT_SUBJECT_PREFIX": PREFIX},
-    )
-    try:
-        stack.start(timeout=90)
-    except BaseException:
-        stack.stop()
-        raise
-    stack.supervise_in_background()
-    key = asyncio.run(_new_key(database_url, "e2e"))
-    try:
-        yield Gateway(stack, ports, key, database_url)
-    finally:
-        stack.stop()
+    with running(config, stack_infra, PREFIX) as stack:
+        yield Gateway(stack, used, key(database_url, "e2e"), database_url)
 
 
 @pytest.fixture
@@ -256,6 +192,6 @@ async def http() -> AsyncIterator[aiohttp.ClientSession]:
 @pytest.fixture(scope="session")
 def new_key(database_url: str):  # type: ignore[no-untyped-def]
     async def make(name: str = "extra", **kw: Any) -> str:
-        return await _new_key(database_url, name, **kw)
+        return await create_key(database_url, name, **kw)
 
     return make

@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 import anthropic
-from ezat_cli.infra import free_port
+from support.stack import free_ports
 
-from .conftest import TEST_CONFIG
+from .conftest import PORTS, e2e_config
 
 
 def processes_mentioning(marker: str) -> list[int]:
@@ -49,9 +49,8 @@ def read_until_key(proc: subprocess.Popen[str], timeout: float) -> tuple[str, st
 
 
 async def test_ezat_up_serves_streams_and_stops_cleanly(tmp_path: Path) -> None:
-    ports = {n: free_port() for n in ("edge", "sim_a", "sim_b", "router_metrics", "dead")}
-    config = tmp_path / "up.toml"
-    config.write_text(TEST_CONFIG.format(**ports))
+    ports = free_ports(*PORTS)
+    config = e2e_config(tmp_path / "up.toml", ports)
     env = {
         k: v for k, v in os.environ.items() if k not in ("NATS_URL", "DATABASE_URL", "REDIS_URL")
     }

@@ -11,57 +11,62 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import anthropic
-import asyncpg
 import pytest
 from ezat_cli.infra import Infra, free_port, start_redis, stop_process
 from ezat_cli.stack import Stack
-from ezat_common import db
 from ezat_common.config import DeploymentConfig
 from ezat_router.core.selection import by_rendezvous
+from support import sims
+from support.config import SONNET, base_url, deployment, listen, model, write_config
+from support.stack import free_ports, key, running
 
-SONNET = "anthropic/claude-sonnet-5-5"
 REGIONAL = "anthropic/regional-sim"
 EU = [f"eu-{i}" for i in range(1, 6)]
 BREAKER_OPEN_SECONDS = 2.0
 
-CONFIG = """
-[edge]
-listen = "127.0.0.1:{edge}"
 
-[router]
-region = "eu"
-max_attempts = 3
-connect_timeout = 2.0
-first_byte_timeout = 20.0
-between_events_timeout = 10.0
-breaker_failures = 5
-breaker_open_seconds = {open_seconds}
-health_sync_seconds = 0.25
-metrics_listen = "127.0.0.1:{metrics}"
-
-[[models]]
-id = "{sonnet}"
-aliases = ["claude-sonnet-5-5"]
-context_window = 200000
-max_output_tokens = 64000
-price = {{ input = 3.0, output = 15.0 }}
-
-[[models]]
-id = "{regional}"
-aliases = ["regional-sim"]
-context_window = 100000
-max_output_tokens = 8192
-price = {{ input = 1.0, output = 2.0 }}
-{sims}{deployments}"""
-
-
-def _deployment(name: str, model: str, port: int, region: str) -> str:
-    return (
-        f'\n[[deployments]]\nname = "{name}"\nmodel = "{model}"\n'
-        f'base_url = "http://127.0.0.1:{port}"\nupstream_model = "claude-sonnet-5-5"\n'
-        f'api_key = "sim-key"\nregion = "{region}"\n'
+def routing_config(path: Path, edge: int, metrics: int, sim_ports: dict[str, int]) -> Path:
+    """Five eu deployments of the Sonnet on sim1..sim5 and one in "us" on sim6; the regional
+    model on sim1, sim2 (eu) and sim6 (us)."""
+    placed = [(EU[i - 1], SONNET, f"sim{i}", "eu") for i in range(1, 6)]
+    placed += [("us-1", SONNET, "sim6", "us"), ("reg-eu-1", REGIONAL, "sim1", "eu")]
+    placed += [("reg-eu-2", REGIONAL, "sim2", "eu"), ("reg-us-1", REGIONAL, "sim6", "us")]
+    return write_config(
+        path,
+        edge={"listen": listen(edge)},
+        router={
+            "region": "eu",
+            "max_attempts": 3,
+            "connect_timeout": 2.0,
+            "first_byte_timeout": 20.0,
+            "between_events_timeout": 10.0,
+            "breaker_failures": 5,
+            "breaker_open_seconds": BREAKER_OPEN_SECONDS,
+            "health_sync_seconds": 0.25,
+            "metrics_listen": listen(metrics),
+        },
+        models=[
+            model(SONNET, aliases=["claude-sonnet-5-5"]),
+            model(
+                REGIONAL,
+                aliases=["regional-sim"],
+                context_window=100_000,
+                max_output_tokens=8192,
+                price={"input": 1.0, "output": 2.0},
+            ),
+        ],
+        simulators=[{"name": name, "listen": listen(port)} for name, port in sim_ports.items()],
+        deployments=[
+            deployment(
+                name,
+                model_id,
+                base_url(sim_ports[sim]),
+                upstream_model="claude-sonnet-5-5",
+                region=region,
+            )
+            for name, model_id, sim, region in placed
+        ],
     )
 
 
@@ -88,20 +93,11 @@ class Routing:
         return self._clients[loop]
 
     async def faults(self, deployment: str, **fault: Any) -> None:
-        sim = self.sims[deployment]
-        async with aiohttp.ClientSession() as s:
-            if fault:
-                async with s.post(f"{sim}/_sim/faults", json=fault) as r:
-                    assert r.status < 300
-            else:
-                async with s.delete(f"{sim}/_sim/faults") as r:
-                    assert r.status < 300
+        await sims.set_faults(self.sims[deployment], **fault)
 
     async def calls(self, deployment: str) -> int:
         """Requests the deployment's simulator has received so far."""
-        url = f"{self.sims[deployment]}/_sim/stats"
-        async with aiohttp.ClientSession() as s, s.get(url) as r:
-            return int((await r.json())["requests"])
+        return await sims.request_count(self.sims[deployment])
 
     def stop_redis(self) -> None:
         stop_process(self.redis_proc)
@@ -123,15 +119,6 @@ def keys_homed_on(name: str, count: int, prefix: str) -> list[str]:
     return found
 
 
-async def _new_key(database_url: str) -> str:
-    conn = await asyncpg.connect(database_url)
-    try:
-        _, secret = await db.create_key(conn, "routing")
-    finally:
-        await conn.close()
-    return str(secret)
-
-
 def _wait_for_line(path: Path, text: str, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -148,68 +135,38 @@ def routing(infra: Infra, database_url: str, data_dir: Path) -> Iterator[Routing
     redis_dir = folder / "redis-data"
     redis_port = free_port()
     redis_url, redis_proc = start_redis(redis_dir, redis_port)
-    ports = {f"sim{i}": free_port() for i in range(1, 7)}
-    edge, metrics = free_port(), free_port()
-    sims = "".join(
-        f'\n[[simulators]]\nname = "sim{i}"\nlisten = "127.0.0.1:{ports[f"sim{i}"]}"\n'
-        for i in range(1, 7)
-    )
-    deployments = "".join(
-        _deployment(EU[i - 1], SONNET, ports[f"sim{i}"], "eu") for i in range(1, 6)
-    )
-    deployments += _deployment("us-1", SONNET, ports["sim6"], "us")
-    deployments += _deployment("reg-eu-1", REGIONAL, ports["sim1"], "eu")
-    deployments += _deployment("reg-eu-2", REGIONAL, ports["sim2"], "eu")
-    deployments += _deployment("reg-us-1", REGIONAL, ports["sim6"], "us")
-    config = folder / "routing.toml"
-    config.write_text(
-        CONFIG.format(
-            edge=edge,
-            metrics=metrics,
-            open_seconds=BREAKER_OPEN_SECONDS,
-            sonnet=SONNET,
-            regional=REGIONAL,
-            sims=sims,
-            deployments=deployments,
-        )
-    )
-    stack = Stack(
-        config_path=config,
-        data_dir=folder,
-        infra=Infra(infra.nats_url, database_url, redis_url),
-        # Its own subjects: other suites' stacks share this NATS server.
-        extra_env={"EZAT_SUBJECT_PREFIX": "routing"},
-    )
-    try:
-        stack.start(timeout=90)
+    sim_ports = free_ports(*(f"sim{i}" for i in range(1, 7)))
+    edge = free_port()
+    config = routing_config(folder / "routing.toml", edge, free_port(), sim_ports)
+    second: list[Path] = []
+
+    def add_second_router(stack: Stack) -> None:
         # A second replica, region from the environment (the same one here: affinity must agree).
-        env = {"EZAT_ROUTER_REGION": "eu", "EZAT_ROUTER_METRICS_LISTEN": f"127.0.0.1:{free_port()}"}
-        second = stack.add_service("router-2", "router", env)
-        _wait_for_line(second.log_path, "router ready", 30)
-    except BaseException:
-        stack.stop()
-        stop_process(redis_proc)
-        raise
-    stack.supervise_in_background()
-    sim_urls = {name: f"http://127.0.0.1:{ports[f'sim{i}']}" for i, name in enumerate(EU, 1)}
-    sim_urls["us-1"] = f"http://127.0.0.1:{ports['sim6']}"
-    key = asyncio.run(_new_key(database_url))
-    handle = Routing(
-        stack=stack,
-        url=f"http://127.0.0.1:{edge}",
-        key=key,
-        sims=sim_urls,
-        redis_url=redis_url,
-        redis_port=redis_port,
-        redis_dir=redis_dir,
-        redis_proc=redis_proc,
-        router_logs=[stack.children["router"].log_path, second.log_path],
-    )
+        env = {"EZAT_ROUTER_REGION": "eu", "EZAT_ROUTER_METRICS_LISTEN": listen(free_port())}
+        second.append(stack.add_service("router-2", "router", env).log_path)
+        _wait_for_line(second[0], "router ready", 30)
+
+    sim_urls = {name: base_url(sim_ports[f"sim{i}"]) for i, name in enumerate(EU, 1)}
+    sim_urls["us-1"] = base_url(sim_ports["sim6"])
+    handle: Routing | None = None
     try:
-        yield handle
+        stack_infra = Infra(infra.nats_url, database_url, redis_url)
+        with running(config, stack_infra, "routing", then=add_second_router) as stack:
+            handle = Routing(
+                stack=stack,
+                url=base_url(edge),
+                key=key(database_url, "routing"),
+                sims=sim_urls,
+                redis_url=redis_url,
+                redis_port=redis_port,
+                redis_dir=redis_dir,
+                redis_proc=redis_proc,
+                router_logs=[stack.children["router"].log_path, *second],
+            )
+            yield handle
     finally:
-        stack.stop()
-        stop_process(handle.redis_proc)
+        # A test may have restarted the dedicated Redis: stop the process running now.
+        stop_process(handle.redis_proc if handle is not None else redis_proc)
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from ezat_simulator.__main__ import _parser, _settings, main
+from support.config import model, write_config
 
 READY = re.compile(r"^simulator (\S+) listening on (http://127\.0\.0\.1:\d+)$")
 
@@ -84,30 +85,32 @@ def test_flags_win_over_the_config_entry(tmp_path: Path) -> None:
     assert (listen, settings.name, settings.min_cache_tokens) == ("127.0.0.1:9", "sim", 10)
 
 
-MODELS = """
-[[models]]
-id = "anthropic/claude-haiku-4-5"
-aliases = ["claude-haiku-4-5"]
-context_window = 1000
-max_output_tokens = 100
-min_cache_tokens = 2048
-price = { input = 1.0, output = 5.0 }
-
-[[deployments]]
-name = "d"
-model = "anthropic/claude-haiku-4-5"
-base_url = "http://127.0.0.1:8101"
-upstream_model = "haiku-upstream"
-
-[[simulators]]
-name = "sim-a"
-listen = "127.0.0.1:8101"
-"""
+HAIKU = "anthropic/claude-haiku-4-5"
 
 
 def test_each_model_keeps_its_minimum_cacheable_prefix(tmp_path: Path) -> None:
-    config = tmp_path / "ezat.toml"
-    config.write_text(MODELS)
+    config = write_config(
+        tmp_path / "ezat.toml",
+        models=[
+            model(
+                HAIKU,
+                aliases=["claude-haiku-4-5"],
+                context_window=1000,
+                max_output_tokens=100,
+                min_cache_tokens=2048,
+                price={"input": 1.0, "output": 5.0},
+            )
+        ],
+        deployments=[
+            {
+                "name": "d",
+                "model": HAIKU,
+                "base_url": "http://127.0.0.1:8101",
+                "upstream_model": "haiku-upstream",
+            }
+        ],
+        simulators=[{"name": "sim-a", "listen": "127.0.0.1:8101"}],
+    )
     settings, _ = _settings(_parser().parse_args(["--config", str(config), "--name", "sim-a"]))
     assert settings.min_cache_tokens == 1024
     assert settings.min_cache_tokens_by_model == {

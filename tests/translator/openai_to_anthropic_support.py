@@ -6,74 +6,61 @@ import base64
 from typing import Any
 
 import msgspec
-from ezat_common.catalogue import Catalogue
-from ezat_common.config import parse_config
 from ezat_translator.core.openai_to_anthropic import ChatTranslation, to_messages_request
+from support.config import catalogue, model
 
-CATALOGUE = Catalogue(
-    parse_config(
-        """
-[[models]]
-id = "test/adaptive"
-aliases = ["adaptive", "adaptive-1.0"]
-context_window = 200000
-max_output_tokens = 64000
-thinking = "adaptive"
-effort_levels = ["low", "medium", "high", "xhigh", "max"]
-price = { input = 3.0, output = 15.0 }
-
-[[models]]
-id = "test/adaptive-old"
-context_window = 200000
-max_output_tokens = 64000
-thinking = "adaptive"
-effort_levels = ["low", "medium", "high", "max"]
-price = { input = 3.0, output = 15.0 }
-
-[[models]]
-id = "test/budget"
-context_window = 200000
-max_output_tokens = 128000
-sampling = true
-thinking = "budget"
-effort_levels = ["low", "medium", "high", "xhigh", "max"]
-price = { input = 1.0, output = 5.0 }
-
-[[models]]
-id = "test/budget-short"
-context_window = 200000
-max_output_tokens = 8192
-thinking = "budget"
-effort_levels = ["low", "medium", "high"]
-price = { input = 1.0, output = 5.0 }
-
-[[models]]
-id = "test/tiny"
-context_window = 8000
-max_output_tokens = 1024
-thinking = "budget"
-effort_levels = ["low"]
-price = { input = 1.0, output = 5.0 }
-
-[[models]]
-id = "test/plain"
-context_window = 100000
-max_output_tokens = 4096
-sampling = true
-prompt_caching = false
-thinking = "none"
-price = { input = 0.5, output = 1.0 }
-
-[[models]]
-id = "test/blind"
-context_window = 100000
-max_output_tokens = 4096
-vision = false
-pdf = false
-structured_output = false
-price = { input = 0.5, output = 1.0 }
-"""
-    )
+ALL_EFFORTS = ["low", "medium", "high", "xhigh", "max"]
+CHEAP = {"input": 1.0, "output": 5.0}
+CHEAPEST = {"input": 0.5, "output": 1.0}
+CATALOGUE = catalogue(
+    model(
+        "test/adaptive",
+        aliases=["adaptive", "adaptive-1.0"],
+        thinking="adaptive",
+        effort_levels=ALL_EFFORTS,
+    ),
+    model("test/adaptive-old", thinking="adaptive", effort_levels=["low", "medium", "high", "max"]),
+    model(
+        "test/budget",
+        max_output_tokens=128_000,
+        sampling=True,
+        thinking="budget",
+        effort_levels=ALL_EFFORTS,
+        price=CHEAP,
+    ),
+    model(
+        "test/budget-short",
+        max_output_tokens=8192,
+        thinking="budget",
+        effort_levels=["low", "medium", "high"],
+        price=CHEAP,
+    ),
+    model(
+        "test/tiny",
+        context_window=8000,
+        max_output_tokens=1024,
+        thinking="budget",
+        effort_levels=["low"],
+        price=CHEAP,
+    ),
+    model(
+        "test/plain",
+        context_window=100_000,
+        max_output_tokens=4096,
+        sampling=True,
+        prompt_caching=False,
+        thinking="none",
+        price=CHEAPEST,
+    ),
+    model(
+        "test/blind",
+        context_window=100_000,
+        max_output_tokens=4096,
+        vision=False,
+        pdf=False,
+        structured_output=False,
+        price=CHEAPEST,
+    ),
 )
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 8

@@ -7,7 +7,6 @@ some). UPDATE_GOLDEN=1 rewrites the expected files; review the diff against SPEC
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -16,20 +15,13 @@ import openai.types.chat
 import pytest
 from ezat_translator.core.anthropic_to_openai import ThinkingKept, to_chat_completion
 from ezat_translator.core.finish import FINISH_REASONS, to_finish_reason
+from support.golden import assert_golden
 
 GOLDEN = Path(__file__).parent / "golden" / "anthropic_to_openai"
 CASES = sorted(p for p in GOLDEN.iterdir() if p.is_dir())
 REQUEST_ID = "req_0123456789"
 MODEL = "anthropic/claude-sonnet-5-5"
 CREATED = 1793318400
-
-
-def assert_golden(path: Path, actual: str) -> None:
-    if os.environ.get("UPDATE_GOLDEN"):
-        path.write_text(actual, encoding="utf-8")
-        return
-    assert path.exists(), f"{path} missing: run with UPDATE_GOLDEN=1 and review it"
-    assert actual == path.read_text(encoding="utf-8")
 
 
 def pretty(value: Any) -> str:

@@ -9,27 +9,19 @@ files; review each against the seed page (Streaming) and SPEC §3.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
 from ezat_translator.core.chat_stream import DONE, ChatStream
+from support.golden import assert_golden
 
 GOLDEN = Path(__file__).parent / "golden" / "chat_stream"
 CASES = sorted(p for p in GOLDEN.iterdir() if p.is_dir())
 REQUEST_ID = "req_0123456789"
 MODEL = "anthropic/claude-sonnet-5-5"
 CREATED = 1793318400
-
-
-def assert_golden(path: Path, actual: str) -> None:
-    if os.environ.get("UPDATE_GOLDEN"):
-        path.write_text(actual, encoding="utf-8")
-        return
-    assert path.exists(), f"{path} missing: run with UPDATE_GOLDEN=1 and review it"
-    assert actual == path.read_text(encoding="utf-8")
 
 
 def new_stream(include_usage: bool = False, **overrides: Any) -> ChatStream:

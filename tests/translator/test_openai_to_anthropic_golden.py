@@ -9,19 +9,18 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
 from ezat_translator.core.openai_to_anthropic import ChatTranslation
+from support.golden import assert_golden_json
 
 from .openai_to_anthropic_support import translate
 
 GOLDEN = Path(__file__).parent / "golden" / "openai_to_anthropic"
 CASES = sorted(p for p in GOLDEN.iterdir() if p.is_dir())
-UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
 
 
 def meta_of(t: ChatTranslation) -> dict[str, Any]:
@@ -36,14 +35,6 @@ def meta_of(t: ChatTranslation) -> dict[str, Any]:
         "thinking_requested": t.thinking_requested,
         "cache_ttl": t.cache_ttl,
     }
-
-
-def assert_golden(path: Path, actual: Any) -> None:
-    if UPDATE:
-        path.write_text(json.dumps(actual, indent=2, ensure_ascii=False) + "\n")
-        return
-    assert path.exists(), f"{path} is missing; run with UPDATE_GOLDEN=1 and review it"
-    assert actual == json.loads(path.read_text())
 
 
 def test_there_is_a_case_per_behaviour() -> None:
@@ -62,5 +53,5 @@ def test_request_matches_golden(case: Path) -> None:
     # The body must survive the encoder the lead uses, exactly.
     body = msgspec.json.decode(msgspec.json.encode(translation.body))
     assert "model" not in body
-    assert_golden(case / "out.json", body)
-    assert_golden(case / "meta.json", meta_of(translation))
+    assert_golden_json(case / "out.json", body)
+    assert_golden_json(case / "meta.json", meta_of(translation))

@@ -21,11 +21,12 @@ import nats
 import pytest
 from ezat_cli.infra import Infra, free_port
 from ezat_cli.nats_cluster import NatsCluster, nats_cluster
-from ezat_cli.stack import Stack
 from ezat_common import outbox
 from ezat_common.subjects import Subjects
+from support.config import base_url
+from support.stack import free_ports, key, running
 
-from ..conftest import CONFIG, _new_key
+from ..conftest import faults_config
 from ..load import History, Target, attach_rows
 
 PREFIX = "cluster"
@@ -58,39 +59,23 @@ def cluster_stack(infra: Infra, database_url: str, data_dir: Path) -> Iterator[C
     cluster = nats_cluster(folder)
     cluster.start(timeout=60)
     subjects = Subjects(prefix=PREFIX)
-    names = ("edge", "sim", "router_metrics", "translator_metrics")
-    ports = {name: free_port() for name in names}
-    config = folder / "ezat-cluster.toml"
-    text = CONFIG.format(**ports)
-    assert "delivery_confirm_seconds = 2.0" in text
-    config.write_text(
-        text.replace(
-            "delivery_confirm_seconds = 2.0", f"delivery_confirm_seconds = {DELIVERY_CONFIRM}"
-        )
-    )
-    stack = Stack(
-        config_path=config,
-        data_dir=folder,
-        infra=Infra(cluster.url, database_url, infra.redis_url, servers=[*cluster.servers]),
-        extra_env={"EZAT_SUBJECT_PREFIX": PREFIX, "EZAT_JETSTREAM_REPLICAS": str(REPLICAS)},
-    )
+    ports = free_ports("edge", "sim", "router_metrics", "translator_metrics")
+    config = faults_config(folder / "ezat-cluster.toml", ports, DELIVERY_CONFIRM)
+    stack_infra = Infra(cluster.url, database_url, infra.redis_url, servers=[*cluster.servers])
     try:
         asyncio.run(_single_replica_outbox(cluster.url, subjects))
-        stack.start(timeout=90)
     except BaseException:
-        stack.stop()
+        stack_infra.stop()  # the cluster's nodes, which the stack would have stopped
         raise
-    stack.supervise_in_background()
-    key = asyncio.run(_new_key(database_url))
-    metrics = {
-        "router": f"http://127.0.0.1:{ports['router_metrics']}/metrics",
-        "translator": f"http://127.0.0.1:{ports['translator_metrics']}/metrics",
-    }
-    target = Target(stack, f"http://127.0.0.1:{ports['edge']}", key, database_url, metrics)
-    try:
+    env = {"EZAT_JETSTREAM_REPLICAS": str(REPLICAS)}
+    with running(config, stack_infra, PREFIX, env=env) as stack:
+        metrics = {
+            "router": base_url(ports["router_metrics"]) + "/metrics",
+            "translator": base_url(ports["translator_metrics"]) + "/metrics",
+        }
+        secret = key(database_url, "faults")
+        target = Target(stack, base_url(ports["edge"]), secret, database_url, metrics)
         yield ClusterStack(target, cluster, subjects)
-    finally:
-        stack.stop()
 
 
 async def final_rows(t: Target, histories: list[History], within: float) -> float:

@@ -13,58 +13,40 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
-import asyncpg
 import openai
 import pytest
 from ezat_cli import infra as infra_mod
 from ezat_cli.infra import Embedded, free_port
 from ezat_cli.stack import Stack
-from ezat_common import db
+from support.config import SONNET, base_url, listen, model, one_simulator, write_config
+from support.stack import create_key, running
 
 from ..freeze import freeze
 
-CONFIG = """
-[edge]
-listen = "127.0.0.1:{edge}"
-ping_interval = 1.0
-auth_cache_ttl = 1.0
-
-[router]
-region = "local"
-max_attempts = 2
-connect_timeout = 2.0
-first_byte_timeout = 30.0
-between_events_timeout = 10.0
-
-[billing]
-# Short, so that these scenarios see records settled (docs/billing.md); the default is 60 s.
-delivery_confirm_seconds = 2.0
-
-[shutdown]
-drain_timeout = 30.0
-
-[[models]]
-id = "anthropic/claude-sonnet-5-5"
-aliases = ["claude-sonnet-5-5"]
-context_window = 200000
-max_output_tokens = 64000
-thinking = "adaptive"
-effort_levels = ["low", "medium", "high"]
-price = {{ input = 3.0, output = 15.0 }}
-
-[[simulators]]
-name = "fault-sim"
-listen = "127.0.0.1:{sim}"
-
-[[deployments]]
-name = "sonnet-sim"
-model = "anthropic/claude-sonnet-5-5"
-base_url = "http://127.0.0.1:{sim}"
-upstream_model = "claude-sonnet-5-5"
-api_key = "sim-key"
-"""
-
 MODEL = "claude-sonnet-5-5"
+
+
+def supervision_config(path: Path, edge: int, sim: int) -> Path:
+    sections = one_simulator(
+        edge,
+        sim,
+        edge={"auth_cache_ttl": 1.0},
+        router={"first_byte_timeout": 30.0},
+        # Short, so that these scenarios see records settled (docs/billing.md); the default is
+        # 60 s.
+        billing={"delivery_confirm_seconds": 2.0},
+        shutdown={"drain_timeout": 30.0},
+        models=[
+            model(
+                SONNET,
+                aliases=[MODEL],
+                thinking="adaptive",
+                effort_levels=["low", "medium", "high"],
+            )
+        ],
+        simulators=[{"name": "fault-sim", "listen": listen(sim)}],
+    )
+    return write_config(path, **sections)
 
 
 @dataclass
@@ -100,41 +82,20 @@ class FaultStack:
         return "".join(b.text for b in msg.content if b.type == "text")
 
     async def new_key(self, rpm: int | None = None) -> str:
-        conn = await asyncpg.connect(self.infra.database_url, timeout=5)
-        try:
-            _, secret = await db.create_key(conn, "faults", rpm=rpm)
-        finally:
-            await conn.close()
-        return secret
+        return await create_key(self.infra.database_url, "faults", timeout=5, rpm=rpm)
 
 
 @pytest.fixture(scope="package")
 def fault_stack(data_dir: Path) -> Iterator[FaultStack]:
     folder = data_dir / f"faults-{free_port()}"
-    folder.mkdir()
-    ports = {"edge": free_port(), "sim": free_port()}
-    config = folder / "faults.toml"
-    config.write_text(CONFIG.format(**ports))
+    edge = free_port()
+    config = supervision_config(folder / "faults.toml", edge, free_port())
     # Embedded servers of its own, whatever the session's environment says: these get killed.
     infra = infra_mod.ensure(folder, environ={})
-    stack = Stack(
-        config_path=config,
-        data_dir=folder,
-        infra=infra,
-        extra_env={"EZAT_SUBJECT_PREFIX": f"faults{ports['edge']}"},
-    )
-    try:
-        stack.start(timeout=90)
-    except BaseException:
-        stack.stop()
-        raise
-    stack.supervise_in_background()  # what `ezat up` runs
-    fs = FaultStack(stack, f"http://127.0.0.1:{ports['edge']}", "")
-    fs.key = asyncio.run(fs.new_key())
-    try:
+    with running(config, infra, f"faults{edge}") as stack:
+        fs = FaultStack(stack, base_url(edge), "")
+        fs.key = asyncio.run(fs.new_key())
         yield fs
-    finally:
-        stack.stop()
 
 
 async def outage(server: Embedded, seconds: float, restart_within: float = 30.0) -> float:

@@ -5,18 +5,10 @@ from __future__ import annotations
 import msgspec
 import pytest
 from ezat_common.catalogue import Catalogue, prices_of
-from ezat_common.config import Price, parse_config
+from ezat_common.config import Price
+from support.config import SONNET, model, parsed
 
-CFG = parse_config(
-    """
-[[models]]
-id = "anthropic/claude-sonnet-5-5"
-aliases = ["claude-sonnet-5-5", "claude-sonnet-5.5"]
-context_window = 200000
-max_output_tokens = 64000
-price = { input = 3.0, output = 15.0 }
-"""
-)
+CFG = parsed(models=[model(SONNET, aliases=["claude-sonnet-5-5", "claude-sonnet-5.5"])])
 
 
 @pytest.mark.parametrize(
@@ -30,8 +22,8 @@ price = { input = 3.0, output = 15.0 }
     ],
 )
 def test_resolves_ids_and_aliases_in_any_case(name: str) -> None:
-    model = Catalogue(CFG).resolve(name)
-    assert model is not None and model.id == "anthropic/claude-sonnet-5-5"
+    resolved = Catalogue(CFG).resolve(name)
+    assert resolved is not None and resolved.id == "anthropic/claude-sonnet-5-5"
 
 
 @pytest.mark.parametrize("name", ["", "   ", "claude-sonnet", "x" * 129, "claude-sonnet-5-5x"])

@@ -6,29 +6,15 @@ from typing import Any
 
 import msgspec
 import pytest
-from ezat_common.catalogue import Catalogue
-from ezat_common.config import parse_config
 from ezat_common.errors import GatewayError
 from ezat_translator.core.messages import translate_count, translate_create
+from support.config import catalogue, model
 
-CAT = Catalogue(
-    parse_config(
-        """
-[[models]]
-id = "anthropic/cached"
-aliases = ["cached"]
-context_window = 1000
-max_output_tokens = 100
-price = { input = 1.0, output = 2.0 }
+SMALL = {"context_window": 1000, "max_output_tokens": 100, "price": {"input": 1.0, "output": 2.0}}
 
-[[models]]
-id = "anthropic/plain"
-context_window = 1000
-max_output_tokens = 100
-prompt_caching = false
-price = { input = 1.0, output = 2.0 }
-"""
-    )
+CAT = catalogue(
+    model("anthropic/cached", aliases=["cached"], **SMALL),
+    model("anthropic/plain", prompt_caching=False, **SMALL),
 )
 
 MSGS = [{"role": "user", "content": "hi"}]
