@@ -49,6 +49,7 @@ from aiohttp.web_protocol import RequestHandler, _ErrInfo
 from ezat_common import errors
 
 from . import metrics as m
+from .core.routes import api_format
 from .ids import new_uuid4
 from .responses import Format, error_response
 
@@ -80,7 +81,7 @@ KNOWN_HEADERS = frozenset(
 )
 _NAME_IN_ERROR = re.compile(r"b['\"]([!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}):")
 _REASON = re.compile(r"[A-Za-z][A-Za-z -]{2,80}")
-_OPENAI_LINE = re.compile(rb"^[A-Z]{3,10} /openai/")
+_REQUEST_TARGET = re.compile(rb"^[A-Z]{3,10} (\S*)")
 
 
 @dataclass(slots=True)
@@ -118,7 +119,9 @@ def raw_error(
 
 
 def format_of_head(head: bytes) -> Format:
-    return "openai" if _OPENAI_LINE.match(head) else "anthropic"
+    """The API of a head aiohttp could not parse, from its request line's target."""
+    line = _REQUEST_TARGET.match(head)
+    return api_format(line.group(1).decode("latin-1")) if line else "anthropic"
 
 
 def describe(exc: BaseException | None) -> str:
