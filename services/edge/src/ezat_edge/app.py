@@ -11,7 +11,7 @@ import asyncio
 import logging
 import os
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import asyncpg
@@ -31,7 +31,7 @@ from .core.deadlines import first_reply_timeout
 from .deliveries import Deliveries
 from .handlers import Api, ModelLists
 from .limits import RateLimiter
-from .middleware import errors_mw, on_prepare
+from .middleware import Handler, errors_mw, on_prepare
 from .operations import Operations
 from .protocol import ConnectionGuard, EdgeRunner, close_gently, connection_budget
 from .relay import Relay
@@ -40,8 +40,6 @@ log = logging.getLogger("ezat.edge")
 
 # How long a starting edge waits for its database pool before it accepts connections anyway.
 DB_WAIT = 5.0
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 @dataclass(slots=True)
@@ -87,6 +85,13 @@ ROUTES: tuple[tuple[str, str, Callable[[Edge], Handler]], ...] = (
 
 async def connect(cfg: Config, subjects: Subjects) -> Edge:
     """The edge with its NATS connection made and its database pool on its way."""
+    # What needs no connection first: a catalogue that cannot load stops the edge before it
+    # connects anywhere.
+    models = ModelLists.of(Catalogue(cfg))
+    auth = Authenticator(cfg.edge.auth_cache_ttl)
+    limiter = RateLimiter(os.environ.get("REDIS_URL"))
+    admission = Admission(cfg.edge.max_in_flight)
+    m.IN_FLIGHT.set_function(lambda: admission.in_flight)
     instance = f"edge-{uuid.uuid4().hex[:12]}"
     nc = await bus.connect(instance)
     inbox = bus.Inbox(nc, subjects, instance)
@@ -105,24 +110,19 @@ async def connect(cfg: Config, subjects: Subjects) -> Edge:
     )
     m.STREAM_BUFFERED.set_function(relay.outlets.held)
     m.STREAM_BUFFERED_MAX.set_function(relay.outlets.largest)
-    auth = Authenticator(cfg.edge.auth_cache_ttl)
 
     async def on_revoked(msg: Msg) -> None:
         auth.evict(msg.data.decode())
 
     await nc.subscribe(subjects.keys_revoked, cb=on_revoked)
-    admission = Admission(cfg.edge.max_in_flight)
-    m.IN_FLIGHT.set_function(lambda: admission.in_flight)
-    limiter = RateLimiter(os.environ.get("REDIS_URL"))
-    models = ModelLists.of(Catalogue(cfg))
     api = Api(cfg.edge, nc, subjects, relay, auth, limiter, Budgets(subjects), admission, models)
+    ops = Operations(nc, subjects, auth)
     pool_task = asyncio.create_task(_connect_db(auth))
     # Accept only once keys can be checked: a restarted edge takes over the connections waiting
     # on its socket, and answering them "authentication is unavailable" because its pool was
     # still connecting would be an error nobody needed. A database that is down does not hold
     # the edge back for longer.
     await asyncio.wait({pool_task}, timeout=DB_WAIT)
-    ops = Operations(nc, subjects, auth)
     return Edge(nc, relay, deliveries, auth, limiter, admission, api, ops, pool_task)
 
 
