@@ -18,7 +18,7 @@ import pytest_asyncio
 from ezat_billing import app, config, settle
 from ezat_cli.infra import free_port
 from ezat_common import envelopes
-from ezat_common.envelopes import Delivered, UsageAck, UsageQuery
+from ezat_common.envelopes import Delivered, UsageAck, UsageError, UsagePage, UsageQuery
 from ezat_common.outbox import Outbox
 from ezat_common.subjects import Subjects
 from nats.aio.client import Client
@@ -64,10 +64,16 @@ class Running:
         msg = await self.nc.request(self.subjects.usage_record, data, timeout=5)
         return envelopes.decode_usage_ack(msg.data)
 
-    async def query(self, **fields: Any) -> dict[str, Any]:
+    async def reply(self, **fields: Any) -> envelopes.UsageReply:
         data = envelopes.encode(UsageQuery(**fields))
         msg = await self.nc.request(self.subjects.usage_query, data, timeout=5)
-        result: dict[str, Any] = msgspec.json.decode(msg.data)
+        return envelopes.decode_usage_reply(msg.data)
+
+    async def query(self, **fields: Any) -> dict[str, Any]:
+        """The page as its client sees it: the JSON body of ``GET /api/usage``."""
+        reply = await self.reply(**fields)
+        assert isinstance(reply, UsagePage), reply
+        result: dict[str, Any] = msgspec.json.decode(envelopes.usage_page_json(reply))
         return result
 
 
@@ -184,9 +190,9 @@ async def test_pagination_over_nats_and_model_alias_filter(billing: Running, key
 
 
 async def test_invalid_cursor_answers_an_error(billing: Running, key_id: str) -> None:
-    assert await billing.query(key_id=key_id, cursor="forged") == {
-        "error": "cursor: not a cursor this API returned"
-    }
+    assert await billing.reply(key_id=key_id, cursor="forged") == UsageError(
+        error="cursor: not a cursor this API returned"
+    )
 
 
 async def test_stopping_answers_the_records_already_received(
@@ -225,8 +231,8 @@ async def test_without_postgresql_the_record_is_acknowledged_through_the_outbox(
         # Durable in JetStream, waiting for PostgreSQL (the drain naks and retries meanwhile).
         info = await running.nc.jetstream().stream_info(running.subjects.outbox_stream)
         assert info.state.messages == 1
-        page = await running.query(key_id=key_id)
-        assert page == {"error": "usage: the usage store is unavailable; retry shortly"}
+        reply = await running.reply(key_id=key_id)
+        assert reply == UsageError(error="usage: the usage store is unavailable; retry shortly")
         assert not running.task.done()  # still serving, waiting for PostgreSQL
 
 

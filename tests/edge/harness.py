@@ -20,7 +20,7 @@ from ezat_common import db, envelopes
 from ezat_common.config import Config, EdgeConfig
 from ezat_common.envelopes import ReplyBody
 from ezat_common.subjects import Subjects
-from ezat_edge.app import Edge, serve
+from ezat_edge.app import Edge, connect, serve
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
@@ -112,9 +112,7 @@ async def running_edge(
     cfg = Config(edge=EdgeConfig(listen="127.0.0.1:0", **edge))
     subjects = Subjects(prefix=f"edge{uuid.uuid4().hex[:8]}")
     with environment(NATS_URL=nats_url, DATABASE_URL=database_url, REDIS_URL=redis_url):
-        instance = Edge(cfg)
-        instance.subjects = subjects
-        await instance.start()
+        instance = await connect(cfg, subjects)
         runner, port = await serve(instance, cfg)
         nc = await nats.connect(nats_url)
         translator = FakeTranslator()

@@ -270,7 +270,7 @@ async def test_beyond_max_in_flight_the_edge_answers_overloaded_at_once(edge: Ru
             asyncio.create_task(claude.messages.create(**args, messages=msgs)),  # type: ignore[arg-type]
             asyncio.create_task(gpt.chat.completions.create(**args, messages=msgs)),  # type: ignore[arg-type]
         ]
-        while edge.edge.in_flight < 2:
+        while edge.edge.admission.in_flight < 2:
             await asyncio.sleep(0.01)
         started = time.monotonic()
         with pytest.raises(anthropic.APIStatusError) as refused:
@@ -292,7 +292,7 @@ async def test_beyond_max_in_flight_the_edge_answers_overloaded_at_once(edge: Ru
     first, second = await asyncio.gather(*held)
     assert first.content[0].text == "hi"  # type: ignore[union-attr]
     assert second.choices[0].message.content == "hi"  # type: ignore[union-attr]
-    assert edge.edge.in_flight == 0
+    assert edge.edge.admission.in_flight == 0
     again = await claude.messages.create(**args, messages=msgs)  # type: ignore[arg-type]
     assert again.content[0].text == "hi"  # type: ignore[union-attr]
 

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import nats
-from nats.aio.client import Client
+from nats.aio.client import Client as Client  # re-exported: services annotate with bus.Client
 from nats.aio.msg import Msg
 from nats.js.api import ObjectStoreConfig
 from nats.js.errors import BucketNotFoundError

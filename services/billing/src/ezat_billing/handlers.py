@@ -10,7 +10,7 @@ batcher's business (``Batcher.submit`` gives up on a queued row at its deadline,
 the verdict of a row whose transaction is in flight). When the outcome stays unknown (billing
 stopped mid-write) and the outbox cannot take a copy either, no answer is sent: the router
 times out, the documented "lost acknowledgement" window, instead of a false "not charged".
-``usage_query`` (edge/CLI -> billing, request/reply): one page of a key's usage as public JSON.
+``usage_query`` (edge/CLI -> billing, request/reply): one page of a key's usage (``UsageReply``).
 """
 
 from __future__ import annotations
@@ -22,14 +22,13 @@ import asyncpg
 import msgspec
 from ezat_common import envelopes, logs
 from ezat_common.catalogue import Prices
-from ezat_common.envelopes import UsageAck, UsageRecord
+from ezat_common.envelopes import UsageAck, UsageError, UsageRecord
 from ezat_common.outbox import Outbox
 from nats.aio.msg import Msg
 
 from . import metrics, store
 from .batcher import Batcher, BatcherStopped, DeadlineExceeded, StoppedInDoubt
 from .config import Settings
-from .core.page import UsageError, encode_page
 from .core.pricing import FREE, cost_micros
 from .core.query import QueryError
 from .core.rows import UsageRow, problem_of, to_row
@@ -130,12 +129,12 @@ class Handlers:
             await msg.respond(await self.page_for(msg.data))
 
     async def page_for(self, data: bytes) -> bytes:
-        """The JSON usage page for an encoded ``UsageQuery``, or ``{"error": …}``."""
+        """The encoded ``UsageReply`` for an encoded ``UsageQuery``: a page, or a ``UsageError``."""
         try:
             q = envelopes.decode_usage_query(data)
         except msgspec.DecodeError as exc:
             metrics.QUERIES.labels("invalid").inc()
-            return encode_page(UsageError(error=f"invalid usage query: {exc}"))
+            return envelopes.encode(UsageError(error=f"invalid usage query: {exc}"))
         if q.fresh and self.barrier is not None:
             await self.barrier()
         model = q.model
@@ -148,10 +147,10 @@ class Handlers:
             )
         except QueryError as exc:
             metrics.QUERIES.labels("invalid").inc()
-            return encode_page(UsageError(error=str(exc)))
+            return envelopes.encode(UsageError(error=str(exc)))
         except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             metrics.QUERIES.labels("unavailable").inc()
             log.warning("usage query failed: %r", exc)
-            return encode_page(UsageError(error=UNAVAILABLE))
+            return envelopes.encode(UsageError(error=UNAVAILABLE))
         metrics.QUERIES.labels("ok").inc()
-        return encode_page(page)
+        return envelopes.encode(page)

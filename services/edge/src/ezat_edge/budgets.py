@@ -1,5 +1,6 @@
 """Monthly spend limits per key (``api_keys.monthly_budget_micros``), checked before a request
-is published, so a key over its budget never reaches a deployment.
+is published, so a key over its budget never reaches a deployment. The rule itself (the month,
+the 403) is core/budget.py's; this module asks billing for the spend and caches it.
 
 The month's spend is the ``totals.cost_micros`` of billing's usage query for the key since the
 first of the month (UTC), cached per key for ``ttl`` seconds. Requests in flight while a key
@@ -11,57 +12,20 @@ answer, the last known spend is used; with none, the request is admitted (fail o
 from __future__ import annotations
 
 import asyncio
-import datetime
 import logging
 import time
 from collections.abc import Callable
 
-import msgspec
-from ezat_common import envelopes
+from ezat_common import bus, envelopes
 from ezat_common.db import ApiKey
-from ezat_common.errors import GatewayError
 from ezat_common.subjects import Subjects
-from nats.aio.client import Client
+
+from .core.budget import month_bounds, over_budget
 
 log = logging.getLogger("ezat.edge.budgets")
 
 TTL = 2.0
 QUERY_TIMEOUT = 1.0
-
-
-class _Totals(msgspec.Struct):
-    cost_micros: int = 0
-
-
-class _Page(msgspec.Struct):
-    totals: _Totals
-
-
-_decode_page = msgspec.json.Decoder(_Page).decode
-
-
-def month_bounds(now: float) -> tuple[datetime.datetime, datetime.datetime]:
-    """The first instant of the current UTC month and of the next one."""
-    at = datetime.datetime.fromtimestamp(now, datetime.UTC)
-    start = at.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-    if start.month == 12:
-        return start, start.replace(year=start.year + 1, month=1)
-    return start, start.replace(month=start.month + 1)
-
-
-def over_budget(key: ApiKey, spent_micros: int, now: float) -> GatewayError | None:
-    """The 403 for a key whose month's spend reached its budget, or None."""
-    budget = key.monthly_budget_micros
-    if budget is None or spent_micros < budget:
-        return None
-    _, resets = month_bounds(now)
-    return GatewayError(
-        403,
-        f"this key has used its monthly budget of ${budget / 1_000_000:,.2f} "
-        f"(spent ${spent_micros / 1_000_000:,.2f}); it resets on {resets:%Y-%m-%d} 00:00 UTC, "
-        "or an operator can raise it",
-        type="permission_error",
-    )
 
 
 class Budgets:
@@ -75,7 +39,7 @@ class Budgets:
         self._cache: dict[str, tuple[float, int, float]] = {}
         self._inflight: dict[str, asyncio.Future[int | None]] = {}
 
-    async def check(self, nc: Client, key: ApiKey) -> None:
+    async def check(self, nc: bus.Client, key: ApiKey) -> None:
         """Raise the 403 if ``key`` has a budget and has used it this month."""
         if key.monthly_budget_micros is None:
             return
@@ -85,7 +49,7 @@ class Budgets:
         if error is not None:
             raise error
 
-    async def spent(self, nc: Client, key_id: str, now: float) -> int:
+    async def spent(self, nc: bus.Client, key_id: str, now: float) -> int:
         start = month_bounds(now)[0].timestamp()
         hit = self._cache.get(key_id)
         fresh = hit is not None and hit[0] == start and time.monotonic() - hit[2] < self._ttl
@@ -102,13 +66,19 @@ class Budgets:
         self._cache[key_id] = (start, value, time.monotonic())
         return value
 
-    async def _query(self, nc: Client, key_id: str, start: float) -> int | None:
+    async def _query(self, nc: bus.Client, key_id: str, start: float) -> int | None:
         query = envelopes.UsageQuery(key_id=key_id, since=start, limit=1)
         try:
             msg = await nc.request(
                 self._subjects.usage_query, envelopes.encode(query), timeout=QUERY_TIMEOUT
             )
-            return _decode_page(msg.data).totals.cost_micros
+            reply = envelopes.decode_usage_reply(msg.data)
         except Exception as exc:  # any failure: fail open, loudly
             log.warning("monthly spend of %s unavailable: %r", key_id, exc)
             return None
+        match reply:
+            case envelopes.UsageError(error=error):
+                log.warning("monthly spend of %s unavailable: %s", key_id, error)
+                return None
+            case page:
+                return page.totals.cost_micros

@@ -47,8 +47,10 @@ from typing import Any, cast
 from aiohttp import http_exceptions, web
 from aiohttp.web_protocol import RequestHandler, _ErrInfo
 from ezat_common import errors
+from ezat_common.envelopes import ReplyError
 
 from . import metrics as m
+from .core.routes import api_format
 from .ids import new_uuid4
 from .responses import Format, error_response
 
@@ -80,7 +82,7 @@ KNOWN_HEADERS = frozenset(
 )
 _NAME_IN_ERROR = re.compile(r"b['\"]([!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}):")
 _REASON = re.compile(r"[A-Za-z][A-Za-z -]{2,80}")
-_OPENAI_LINE = re.compile(rb"^[A-Z]{3,10} /openai/")
+_REQUEST_TARGET = re.compile(rb"^[A-Z]{3,10} (\S*)")
 
 
 @dataclass(slots=True)
@@ -98,11 +100,10 @@ def raw_error(
     """A whole HTTP/1.1 error response, for the moments no aiohttp response exists yet."""
     rid = new_uuid4()
     code = "request_timeout" if status == 408 else None
-    if fmt == "openai":
-        body = errors.openai_body(status, message, None, code)
-        status = errors.openai_status(status)
-    else:
-        body = errors.anthropic_body(type, message, rid)
+    reply = ReplyError(status=status, type=type, message=message, code=code)
+    renderer = errors.RENDERERS[fmt]
+    body = renderer.body(reply, rid)
+    status = renderer.status(reply)
     headers = {
         "content-type": "application/json",
         "content-length": str(len(body)),
@@ -118,7 +119,9 @@ def raw_error(
 
 
 def format_of_head(head: bytes) -> Format:
-    return "openai" if _OPENAI_LINE.match(head) else "anthropic"
+    """The API of a head aiohttp could not parse, from its request line's target."""
+    line = _REQUEST_TARGET.match(head)
+    return api_format(line.group(1).decode("latin-1")) if line else "anthropic"
 
 
 def describe(exc: BaseException | None) -> str:

@@ -5,7 +5,8 @@ The relay's loop (relay.py) is a stream's only writer; this module owns what it 
 * ``SseResponse``: the status line and headers leave with the first body bytes.
 * ``watchdog``: queues a ping after ``ping_interval`` without a write and an end marker after
   ``owner_timeout`` without a reply (docs/reliability.md, "A holder dies").
-* ``Collector``: turns what the request's queue holds into the bytes of the next write.
+* ``Collector``: turns what the request's queue holds into the bytes of the next write (each
+  reply's part in it: core/stream.py).
 * ``Outlet``: writes without waiting for the client, within ``[edge] stream_buffer_bytes``
   (docs/reliability.md, "A client that reads slowly"). aiohttp's ``write`` waits (drains) while
   the transport has paused writing, so a client that read slowly used to stop the relay's loop
@@ -24,31 +25,25 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, cast
+from typing import cast
 
 from aiohttp import web
 from aiohttp.abc import AbstractStreamWriter
 from aiohttp.http_writer import StreamWriter
 from ezat_common import envelopes
-from ezat_common.envelopes import (
-    OWNER_LOST,
-    PART_LOST,
-    Heartbeat,
-    ReplyChunk,
-    ReplyEnd,
-    ReplyError,
-    ReplyHead,
-    skipped,
-)
+from ezat_common.envelopes import ReplyEnd, ReplyError
 from nats.aio.msg import Msg
 
 from . import metrics as m
-from .responses import Format, stream_error_frame
+
+# StreamState and ping_for are re-exported: relay.py's stream loop imports them from here.
+from .core.stream import StreamState as StreamState
+from .core.stream import add_owner_lost, add_reply, next_write
+from .core.stream import ping_for as ping_for
+from .responses import Format, reply_frame
 
 log = logging.getLogger("ezat.edge.relay")
 
-ANTHROPIC_PING = b'event: ping\ndata: {"type": "ping"}\n\n'
-OPENAI_PING = b": ping\n\n"
 IDLE = object()  # queued by the watchdog: the stream's holder fell silent
 PING = object()  # queued by the watchdog: nothing was written for ping_interval
 SSE_HEADERS = {"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache"}
@@ -67,18 +62,6 @@ class SseResponse(web.StreamResponse):
     """
 
     _send_headers_immediately = False
-
-
-@dataclass(slots=True)
-class StreamState:
-    received: float  # last reply received (the idle timeout)
-    written: float  # last write to the client, pings included (the ping schedule)
-    # Why it ended without its answer: its holder fell silent ("owner"), or one of its messages
-    # was lost on the way ("part"); "" while it has not.
-    lost: Literal["", "owner", "part"] = ""
-    seq: int = 0  # the last numbered stream message received (ReplyChunk.seq)
-    complete: bool = False  # its final event is durable and goes out with the last write
-    answered: bool = False  # some of the answer (not only pings) is in what was collected
 
 
 async def watchdog(
@@ -103,10 +86,6 @@ async def watchdog(
             queue.put_nowait(PING)  # type: ignore[arg-type]
 
 
-def ping_for(fmt: Format) -> bytes:
-    return OPENAI_PING if fmt == "openai" else ANTHROPIC_PING
-
-
 @dataclass(slots=True)
 class Collector:
     """Turns what a stream's queue holds into the bytes of its next write (the loop's step)."""
@@ -120,15 +99,14 @@ class Collector:
 
     def take(self, msg: Msg, queue: asyncio.Queue[Msg]) -> tuple[bytes, bool, ReplyEnd | None]:
         """Bytes of this message and of every one already queued behind it; True when final; and
-        the final ``ReplyEnd`` when it must wait for its usage to be durable (not in the bytes)."""
+        the final ``ReplyEnd`` when it must wait for its usage to be durable (not in the bytes).
+        What each reply adds is core/stream.py's."""
         state = self.state
         parts: list[bytes] = []
         ping = False
         while True:
             if msg is IDLE:
-                state.lost = "owner"
-                state.answered = state.answered or bool(parts)
-                parts.append(self.error_frame(OWNER_LOST))
+                add_owner_lost(state, parts, self.error_frame)
                 return b"".join(parts), True, None
             if msg is PING:
                 ping = True
@@ -137,44 +115,22 @@ class Collector:
             else:
                 state.received = time.monotonic()
                 reply = self.decode(msg)
-                if isinstance(reply, ReplyChunk | ReplyEnd) and reply.seq:
-                    state.seq += 1
-                    if skipped(state.seq, reply.seq):
-                        # A message of this stream was lost on the way (a NATS server died):
-                        # an error, never a complete answer with a piece missing.
+                match add_reply(state, parts, reply, self.error_frame):
+                    case "held":
+                        return b"".join(parts), True, cast(ReplyEnd, reply)
+                    case "final":
+                        return b"".join(parts), True, None
+                    case "part_lost":
                         m.OWNER_LOST_BY("part_lost").inc()
-                        state.lost = "part"
-                        state.answered = state.answered or bool(parts)
-                        parts.append(self.error_frame(PART_LOST))
                         return b"".join(parts), True, None
-                match reply:
-                    case ReplyChunk():
-                        parts.append(reply.data)
-                    case Heartbeat():
-                        pass  # its holder is alive: counted as received above
-                    case ReplyHead():
-                        parts.append(reply.data)  # a stream committed before its head
-                    case ReplyEnd():
-                        if reply.usage:
-                            return b"".join(parts), True, reply
-                        parts.append(reply.data)
-                        state.complete = True  # durable already (held by the router)
-                        return b"".join(parts), True, None
-                    case ReplyError():
-                        parts.append(self.error_frame(reply))
-                        return b"".join(parts), True, None
-                    case _:
+                    case "ignored":
                         log.warning("ignored %s inside a stream", type(reply).__name__)
             if queue.empty():
-                if not parts:
-                    # A ping only when nothing else is written now (any write keeps it alive).
-                    return (ping_for(self.fmt) if ping else b""), False, None
-                state.answered = True
-                return parts[0] if len(parts) == 1 else b"".join(parts), False, None
+                return next_write(state, parts, ping, self.fmt), False, None
             msg = queue.get_nowait()
 
     def error_frame(self, err: ReplyError) -> bytes:
-        return stream_error_frame(self.fmt, self.rid, err.status, err.type, err.message)
+        return reply_frame(self.fmt, self.rid, err)
 
 
 class Outlet:

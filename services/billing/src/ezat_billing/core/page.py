@@ -1,4 +1,5 @@
-"""The public usage page (``GET /api/usage``) built from stored rows; the JSON shape lives here.
+"""The public usage page (``GET /api/usage``) built from stored rows; its shape is the
+``UsagePage`` envelope (ezat_common.envelopes), which the edge renders as JSON as it is.
 
 Shape: ``{"object":"list","data":[record…],"totals":{…},"by_day":[…],"has_more",
 "next_cursor"}``; money as integer ``cost_micros`` plus ``cost_usd`` for people.
@@ -10,9 +11,7 @@ import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import msgspec
-from ezat_common.envelopes import UsageItem
-from msgspec import Struct
+from ezat_common.envelopes import DayTotal, UsageItem, UsagePage, UsageTotals
 
 from .cursor import Position, encode_cursor
 
@@ -24,49 +23,6 @@ TOKEN_COLUMNS = (
     "output_tokens",
     "reasoning_tokens",
 )
-
-
-class UsageTotals(Struct, kw_only=True):
-    requests: int = 0
-    input_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_5m_tokens: int = 0
-    cache_write_1h_tokens: int = 0
-    output_tokens: int = 0
-    reasoning_tokens: int = 0
-    cost_micros: int = 0
-    cost_usd: float = 0.0
-
-
-class DayTotal(Struct, kw_only=True):
-    day: str
-    model: str
-    requests: int
-    input_tokens: int
-    output_tokens: int
-    cost_micros: int
-
-
-class UsagePage(Struct, kw_only=True):
-    object: str = "list"
-    data: list[UsageItem]
-    totals: UsageTotals
-    by_day: list[DayTotal]
-    has_more: bool
-    next_cursor: str | None
-
-
-class UsageError(Struct, kw_only=True):
-    """What a usage query answers instead of a page; ``cursor: …`` errors are the client's."""
-
-    error: str
-
-
-_json = msgspec.json.Encoder()
-
-
-def encode_page(page: UsagePage | UsageError) -> bytes:
-    return _json.encode(page)
 
 
 def to_page(

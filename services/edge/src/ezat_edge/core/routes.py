@@ -1,0 +1,19 @@
+"""Which API a path belongs to, and what a request to no route is told (docs/openapi.yaml)."""
+
+from __future__ import annotations
+
+from ezat_common.errors import Format as Format
+
+
+def api_format(path: str) -> Format:
+    """The API whose error format a request's answer takes: OpenAI under ``/openai/``."""
+    return "openai" if path.startswith("/openai/") else "anthropic"
+
+
+def refusal_message(status: int, method: str, path: str, reason: str | None) -> str:
+    """The message of a request refused before any handler ran (no route, wrong method)."""
+    if status == 404:
+        return f"{method} {path}: no such endpoint"
+    if status == 405:
+        return f"{method} {path}: method not allowed"
+    return reason or "request refused"

@@ -1,0 +1,80 @@
+"""``GET /api/usage`` without the socket (docs/billing.md): the query a request asks for, what a
+``UsageError`` tells the client, and the CSV rendering of a page's records."""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import io
+from collections.abc import Mapping, Sequence
+
+import msgspec
+from ezat_common import envelopes
+from ezat_common.errors import GatewayError, invalid
+
+
+def parse_time(name: str, value: str | None) -> float | None:
+    if value is None or value == "":
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise invalid(name, "must be an RFC 3339 time or a Unix timestamp") from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=datetime.UTC)
+    return parsed.timestamp()
+
+
+def to_query(key_id: str, q: Mapping[str, str]) -> envelopes.UsageQuery:
+    """The usage query of the request's parameters ``q``; a 400 naming a bad one."""
+    limit_text = q.get("limit", "100")
+    if not limit_text.isdigit() or not 1 <= int(limit_text) <= 1000:
+        raise invalid("limit", "must be an integer from 1 to 1000")
+    return envelopes.UsageQuery(
+        key_id=key_id,
+        since=parse_time("from", q.get("from")),
+        until=parse_time("to", q.get("to")),
+        model=q.get("model") or None,
+        limit=int(limit_text),
+        cursor=q.get("cursor") or None,
+        fresh=True,  # read your own usage: rows of requests whose final event was sent
+    )
+
+
+def refused(err: envelopes.UsageError) -> GatewayError:
+    """The 400 of a query billing refused; its message starts with the parameter's name."""
+    return GatewayError(400, err.error, param=err.error.split(":", 1)[0])
+
+
+# The page's own record schema, identifiers first: one definition for JSON and CSV.
+_FIELDS = [f.name for f in msgspec.structs.fields(envelopes.UsageItem)]
+CSV_COLUMNS = (
+    "request_id",
+    "received_at",
+    *(f for f in _FIELDS if f not in ("request_id", "received_at")),
+)
+
+
+def wants_csv(accept: str) -> bool:
+    return any(part.split(";", 1)[0].strip().lower() == "text/csv" for part in accept.split(","))
+
+
+def to_csv(records: Sequence[envelopes.UsageItem]) -> bytes:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\r\n")
+    writer.writerow(CSV_COLUMNS)
+    for record in records:
+        writer.writerow(_cell(getattr(record, column)) for column in CSV_COLUMNS)
+    return out.getvalue().encode()
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

@@ -1,0 +1,136 @@
+"""The edge's API endpoints: model calls (admission, key, budget, limits, body, then the relay),
+the model lists and the caller's usage. Thin: the decisions are core/'s and the adapters'
+(docs/architecture.md)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from aiohttp import web
+from ezat_common import bus, envelopes
+from ezat_common.catalogue import Catalogue
+from ezat_common.config import EdgeConfig
+from ezat_common.errors import GatewayError
+from ezat_common.subjects import Subjects
+
+from . import metrics as m
+from .auth import Authenticator, ascii_header
+from .bodies import read_limited
+from .budgets import Budgets
+from .core.admission import Admission, overloaded
+from .core.routes import Format, api_format
+from .ids import new_uid
+from .limits import RateLimiter
+from .protocol import RID
+from .relay import Call, Relay
+from .responses import JSON
+from .usage import usage_query
+
+
+@dataclass(frozen=True, slots=True)
+class ModelLists:
+    """The catalogue's model lists, encoded once."""
+
+    anthropic: bytes
+    openai: bytes
+    public: bytes
+
+    @classmethod
+    def of(cls, catalogue: Catalogue) -> ModelLists:
+        return cls(catalogue.anthropic_list(), catalogue.openai_list(), catalogue.public())
+
+
+@dataclass(slots=True)
+class Api:
+    """Every endpoint a client calls with a key (and the public model list)."""
+
+    cfg: EdgeConfig
+    nc: bus.Client
+    subjects: Subjects
+    relay: Relay
+    auth: Authenticator
+    limiter: RateLimiter
+    budgets: Budgets
+    admission: Admission
+    models: ModelLists
+
+    async def create_message(self, request: web.Request) -> web.StreamResponse:
+        return await self._model_call(request, "messages", "anthropic")
+
+    async def count_tokens(self, request: web.Request) -> web.StreamResponse:
+        return await self._model_call(request, "count_tokens", "anthropic")
+
+    async def chat_completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._model_call(request, "chat", "openai")
+
+    async def _model_call(
+        self, request: web.Request, api: envelopes.Api, fmt: Format
+    ) -> web.StreamResponse:
+        if not self.admission.admit():
+            m.OVERLOADED.inc()
+            raise overloaded()
+        try:
+            return await self._admitted_call(request, api, fmt)
+        finally:
+            self.admission.release()
+
+    async def _admitted_call(
+        self, request: web.Request, api: envelopes.Api, fmt: Format
+    ) -> web.StreamResponse:
+        started = time.monotonic()
+        received_at = time.time()
+        rid = request[RID]
+        key = await self.auth.authenticate(request)
+        if api != "count_tokens" and key.monthly_budget_micros is not None:
+            await self.budgets.check(self.nc, key)  # 403 before anything is sent upstream
+        limit_headers = await self.limiter.check(key)
+        cfg = self.cfg
+        body = await read_limited(request, cfg.max_body_bytes, cfg.body_timeout, cfg.body_min_rate)
+        if key.tpm is not None and api != "count_tokens":
+            # Estimated input tokens (limits.py); count_tokens runs no model, so only its
+            # request counts (RPM).
+            limit_headers.update(await self.limiter.check_tokens(key, len(body), limit_headers))
+        env = envelopes.ClientRequest(
+            request_id=rid,
+            # The request's identity inside the gateway; ``rid`` may be chosen (and reused) by
+            # clients, so it never identifies a request on its own.
+            uid=new_uid(),
+            api=api,
+            key_id=key.id,
+            reply_to="",
+            received_at=received_at,
+            session=utf8_header(request, "x-ezat-session"),
+            cache=ascii_header(request, "x-ezat-cache"),
+            beta=ascii_header(request, "anthropic-beta"),
+        )
+        call = Call(request, rid, fmt, env, limit_headers, started)
+        resp = await self.relay.run(call, body)
+        m.REQUESTS_BY(api, str(resp.status)).inc()
+        m.LATENCY_BY(api).observe(time.monotonic() - started)
+        return resp
+
+    async def list_models(self, request: web.Request) -> web.Response:
+        await self.auth.authenticate(request)
+        fmt = api_format(request.path)
+        body = self.models.openai if fmt == "openai" else self.models.anthropic
+        return web.Response(body=body, content_type=JSON)
+
+    async def public_models(self, request: web.Request) -> web.Response:
+        return web.Response(body=self.models.public, content_type=JSON)
+
+    async def usage(self, request: web.Request) -> web.Response:
+        key = await self.auth.authenticate(request)
+        return await usage_query(self.nc, self.subjects, key, request)
+
+
+def utf8_header(request: web.Request, name: str) -> str | None:
+    """The header's value; a 400 naming it when its bytes are not UTF-8 (aiohttp decodes them
+    with ``surrogateescape``: such a byte is a lone surrogate, which cannot be encoded)."""
+    value = request.headers.get(name)
+    if value is not None and not value.isascii():
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            raise GatewayError(400, f"{name}: header is not valid UTF-8") from None
+    return value

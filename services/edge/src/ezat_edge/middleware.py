@@ -1,0 +1,65 @@
+"""What every edge response goes through: the request id, and errors in the format of the API
+the client called (never aiohttp's text/plain pages; docs/architecture.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+from aiohttp import http_exceptions, web
+from aiohttp.web_protocol import RequestPayloadError
+from ezat_common import logs
+from ezat_common.errors import GatewayError
+
+from .core.routes import api_format, refusal_message
+from .ids import request_id
+from .protocol import RID, SERVER
+from .responses import from_gateway_error
+
+log = logging.getLogger("ezat.edge")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@web.middleware
+async def errors_mw(request: web.Request, handler: Handler) -> web.StreamResponse:
+    rid = request_id(request.headers.get("x-request-id"))
+    request[RID] = rid
+    token = logs.request_id.set(rid)
+    fmt = api_format(request.path)
+    try:
+        return await handler(request)
+    except GatewayError as err:
+        resp = from_gateway_error(fmt, rid, err)
+        if err.status == 408:
+            resp.force_close()  # the rest of the body may still be on its way
+        return resp
+    except web.HTTPException as exc:
+        if exc.status >= 400:
+            message = refusal_message(exc.status, request.method, request.path, exc.reason)
+            return from_gateway_error(fmt, rid, GatewayError(exc.status, message))
+        raise
+    except asyncio.IncompleteReadError:
+        return from_gateway_error(fmt, rid, GatewayError(400, "request body: is incomplete"))
+    except (RequestPayloadError, http_exceptions.HttpProcessingError) as exc:
+        # The body's framing was broken (bad chunked encoding, say); never its bytes.
+        log.info("malformed request body: %s", type(exc).__name__)
+        resp = from_gateway_error(fmt, rid, GatewayError(400, "request body: is malformed"))
+        resp.force_close()
+        return resp
+    except Exception:
+        # Never aiohttp's text/plain 500: the client gets the error format of its API.
+        log.exception("request failed")
+        return from_gateway_error(fmt, rid, GatewayError(500, "internal error; retry"))
+    finally:
+        logs.request_id.reset(token)
+
+
+async def on_prepare(request: web.Request, response: web.StreamResponse) -> None:
+    headers = response.headers
+    headers["server"] = SERVER  # instead of aiohttp's Python and aiohttp versions
+    rid = request.get(RID)
+    if rid:
+        headers["request-id"] = rid
+        headers["x-request-id"] = rid

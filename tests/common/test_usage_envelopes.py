@@ -1,0 +1,69 @@
+"""The usage query's reply (billing -> edge): a tagged ``UsagePage | UsageError`` whose page, as
+JSON, is the public ``GET /api/usage`` body."""
+
+from __future__ import annotations
+
+import msgspec
+from ezat_common import envelopes
+from ezat_common.envelopes import DayTotal, UsageError, UsageItem, UsagePage, UsageTotals
+
+ITEM = UsageItem(
+    request_id="req_1",
+    model="anthropic/claude-sonnet-5-5",
+    api="messages",
+    stream=True,
+    status="complete",
+    deployment="sim",
+    region="eu",
+    input_tokens=10,
+    cache_read_tokens=0,
+    cache_write_5m_tokens=0,
+    cache_write_1h_tokens=0,
+    output_tokens=5,
+    reasoning_tokens=1,
+    estimated=False,
+    cost_micros=4_500,
+    cost_usd=0.0045,
+    received_at="2025-01-02T03:04:05.678Z",
+    ttft_ms=12.5,
+    total_ms=None,
+)
+PAGE = UsagePage(
+    data=[ITEM],
+    totals=UsageTotals(requests=1, input_tokens=10, cost_micros=4_500, cost_usd=0.0045),
+    by_day=[
+        DayTotal(
+            day="2025-01-02",
+            model=ITEM.model,
+            requests=1,
+            input_tokens=10,
+            output_tokens=5,
+            cost_micros=4_500,
+        )
+    ],
+    has_more=True,
+    next_cursor="abc",
+)
+
+
+def test_page_and_error_round_trip_as_themselves() -> None:
+    assert envelopes.decode_usage_reply(envelopes.encode(PAGE)) == PAGE
+    error = UsageError(error="cursor: not a cursor this API returned")
+    assert envelopes.decode_usage_reply(envelopes.encode(error)) == error
+
+
+def test_public_json_is_the_page_with_object_list_first() -> None:
+    decoded = envelopes.decode_usage_reply(envelopes.encode(PAGE))
+    assert isinstance(decoded, UsagePage)
+    body = envelopes.usage_page_json(decoded)
+    assert body.startswith(b'{"object":"list","data":[{"request_id":"req_1",')
+    assert list(msgspec.json.decode(body)) == [
+        "object",
+        "data",
+        "totals",
+        "by_day",
+        "has_more",
+        "next_cursor",
+    ]
+    # The round trip over NATS changes no byte of what the client gets.
+    assert body == envelopes.usage_page_json(PAGE)

@@ -1,0 +1,84 @@
+"""budgets.py: the month's spend from billing's typed reply, cached; billing's refusal or
+silence fails open (the last known spend, else 0)."""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+from typing import cast
+
+import pytest
+from ezat_common import bus, envelopes
+from ezat_common.db import ApiKey
+from ezat_common.envelopes import UsageError, UsagePage, UsageTotals
+from ezat_common.errors import GatewayError
+from ezat_common.subjects import Subjects
+from ezat_edge.budgets import Budgets
+
+NOW = datetime.datetime(2025, 6, 15, tzinfo=datetime.UTC).timestamp()
+KEY = ApiKey(id="key_1", name="k", prefix="ezat_sk_abc", monthly_budget_micros=5_000_000)
+
+
+@dataclass
+class Answer:
+    data: bytes
+
+
+class FakeBilling:
+    def __init__(self) -> None:
+        self.reply: bytes | None = None  # None: no answer (a timeout)
+        self.asked = 0
+
+    def answer(self, reply: envelopes.UsageReply) -> None:
+        self.reply = envelopes.encode(reply)
+
+    async def request(self, subject: str, data: bytes, timeout: float) -> Answer:
+        self.asked += 1
+        query = envelopes.decode_usage_query(data)
+        assert (query.key_id, query.limit) == ("key_1", 1)
+        assert query.since == datetime.datetime(2025, 6, 1, tzinfo=datetime.UTC).timestamp()
+        if self.reply is None:
+            raise TimeoutError
+        return Answer(self.reply)
+
+
+def spent(micros: int) -> UsagePage:
+    totals = UsageTotals(cost_micros=micros)
+    return UsagePage(data=[], totals=totals, by_day=[], has_more=False, next_cursor=None)
+
+
+@pytest.fixture
+def billing() -> FakeBilling:
+    return FakeBilling()
+
+
+async def test_the_spend_is_the_pages_total_and_is_cached(billing: FakeBilling) -> None:
+    budgets = Budgets(Subjects("t"), ttl=60, clock=lambda: NOW)
+    nc = cast(bus.Client, billing)
+    billing.answer(spent(1_000))
+    assert await budgets.spent(nc, "key_1", NOW) == 1_000
+    billing.answer(spent(2_000))
+    assert await budgets.spent(nc, "key_1", NOW) == 1_000 and billing.asked == 1
+
+
+async def test_a_key_at_its_budget_is_refused(billing: FakeBilling) -> None:
+    budgets = Budgets(Subjects("t"), clock=lambda: NOW)
+    billing.answer(spent(5_000_000))
+    with pytest.raises(GatewayError) as caught:
+        await budgets.check(cast(bus.Client, billing), KEY)
+    assert caught.value.status == 403
+
+
+async def test_an_error_or_no_answer_fails_open_with_the_last_known_spend(
+    billing: FakeBilling,
+) -> None:
+    budgets = Budgets(Subjects("t"), ttl=0, clock=lambda: NOW)
+    nc = cast(bus.Client, billing)
+    billing.answer(UsageError(error="usage: the usage store is unavailable; retry shortly"))
+    assert await budgets.spent(nc, "key_1", NOW) == 0
+    billing.answer(spent(7))
+    assert await budgets.spent(nc, "key_1", NOW) == 7
+    billing.answer(UsageError(error="usage: the usage store is unavailable; retry shortly"))
+    assert await budgets.spent(nc, "key_1", NOW) == 7
+    billing.reply = None
+    assert await budgets.spent(nc, "key_1", NOW) == 7
