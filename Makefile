@@ -33,7 +33,7 @@ test-faults: install
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy libs/common/src libs/http1/src services/translator/src/ezat_translator/core services/router/src/ezat_router/core services/billing/src/ezat_billing/core
+	$(VENV)/bin/mypy libs/*/src services/*/src cli/src simulator/src bench
 
 fmt: install
 	$(VENV)/bin/ruff format .

@@ -47,7 +47,7 @@ def added(results: dict[str, Any], mode: str, api: str, conc: int, metric: str) 
         return None
     if base.get(metric) is None:
         return None
-    return round(gw[metric] - base[metric], 3)
+    return round(float(gw[metric]) - float(base[metric]), 3)
 
 
 def _table(headers: list[str], rows: list[list[Any]]) -> str:
@@ -143,7 +143,7 @@ def cpu_per_request(phase: dict[str, Any], api: str, services: list[str]) -> flo
         names = [n for n in cpu if n.startswith("floor-")] + ["nats", *FLOOR_ALSO.get(api, ())]
     else:
         names = [*services, "nats", "redis", "postgres"]
-    return round(sum(cpu.get(n, 0.0) for n in names), 3)
+    return round(float(sum(cpu.get(n, 0.0) for n in names)), 3)
 
 
 def _cpu_vs_floor(results: dict[str, Any]) -> str:

@@ -42,6 +42,7 @@ import aiohttp
 import nats
 import nats.errors
 from ezat_common.subjects import from_env
+from nats.aio.client import Client
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -147,7 +148,7 @@ class Bench:
         self.group = systems.groups()
         self.results: dict[str, Any] = {"phases": {}, "levels": args.levels}
         self.available: dict[tuple[str, str], str] = {}  # (api, mode) -> why skipped
-        self._nc: nats.aio.client.Client | None = None
+        self._nc: Client | None = None
         self._js: Any = None
 
     def target(self, api: str, mode: str, extra: str = "", tokens: int | None = None):  # type: ignore[no-untyped-def]

@@ -156,9 +156,10 @@ class PostgresServer(Embedded):
 
     def start(self) -> None:
         if self.server is None:
-            import pgserver
+            # Where the wheel defines it: its package re-exports it without saying so.
+            from pgserver.postgres_server import get_server
 
-            self.server = pgserver.get_server(self.folder, cleanup_mode="stop")
+            self.server = get_server(self.folder, cleanup_mode="stop")
         else:
             self._clear_old()
             self.server.ensure_postgres_running()

@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import asyncpg
 from ezat_common import db
 from ezat_common.config import ConfigError, load_config
 from ezat_common.subjects import from_env
@@ -85,7 +86,7 @@ def _interrupt(signum: int, frame: object) -> None:
 
 async def _create_key(name: str, database_url: str) -> str:
     # The stack's URL, not the environment's: Stack never changes this process's environment.
-    conn = await db.asyncpg.connect(database_url)
+    conn = await asyncpg.connect(database_url)
     try:
         _, secret = await db.create_key(conn, name)
     finally:

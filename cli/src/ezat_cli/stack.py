@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+import asyncpg
 from ezat_common import db, lifecycle
 from ezat_common.config import Config, load_config, split_listen
 
@@ -450,8 +451,8 @@ class Stack:
         return drain + 5.0
 
 
-async def db_connect(url: str) -> db.asyncpg.Connection:
-    return await db.asyncpg.connect(url)
+async def db_connect(url: str) -> asyncpg.Connection:
+    return await asyncpg.connect(url)
 
 
 def saved_infra(data_dir: Path) -> dict[str, str]:

@@ -15,9 +15,10 @@ from typing import Any
 
 import asyncpg
 import msgspec
+from ezat_common.envelopes import UsagePage
 from msgspec import Struct
 
-from .core.page import TOKEN_COLUMNS, UsagePage, to_page
+from .core.page import TOKEN_COLUMNS, to_page
 from .core.query import Filters, to_filters
 from .core.rows import UsageRow
 

@@ -182,8 +182,8 @@ class Relay:
                     if result.data:
                         if state.head_sent:
                             state.sent += 1
-                            chunk = ReplyChunk(data=result.data, seq=state.sent)
-                            await publish(reply_to, _encode(chunk))
+                            part = ReplyChunk(data=result.data, seq=state.sent)
+                            await publish(reply_to, _encode(part))
                         else:
                             head = ReplyHead(headers=state.reply_headers, data=result.data)
                             await publish(reply_to, _encode(head))
