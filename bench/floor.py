@@ -1,11 +1,11 @@
 """The architecture's floor: the gateway's hops with nothing, or only the mandatory work, done.
 
-Three processes that do the I/O the design prescribes (SPEC §9) the way the gateway does it: an
-aiohttp edge publishes the client's body over NATS and writes the replies back as they come (all
-that has already arrived in one write, the last bytes with the end of the body, headers with the
-first bytes); a translator forwards it; a router POSTs it to the simulator with aiohttp's pooled
-client and publishes each read as it arrives, the final one as soon as ``message_stop`` is in it.
-No authentication, limits, validation, translation, routing decision, metrics or logs. Paths:
+Three processes that do the I/O the design prescribes (docs/architecture.md) the way the gateway
+does it: an aiohttp edge publishes the client's body over NATS and writes the replies back as they
+come (all that has already arrived in one write, the last bytes with the end of the body, headers
+with the first bytes); a translator forwards it; a router POSTs it to the simulator with aiohttp's
+pooled client and publishes each read as it arrives, the final one as soon as ``message_stop`` is in
+it. No authentication, limits, validation, translation, routing decision, metrics or logs. Paths:
 
 - ``/v1/messages``: the hops alone (``floor`` in the bench);
 - ``/openai/v1/messages``: replies back through the translator, as on the OpenAI path
@@ -14,7 +14,8 @@ No authentication, limits, validation, translation, routing decision, metrics or
   (``floor-billed``): the router parses the stream with its own pure core (``SseParser`` and
   ``StreamStep``: usage, the model rewritten, message_stop held) and publishes the usage record
   to the outbox with the edge as the PubAck's subject; the edge writes the final bytes only once
-  JetStream acknowledged the record (SPEC §6), and the stack's billing drains it into PostgreSQL.
+  JetStream acknowledged the record (docs/billing.md), and the stack's billing drains it into
+  PostgreSQL.
 
 ``run.py`` drives these beside the gateway in the same run, so the table shows how much of the
 gateway's added latency and CPU the architecture itself costs on this machine.

@@ -1,4 +1,4 @@
-"""`ezat` command line (SPEC §8): up, serve, keys, usage, migrate."""
+"""`ezat` command line (README.md, "Operating it"): up, serve, keys, usage, migrate."""
 
 from __future__ import annotations
 

@@ -104,8 +104,8 @@ def _check_cache_control(block: Mapping[str, Any], path: str, counter: list[int]
 
 
 def _check_image_source(source: Mapping[str, Any], path: str) -> None:
-    # The deployments behind the gateway take images inline only (SPEC §2): URL images must have
-    # been downloaded and inlined by the gateway before they get here.
+    # The deployments behind the gateway take images inline only (docs/api.md, "Messages API"):
+    # URL images must have been downloaded and inlined by the gateway before they get here.
     _require(
         source.get("type") == "base64",
         f"{path}.type",

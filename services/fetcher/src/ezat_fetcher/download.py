@@ -77,7 +77,8 @@ class PinnedResolver(AbstractResolver):
 
 
 class Fetcher:
-    """Downloads with the per-download limits of SPEC §5; raises ``failures.Failure``."""
+    """Downloads with the per-download limits of docs/api.md ("Images and PDFs"); raises
+    ``failures.Failure``."""
 
     def __init__(
         self,

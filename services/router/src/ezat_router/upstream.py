@@ -59,7 +59,8 @@ class Target:
     def request_head(self, req: RouteRequest, length: int) -> bytes:
         """The request's head; ``ValueError`` if a client-given value cannot be a header."""
         own = {"x-request-id": req.request_id}
-        # anthropic-beta is passed on for create, never for count_tokens (SPEC §2).
+        # anthropic-beta is passed on for create, never for count_tokens (docs/api.md, "Messages
+        # API").
         if req.api == "count_tokens":
             return request_head(self.count_prefix, own, length)
         if req.beta:

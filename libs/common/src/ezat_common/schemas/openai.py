@@ -166,7 +166,8 @@ class ChatRequest(Struct, kw_only=True, frozen=True):
     reasoning_effort: str | None = None
     response_format: ResponseFormat | None = None
     prompt_cache_key: str | None = None
-    # Refused when set (SPEC §3); typed loosely so that any value is named in the refusal.
+    # Refused when set (docs/api.md, "Refused"); typed loosely so that any value is named in the
+    # refusal.
     n: int | None = None
     logprobs: bool | None = None
     top_logprobs: Any = None

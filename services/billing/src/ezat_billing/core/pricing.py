@@ -16,7 +16,7 @@ FREE = Prices(input=0, output=0, cache_write_5m=0, cache_write_1h=0, cache_read=
 
 
 def cost_micros(record: UsageRecord, prices: Prices) -> int:
-    """Cost of ``record`` in micro-dollars; failed requests cost nothing (SPEC §6).
+    """Cost of ``record`` in micro-dollars; failed requests cost nothing (docs/billing.md).
 
     Reasoning tokens are already inside ``output_tokens`` (thinking is billed as output), so they
     are not added a second time.

@@ -193,7 +193,8 @@ def from_stream_error(info: ErrorInfo) -> Failure:
         status=status,
         type=kind,
         message=info.message or "the model failed while answering; retry",
-        # 429 and 529 always tell the client when to come back (SPEC §1).
+        # 429 and 529 always tell the client when to come back (docs/api.md, "Endpoints and
+        # errors").
         retry_after=wait if status in (429, 529) else None,
     )
     if wait is None:

@@ -1,4 +1,4 @@
-"""An Anthropic Messages response as an OpenAI ``chat.completion`` (SPEC §3, Response).
+"""An Anthropic Messages response as an OpenAI ``chat.completion`` (docs/api.md, "Response").
 
 One choice. ``content`` is the text blocks joined, or null when the answer is only tool calls;
 ``refusal`` and ``logprobs`` are always null; ``tool_calls`` is present only when the model called

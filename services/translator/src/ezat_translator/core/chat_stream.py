@@ -1,4 +1,5 @@
-"""An Anthropic Messages event stream as OpenAI ``chat.completion.chunk`` SSE (SPEC §3, Streaming).
+"""An Anthropic Messages event stream as OpenAI ``chat.completion.chunk`` SSE (docs/api.md,
+"Streaming").
 
 The sequence the client sees (seed page, Streaming):
 

@@ -1,4 +1,4 @@
-"""OpenAI ``usage`` of Anthropic token counts (SPEC §3, Response).
+"""OpenAI ``usage`` of Anthropic token counts (docs/api.md, "Response").
 
 ``prompt_tokens`` counts all input: uncached + cache read + cache write. ``completion_tokens`` is
 the output, thinking included. ``reasoning_tokens`` is the deployment's own count when it reports

@@ -1,4 +1,4 @@
-"""OpenAI ``finish_reason`` of an Anthropic ``stop_reason`` (SPEC §3, Finish reasons)."""
+"""OpenAI ``finish_reason`` of an Anthropic ``stop_reason`` (docs/api.md, "Finish reasons")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""OpenAI ``messages`` as Anthropic ``system`` and ``messages`` (SPEC §3, Messages).
+"""OpenAI ``messages`` as Anthropic ``system`` and ``messages`` (docs/api.md, "Messages").
 
 - ``system`` and ``developer`` messages are collected, wherever they are, into the system prompt.
 - ``user`` parts become text, image and document blocks; ``tool`` messages become ``tool_result``

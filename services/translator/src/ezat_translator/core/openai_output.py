@@ -1,4 +1,4 @@
-"""``response_format`` as Anthropic ``output_config.format`` (SPEC §3, Output).
+"""``response_format`` as Anthropic ``output_config.format`` (docs/api.md, "Output").
 
 Structured output needs every object in the schema to be closed: an object schema without
 ``"additionalProperties": false`` is refused, naming its JSON path inside the schema.

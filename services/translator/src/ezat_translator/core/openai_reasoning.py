@@ -1,4 +1,5 @@
-"""``reasoning_effort`` as Anthropic ``thinking`` and ``output_config.effort`` (SPEC §3 table).
+"""``reasoning_effort`` as Anthropic ``thinking`` and ``output_config.effort`` (docs/api.md,
+"reasoning_effort").
 
 Adaptive models get ``thinking: {"type": "adaptive"}`` and an effort level; budget models get
 ``thinking: {"type": "enabled", "budget_tokens": N}``. ``none`` disables thinking. A level the
