@@ -3,8 +3,10 @@
 The acknowledgement deadline is an environment knob (``EZAT_BILLING_ACK_DEADLINE``, seconds)
 because the shared ``[billing]`` table does not carry it. It bounds the wait for PostgreSQL;
 past it the record goes to the JetStream outbox (``OUTBOX_TIMEOUT`` more at most). Both together
-must stay below the router's fast-path wait (1.3 s), so that the router hears an answer rather
-than silence (it would then try the outbox itself, which is harmless but slower).
+stay below the least time a holder of a final reply gives billing's request/reply (what
+``DURABLE_DEADLINE`` leaves after ``ACK_TIMEOUT``, ezat_common.settlement; docs/billing.md), so
+that the holder hears billing's answer rather than its own timeout, which would fail a request
+whose record billing then stores.
 """
 
 from __future__ import annotations
@@ -15,18 +17,20 @@ from dataclasses import dataclass
 
 from ezat_common.catalogue import Catalogue, Prices
 from ezat_common.config import Config, ConfigError, load_config
+from ezat_common.settlement import ACK_TIMEOUT, DURABLE_DEADLINE
 
 from .batcher import DEFAULT_MAX_BATCH
 
 ENV_ACK_DEADLINE = "EZAT_BILLING_ACK_DEADLINE"
 # One write attempt (a transaction) may take this long before it is abandoned and retried.
 WRITE_TIMEOUT = 1.0
-# How long a record waits for PostgreSQL before it goes to the outbox instead ...
-ACK_DEADLINE = 0.8
-# ... and how long while the last write failed (PostgreSQL down): a short try, then the outbox.
-DEGRADED_DEADLINE = 0.05
 # How long the JetStream PubAck of the outbox may take.
 OUTBOX_TIMEOUT = 0.3
+# How long a record waits for PostgreSQL before it goes to the outbox instead (0.6 s: the
+# holder's least wait, less the outbox's, less 0.1 s for the hops) ...
+ACK_DEADLINE = round(DURABLE_DEADLINE - ACK_TIMEOUT - OUTBOX_TIMEOUT - 0.1, 3)
+# ... and how long while the last write failed (PostgreSQL down): a short try, then the outbox.
+DEGRADED_DEADLINE = 0.05
 # Seconds after it is stored that a complete record must have its delivery confirmed by the edge,
 # or it is re-marked failed, not charged (docs/billing.md); [billing] delivery_confirm_seconds.
 DELIVERY_CONFIRM = 60.0
