@@ -19,7 +19,7 @@ from ezat_common.envelopes import (
 )
 
 from .fake_upstream import BLOCK_START, STREAM_WRITES, message_start, text_delta
-from .test_relay import Stack, running_stack
+from .test_forwarder import Stack, running_stack
 
 # Short bounds so each case takes well under a second or two.
 FAST = {

@@ -31,11 +31,11 @@ from .billing import Billing
 from .core import health, selection, timeouts
 from .core.budget import RetryBudget
 from .core.payload import PayloadError, with_model
-from .core.upstream_errors import Failure, all_down, from_status, from_transport
+from .core.upstream_errors import AttemptFailure, all_down, from_status, from_transport
 from .core.usage import UsageAccumulator
-from .relay import Relay, RequestState, usage_base
+from .forwarder import Forwarder, RequestState, usage_base
 from .shared_state import SharedState
-from .upstream import Target, Upstream, UpstreamUnavailable
+from .upstream import Endpoint, Upstream, UpstreamUnavailable
 
 log = logging.getLogger("ezat.router")
 
@@ -76,9 +76,9 @@ class Router:
         self._billing = billing
         self._shared = shared
         self._clock = clock
-        self._relay = Relay(nc, claims, upstream, billing, cfg.router, clock)
+        self._forwarder = Forwarder(nc, claims, upstream, billing, cfg.router, clock)
         self._deployments = selection.by_model(cfg.deployments)
-        self._targets = {dep.name: Target(dep) for dep in cfg.deployments}
+        self._endpoints = {dep.name: Endpoint(dep) for dep in cfg.deployments}
         self._max_attempts = max(cfg.router.max_attempts, 1)
         self._budget = RetryBudget(
             cfg.router.retry_budget_ratio, cfg.router.retry_budget_min_per_second, clock()
@@ -194,10 +194,10 @@ class Router:
         affinity_of: tuple[selection.Kind, str | None],
         order: list[DeploymentConfig],
         body: bytes,
-    ) -> tuple[Failure | None, str | None]:
+    ) -> tuple[AttemptFailure | None, str | None]:
         """Attempts down the planned order until one serves (or must not be failed over)."""
         shared = self._shared
-        failure: Failure | None = None
+        failure: AttemptFailure | None = None
         for dep in order:
             if state.attempts >= self._max_attempts:
                 break
@@ -207,19 +207,19 @@ class Router:
             probe = shared.availability(dep.name, self._clock()) == "half_open"
             if probe and not await shared.claim_probe(dep.name, self._clock()):
                 continue  # another request probes it
-            if failure is not None and state.target is not None:
-                metrics.FAILOVERS.labels(state.target.dep.name, failure.reason).inc()
+            if failure is not None and state.endpoint is not None:
+                metrics.FAILOVERS.labels(state.endpoint.dep.name, failure.reason).inc()
             affinity = selection.outcome_of(planned, *affinity_of, dep.name)
-            target = self._targets[dep.name]
-            state.reply_headers = {**target.reply_headers, "x-ezat-affinity": affinity}
+            endpoint = self._endpoints[dep.name]
+            state.reply_headers = {**endpoint.reply_headers, "x-ezat-affinity": affinity}
             decision.affinity = affinity
-            failure = await self._attempt(req, state, target, body)
+            failure = await self._attempt(req, state, endpoint, body)
             self._record_health(dep.name, failure, state)
             if failure is None or not failure.retryable or state.head_sent:
                 return failure, dep.name
         return failure, None
 
-    async def _report(self, req: RouteRequest, state: RequestState, failure: Failure) -> str:
+    async def _report(self, req: RouteRequest, state: RequestState, failure: AttemptFailure) -> str:
         """The last failure goes to the client; a stream that broke is recorded as failed."""
         await self._publish(req, failure.error.with_headers(state.reply_headers))
         state.final_sent = True
@@ -231,7 +231,9 @@ class Router:
             self._billing.record_later(record)
         return failure.reason
 
-    def _record_health(self, name: str, failure: Failure | None, state: RequestState) -> None:
+    def _record_health(
+        self, name: str, failure: AttemptFailure | None, state: RequestState
+    ) -> None:
         """What the attempt says about the deployment (success is noted at the headers)."""
         if failure is None:
             return
@@ -266,22 +268,22 @@ class Router:
         return "all_down"
 
     async def _attempt(
-        self, req: RouteRequest, state: RequestState, target: Target, body: bytes
-    ) -> Failure | None:
+        self, req: RouteRequest, state: RequestState, endpoint: Endpoint, body: bytes
+    ) -> AttemptFailure | None:
         state.attempts += 1
-        state.target = target
+        state.endpoint = endpoint
         state.usage = UsageAccumulator()
         try:
-            payload = with_model(target.body_prefix, body)
+            payload = with_model(endpoint.body_prefix, body)
         except PayloadError:
-            return Failure(error=INTERNAL, retryable=False, reason="bad_body")
+            return AttemptFailure(error=INTERNAL, retryable=False, reason="bad_body")
         try:
-            head = target.request_head(req, len(payload))
+            head = endpoint.request_head(req, len(payload))
         except ValueError:  # a header value that would break the request head: never sent
-            return Failure(error=INTERNAL, retryable=False, reason="bad_header")
+            return AttemptFailure(error=INTERNAL, retryable=False, reason="bad_header")
         state.upstream_started_at = started = self._clock()
         tick = time.perf_counter()
-        name = target.dep.name
+        name = endpoint.dep.name
         events = timeouts.streams_events(req.stream, req.api)
         bound = timeouts.first_byte_bound(self._cfg, stream=req.stream, api=req.api)
         # A stream must also have sent its first event by then (relay.stream).
@@ -290,7 +292,7 @@ class Router:
         metrics.OUTSTANDING_BY(name).inc()
         try:
             try:
-                resp = await self._upstream.open(target, head, payload, bound)
+                resp = await self._upstream.open(endpoint, head, payload, bound)
             except UpstreamUnavailable as exc:
                 return from_transport(exc.kind, req.response_model, bound)
             metrics.FIRST_BYTE_BY(name).observe(time.perf_counter() - tick)
@@ -303,8 +305,8 @@ class Router:
                     return from_transport("protocol", req.response_model, bound)
                 self._shared.succeeded(name, started)
                 if events:
-                    return await self._relay.stream(req, state, target, resp, first_event_by)
-                return await self._relay.body(req, state, target, resp)
+                    return await self._forwarder.stream(req, state, endpoint, resp, first_event_by)
+                return await self._forwarder.body(req, state, endpoint, resp)
             finally:
                 # On every exit, cancellation included: an unread response closes its
                 # connection, which is how the deployment learns the client went away.
@@ -313,7 +315,7 @@ class Router:
             self._outstanding[name] -= 1
             metrics.OUTSTANDING_BY(name).dec()
 
-    async def _refused(self, req: RouteRequest, resp: Response) -> Failure:
+    async def _refused(self, req: RouteRequest, resp: Response) -> AttemptFailure:
         """A non-2xx answer; its (small) body says why."""
         try:
             data = await self._upstream.read_body(resp)

@@ -1,5 +1,5 @@
 """The deployments as the router calls them: each one's address and request head, computed once
-(``Target``), and the pooled client (``ezat_http1``) under the router's timeouts (``Upstream``).
+(``Endpoint``), and the pooled client (``ezat_http1``) under the router's timeouts (``Upstream``).
 
 Timeouts come from ``RouterConfig`` (``core/timeouts.py``): ``connect_timeout`` for the TCP/TLS
 connect; until the response headers, the bound the caller passes (``first_byte_timeout`` for a
@@ -32,7 +32,7 @@ class UpstreamUnavailable(Exception):
         self.kind: Literal["connect", "timeout"] = kind
 
 
-class Target:
+class Endpoint:
     """One deployment with everything per-request work needs, computed once."""
 
     __slots__ = ("body_prefix", "count_prefix", "dep", "messages_prefix", "origin", "reply_headers")
@@ -92,7 +92,9 @@ class Upstream:
             await asyncio.sleep(SWEEP_SECONDS)
             pool.sweep()
 
-    async def open(self, target: Target, head: bytes, payload: bytes, timeout: float) -> Response:
+    async def open(
+        self, endpoint: Endpoint, head: bytes, payload: bytes, timeout: float
+    ) -> Response:
         """POST and wait up to ``timeout`` s for the response headers; the caller must release
         the response
         (``Response.release``: pooled if read to its end, else aborted, which is how the
@@ -100,7 +102,7 @@ class Upstream:
         assert self._pool is not None, "Upstream.start() was not called"
         try:
             async with asyncio.timeout(timeout):
-                return await self._pool.request(target.origin, head, payload)
+                return await self._pool.request(endpoint.origin, head, payload)
         except UpstreamError:
             # No connection (refused, DNS, TLS, connect timeout), or it broke before the headers.
             raise UpstreamUnavailable("connect") from None

@@ -1,11 +1,11 @@
 """What an upstream failure means for the client and for the deployment.
 
-Every failure becomes a ``Failure``: the ``ReplyError`` the client gets if it is the last word,
-whether another deployment may be tried (only ever before the first byte reached the client),
-and what it says about the deployment: a 429 rests it (``rate_limited``, for ``cooldown``
-seconds when it said how long), a fault (5xx, 529, unreachable, too slow, broken stream) counts
-towards its circuit breaker (``fault``), a 4xx says nothing about it. Client messages name the
-model, never a host, URL or stack trace.
+Every failure becomes a ``AttemptFailure``: the ``ReplyError`` the client gets if it is the last
+word, whether another deployment may be tried (only ever before the first byte reached the client),
+and what it says about the deployment: a 429 rests it (``rate_limited``, for ``cooldown`` seconds
+when it said how long), a fault (5xx, 529, unreachable, too slow, broken stream) counts towards its
+circuit breaker (``fault``), a 4xx says nothing about it. Client messages name the model, never a
+host, URL or stack trace.
 
 Failover rules: connect errors, timeouts before the response headers, 429, 5xx and 529 try the
 next deployment. 401/403 also do (they mean the *deployment's* credentials are wrong, which the
@@ -29,7 +29,7 @@ TransportKind = Literal["connect", "timeout", "stalled", "dropped", "protocol"]
 DROPPED_MESSAGE = "the deployment stopped mid-response; the request was not charged"
 
 
-class Failure(msgspec.Struct, frozen=True, kw_only=True):
+class AttemptFailure(msgspec.Struct, frozen=True, kw_only=True):
     error: ReplyError
     retryable: bool
     # A 429: the deployment rests this long (its retry-after), or the configured default when
@@ -53,11 +53,11 @@ def parse_retry_after(value: str | None) -> float | None:
     return seconds if math.isfinite(seconds) and seconds >= 0 else None
 
 
-def from_status(status: int, body: bytes, retry_after: str | None, model: str) -> Failure:
+def from_status(status: int, body: bytes, retry_after: str | None, model: str) -> AttemptFailure:
     """An upstream response that is not 2xx."""
     wait = parse_retry_after(retry_after)
     if status == 429:
-        return Failure(
+        return AttemptFailure(
             error=rate_limited(model, wait if wait is not None else RATE_LIMIT_COOLDOWN),
             retryable=True,
             cooldown=wait,
@@ -67,7 +67,7 @@ def from_status(status: int, body: bytes, retry_after: str | None, model: str) -
     if status in (503, 529):
         pause = wait if wait is not None else FAULT_COOLDOWN
         message = f"the deployments of `{model}` are overloaded; retry after {pause:g} seconds"
-        return Failure(
+        return AttemptFailure(
             error=ReplyError(
                 status=529, type="overloaded_error", message=message, retry_after=pause
             ),
@@ -77,7 +77,7 @@ def from_status(status: int, body: bytes, retry_after: str | None, model: str) -
         )
     if status >= 500:
         message = f"the deployment of `{model}` failed (HTTP {status}); retry"
-        return Failure(
+        return AttemptFailure(
             error=ReplyError(status=status, type=type_for_status(status), message=message),
             retryable=True,
             fault=True,
@@ -88,13 +88,13 @@ def from_status(status: int, body: bytes, retry_after: str | None, model: str) -
             f"a deployment of `{model}` refused the gateway's credentials; "
             "an operator must fix its key"
         )
-        return Failure(
+        return AttemptFailure(
             error=ReplyError(status=500, type="api_error", message=message),
             retryable=True,
             fault=True,
             reason="auth",
         )
-    return Failure(error=client_error(status, body), retryable=False, reason="4xx")
+    return AttemptFailure(error=client_error(status, body), retryable=False, reason="4xx")
 
 
 def rate_limited(model: str, pause: float) -> ReplyError:
@@ -139,7 +139,7 @@ def _error_info(body: bytes) -> ErrorInfo | None:
         return None
 
 
-def from_transport(kind: TransportKind, model: str, seconds: float) -> Failure:
+def from_transport(kind: TransportKind, model: str, seconds: float) -> AttemptFailure:
     """No usable response: unreachable, too slow to start (``timeout``: nothing usable within
     ``seconds`` of the attempt's start), silent for ``seconds`` mid-response (``stalled``), cut
     off, or not speaking SSE/JSON (``protocol``: garbage, or a 2xx HTML page)."""
@@ -177,10 +177,10 @@ def from_transport(kind: TransportKind, model: str, seconds: float) -> Failure:
             type="api_error",
             message=f"a deployment of `{model}` sent a malformed response; retry",
         )
-    return Failure(error=error, retryable=True, fault=True, reason=kind)
+    return AttemptFailure(error=error, retryable=True, fault=True, reason=kind)
 
 
-def from_stream_error(info: ErrorInfo) -> Failure:
+def from_stream_error(info: ErrorInfo) -> AttemptFailure:
     """An ``event: error`` from the upstream stream, relayed with the status of its type.
 
     Retryable (when nothing was sent yet) for the types a healthy deployment would not send:
@@ -198,8 +198,8 @@ def from_stream_error(info: ErrorInfo) -> Failure:
         retry_after=wait if status in (429, 529) else None,
     )
     if wait is None:
-        return Failure(error=error, retryable=False, reason="4xx")
+        return AttemptFailure(error=error, retryable=False, reason="4xx")
     if status == 429:
-        return Failure(error=error, retryable=True, rate_limited=True, reason="429")
+        return AttemptFailure(error=error, retryable=True, rate_limited=True, reason="429")
     reason = "529" if status == 529 else "5xx"
-    return Failure(error=error, retryable=True, fault=True, reason=reason)
+    return AttemptFailure(error=error, retryable=True, fault=True, reason=reason)

@@ -1,15 +1,15 @@
-"""upstream.Target: the request head each deployment gets, built once and completed per request."""
+"""upstream.Endpoint: the request head each deployment gets, built once, completed per request."""
 
 from __future__ import annotations
 
 import pytest
 from ezat_common.config import DeploymentConfig
 from ezat_common.envelopes import RouteRequest
-from ezat_router.upstream import Target
+from ezat_router.upstream import Endpoint
 
 
-def target(base_url: str) -> Target:
-    return Target(
+def endpoint(base_url: str) -> Endpoint:
+    return Endpoint(
         DeploymentConfig(
             name="d", model="m", base_url=base_url, upstream_model="u", api_key="sk-secret"
         )
@@ -50,7 +50,7 @@ def lines(head: bytes) -> list[str]:
 def test_origin_host_and_path(
     base_url: str, origin: tuple[str, str, int], host: str, path: str
 ) -> None:
-    t = target(base_url)
+    t = endpoint(base_url)
     assert t.origin == origin
     head = lines(t.request_head(request(), 7))
     assert head[0] == f"POST {path}/v1/messages HTTP/1.1"
@@ -58,7 +58,7 @@ def test_origin_host_and_path(
 
 
 def test_create_carries_key_version_request_id_beta_and_length() -> None:
-    head = lines(target("https://api.example.com").request_head(request(), 42))
+    head = lines(endpoint("https://api.example.com").request_head(request(), 42))
     assert {
         "x-api-key: sk-secret",
         "anthropic-version: 2023-06-01",
@@ -70,7 +70,7 @@ def test_create_carries_key_version_request_id_beta_and_length() -> None:
 
 
 def test_count_tokens_goes_to_its_path_without_the_beta_header() -> None:
-    head = lines(target("https://api.example.com").request_head(request(api="count_tokens"), 2))
+    head = lines(endpoint("https://api.example.com").request_head(request(api="count_tokens"), 2))
     assert head[0] == "POST /v1/messages/count_tokens HTTP/1.1"
     assert not any(line.startswith("anthropic-beta") for line in head)
 
@@ -78,13 +78,15 @@ def test_count_tokens_goes_to_its_path_without_the_beta_header() -> None:
 @pytest.mark.parametrize("field", ["beta", "request_id"])
 def test_a_value_that_would_inject_a_header_is_refused(field: str) -> None:
     with pytest.raises(ValueError, match="control character"):
-        target("https://api.example.com").request_head(request(**{field: "x\r\nX-Evil: 1"}), 0)
+        endpoint("https://api.example.com").request_head(request(**{field: "x\r\nX-Evil: 1"}), 0)
 
 
 def test_the_key_can_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """SPEC §8: a deployment's key may be named by ``api_key_env`` instead of written down."""
     dep = DeploymentConfig(name="d", model="m", base_url="https://a.example", api_key_env="K")
     monkeypatch.setenv("K", "sk-from-env")
-    assert "x-api-key: sk-from-env" in lines(Target(dep).request_head(request(), 0))
+    assert "x-api-key: sk-from-env" in lines(Endpoint(dep).request_head(request(), 0))
     monkeypatch.delenv("K")
-    assert not any(h.startswith("x-api-key") for h in lines(Target(dep).request_head(request(), 0)))
+    assert not any(
+        h.startswith("x-api-key") for h in lines(Endpoint(dep).request_head(request(), 0))
+    )

@@ -1,4 +1,4 @@
-"""Relaying one upstream response to the client's reply subject.
+"""Forwarding one upstream response to the client's reply subject (``Forwarder``).
 
 The streaming loop is thin: read whatever has arrived, parse it (``core.sse``), run the pure
 step (``core.stream``), publish the result as ONE ``ReplyChunk`` per read. Coalescing is only of
@@ -8,7 +8,7 @@ failover). message_stop goes out as ``ReplyEnd`` at once, carrying its usage rec
 outbox acknowledges the record to the edge that holds the final event (``ezat_common.settling``);
 with no edge to hold it, only once the record is durable.
 
-Every method returns ``None`` once it published the final reply, or a ``Failure`` for the
+Every method returns ``None`` once it published the final reply, or an ``AttemptFailure`` for the
 router to fail over on (if nothing was sent yet) or to report.
 """
 
@@ -37,11 +37,11 @@ from . import metrics
 from .billing import Billing
 from .core.payload import PayloadError, read_response, response_with_model
 from .core.stream import StepResult, StreamStep
-from .core.upstream_errors import Failure, TransportKind, from_stream_error, from_transport
+from .core.upstream_errors import AttemptFailure, TransportKind, from_stream_error, from_transport
 from .core.usage import UsageAccumulator
-from .upstream import Target, Upstream
+from .upstream import Endpoint, Upstream
 
-UNRECORDED_FAILURE = Failure(error=UNRECORDED, retryable=False, reason="unrecorded")
+UNRECORDED_ATTEMPT = AttemptFailure(error=UNRECORDED, retryable=False, reason="unrecorded")
 _encode = envelopes.encode
 
 
@@ -50,19 +50,19 @@ class RequestState:
 
     __slots__ = (
         "attempts",
+        "endpoint",
         "final_sent",
         "first_token_at",
         "head_sent",
         "reply_headers",
         "sent",
-        "target",
         "upstream_started_at",
         "usage",
     )
 
     def __init__(self) -> None:
         self.attempts = 0
-        self.target: Target | None = None
+        self.endpoint: Endpoint | None = None
         self.usage = UsageAccumulator()
         self.upstream_started_at = 0.0
         self.first_token_at = 0.0
@@ -75,12 +75,12 @@ class RequestState:
 
     @property
     def deployment(self) -> str:
-        return self.target.dep.name if self.target is not None else ""
+        return self.endpoint.dep.name if self.endpoint is not None else ""
 
 
 def usage_base(req: RouteRequest, state: RequestState, finished_at: float) -> UsageRecord:
     """The record's identity and timings; token counts come from the accumulator."""
-    dep = state.target.dep if state.target is not None else None
+    dep = state.endpoint.dep if state.endpoint is not None else None
     return UsageRecord(
         request_id=req.request_id,
         uid=req.uid,
@@ -98,7 +98,7 @@ def usage_base(req: RouteRequest, state: RequestState, finished_at: float) -> Us
     )
 
 
-class Relay:
+class Forwarder:
     def __init__(
         self,
         nc: Client,
@@ -119,10 +119,10 @@ class Relay:
         self,
         req: RouteRequest,
         state: RequestState,
-        target: Target,
+        endpoint: Endpoint,
         resp: Response,
         first_event_by: float,
-    ) -> Failure | None:
+    ) -> AttemptFailure | None:
         """Relay a 2xx event stream; ``first_event_by`` (event-loop time) is when its first event
         (``message_start``) must have arrived (``stream_first_byte_timeout`` after the attempt
         began)."""
@@ -198,8 +198,8 @@ class Relay:
             metrics.ACTIVE_STREAMS.dec()
 
     async def body(
-        self, req: RouteRequest, state: RequestState, target: Target, resp: Response
-    ) -> Failure | None:
+        self, req: RouteRequest, state: RequestState, endpoint: Endpoint, resp: Response
+    ) -> AttemptFailure | None:
         """A non-streamed response (messages or count_tokens)."""
         try:
             data = await self._upstream.read_body(resp)
@@ -234,7 +234,7 @@ class Relay:
 
     async def _complete(
         self, req: RouteRequest, state: RequestState, final: ReplyEnd | ReplyBody
-    ) -> Failure | None:
+    ) -> AttemptFailure | None:
         """Send the final reply carrying its record, which the outbox acknowledges to the edge
         holding it (``publish_held``); with no edge reply subject, or the outbox unreachable,
         make the record durable here first (docs/billing.md)."""
@@ -244,7 +244,7 @@ class Relay:
         if held is not None:
             final.usage = held
         elif not await self._billing.record(record):
-            return UNRECORDED_FAILURE
+            return UNRECORDED_ATTEMPT
         if isinstance(final, ReplyBody):
             final.data, final.data_ref = await self._claims.pack(final.data)
         await self._nc.publish(req.reply_to, _encode(final))
