@@ -2,7 +2,7 @@
 request/reply cannot confirm it (billing down or slow, PostgreSQL down).
 
 File storage, work-queue retention (a message is gone once billing acked it after its commit), and
-de-duplication on ``Nats-Msg-Id`` = the request's identity (``envelopes.identity``: its uid, never
+de-duplication on ``Nats-Msg-Id`` = the request's identity (``UsageRecord.uid``, never
 the client-chosen request id alone), so the router and billing publishing the same record, or one of
 them retrying, leaves one message, and two requests sharing a request id leave two. A ``PubAck``
 means the server stored it. Billing drains the stream into PostgreSQL (``INSERT … ON CONFLICT DO

@@ -180,7 +180,7 @@ class Drain:
             if problem is not None:
                 log.error(
                     "outbox record %s (request %s) invalid, dropped: %s",
-                    envelopes.identity(record.uid, record.request_id),
+                    record.uid,
                     record.request_id,
                     problem,
                 )

@@ -146,7 +146,7 @@ class FetchService:
                 msg, envelopes.FetchResult(request_id="", ok=False, error=UNREADABLE)
             )
             return
-        request = envelopes.identity(req.uid, req.request_id)
+        request = req.uid
         if self._was_cancelled(request):
             m.record("cancelled", 0.0)
             await self._respond(msg, _failed(req, CANCELLED))
@@ -268,7 +268,7 @@ class FetchService:
             cancel = envelopes.decode_cancel(msg.data)
         except (msgspec.DecodeError, msgspec.ValidationError):
             return
-        request = envelopes.identity(cancel.uid, cancel.request_id)
+        request = cancel.uid
         if not self._cancel_request(request, "cancelled"):
             self._remember_cancel(request)
         self._pump()

@@ -1,8 +1,8 @@
 """NATS callbacks: decode, hand the request to the router in its own task, track it for cancel.
 
 A subscription's callback runs messages one at a time, so ``on_route`` only decodes and spawns.
-Tasks are kept by the request's identity (``envelopes.identity``: its gateway-made ``uid``, the
-client-chosen ``request_id`` only from producers that send no uid), never by the request id
+Tasks are kept by the request's identity (its gateway-made ``uid``; decoding puts the
+client-chosen ``request_id`` there for producers that send no uid), never by the request id
 alone: a client may reuse its ``x-request-id`` and two tenants may pick the same one, and a
 cancel (broadcast to every replica) must only ever stop the one request it is about.
 
@@ -61,7 +61,7 @@ class Handlers:
         except _BAD_MESSAGE as exc:
             log.warning("undecodable route request dropped", extra={"fields": {"err": str(exc)}})
             return
-        key = envelopes.identity(req.uid, req.request_id)
+        key = req.uid
         self._expire_cancels()
         if self._cancelled.pop(key, None) is not None:
             return  # the client is already gone
@@ -77,7 +77,7 @@ class Handlers:
             cancel = envelopes.decode_cancel(msg.data)
         except _BAD_MESSAGE:
             return
-        key = envelopes.identity(cancel.uid, cancel.request_id)
+        key = cancel.uid
         task = self.tasks.get(key)
         if task is not None:
             # The reason travels in the CancelledError: "gateway" is recorded as failed.

@@ -94,7 +94,7 @@ class Translator:
 
     async def on_cancel(self, msg: Msg) -> None:
         cancel = envelopes.decode_cancel(msg.data)
-        self.chat.cancel(envelopes.identity(cancel.uid, cancel.request_id))
+        self.chat.cancel(cancel.uid)
 
     async def check(self) -> str | None:
         return None if self.nc.is_connected else "NATS is not connected"

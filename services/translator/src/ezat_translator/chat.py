@@ -138,7 +138,6 @@ class ChatPath:
             await self._restore_thinking(req.key_id, ct)
         token = str(next(self.seq))
         created = int(time.time())
-        uid = envelopes.identity(req.uid, req.request_id)
         inline, ref = await self.claims.pack(_encode_json(ct.body))
         stream = (
             ChatStream(
@@ -164,10 +163,10 @@ class ChatPath:
         )
         # Registered only once nothing can fail before the publish: no state is left behind.
         state = ChatState(
-            req.request_id, uid, req.key_id, req.reply_to, ct.response_model, created, stream
+            req.request_id, req.uid, req.key_id, req.reply_to, ct.response_model, created, stream
         )
         self.states[token] = state
-        self.by_request[uid] = token
+        self.by_request[req.uid] = token
         try:
             await self._publish_route(token, state, route)
         except BaseException:
