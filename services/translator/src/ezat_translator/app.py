@@ -9,7 +9,6 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Coroutine
 from typing import Any
 
 from ezat_common import bus, envelopes, lifecycle, logs, metrics
@@ -19,6 +18,7 @@ from ezat_common.errors import GatewayError
 from ezat_common.liveness import OWNER_TIMEOUT, Heartbeats
 from ezat_common.periodic import Periodic
 from ezat_common.subjects import QUEUE_TRANSLATOR, from_env
+from ezat_common.tasks import TaskSet
 from nats.aio.msg import Msg
 
 from . import metrics as m
@@ -53,7 +53,7 @@ class Translator:
             self.no_router_prefix,
             self.beats,
         )
-        self.tasks: set[asyncio.Task[None]] = set()
+        self.tasks = TaskSet()
         self._sub: Any = None
 
     async def start(self) -> None:
@@ -82,15 +82,10 @@ class Translator:
         left = await lifecycle.wait_idle(busy, drain_timeout)
         lifecycle.drain_log("translator", left, started)
         await self._watcher.stop()
-        for task in [*self.tasks, *self.chat.tasks]:
-            task.cancel()
+        self.tasks.cancel()
+        self.chat.tasks.cancel()
         await self.chat.end_all(lifecycle.RESTARTING)
         await self.beats.stop()
-
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.create_task(coro)
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
 
     async def on_cancel(self, msg: Msg) -> None:
         cancel = envelopes.decode_cancel(msg.data)
@@ -104,7 +99,7 @@ class Translator:
         if req.body_ref is not None or req.api == "chat":
             # Object-store reads, image downloads and Redis look-ups must not hold up the
             # subscription, which runs its callbacks one at a time.
-            self._spawn(self.handle(req))
+            self.tasks.spawn(self.handle(req))
         else:
             await self.handle(req)
 
@@ -119,7 +114,7 @@ class Translator:
             translated = self.translate(req, body)
             if translated.image_urls:
                 # Downloads must not hold up the subscription (see on_request).
-                self._spawn(self.route_with_images(req, translated))
+                self.tasks.spawn(self.route_with_images(req, translated))
                 return
             await self.route(req, translated, translated.body)
         except BaseException as exc:

@@ -23,7 +23,6 @@ the turn that needs it after that event), and a body that comes or goes as a cla
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import itertools
 import logging
@@ -46,6 +45,7 @@ from ezat_common.envelopes import (
 )
 from ezat_common.liveness import OWNER_TIMEOUT, Heartbeats
 from ezat_common.subjects import Subjects
+from ezat_common.tasks import TaskSet
 from nats.aio.msg import Msg
 
 from .core.anthropic_to_openai import ThinkingKept, to_chat_completion
@@ -109,7 +109,7 @@ class ChatPath:
         self.states: dict[str, ChatState] = {}
         # uid (gateway-internal request identity) -> token
         self.by_request: dict[str, str] = {}
-        self.tasks: set[asyncio.Task[None]] = set()
+        self.tasks = TaskSet()
 
     async def start(self) -> None:
         await self.nc.subscribe(self.prefix + ".*", cb=self.on_reply)
@@ -325,9 +325,7 @@ class ChatPath:
         await self.nc.publish(state.edge_reply_to, envelopes.encode(end))
 
     def _spawn(self, state: ChatState, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.create_task(self._guarded(state, coro))
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
+        self.tasks.spawn(self._guarded(state, coro))
 
     async def _guarded(self, state: ChatState, coro: Coroutine[Any, Any, None]) -> None:
         rid = logs.request_id.set(state.request_id)
