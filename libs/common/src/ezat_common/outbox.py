@@ -35,6 +35,7 @@ from nats.js.api import DiscardPolicy, Header, RetentionPolicy, StorageType, Str
 
 from . import envelopes, nats_env
 from .subjects import Subjects
+from .undecodable import undecodable
 
 log = logging.getLogger("ezat.outbox")
 
@@ -63,7 +64,8 @@ def acknowledged(msg: Msg, stream: str) -> bool:
         return False
     try:
         ack = _decode_pub_ack(msg.data)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except msgspec.DecodeError as exc:
+        undecodable("pub_ack", msg.subject, exc)
         return False
     return ack.error is None and ack.stream == stream and ack.seq > 0
 
@@ -75,10 +77,14 @@ async def store_directly(nc: Client, subject: str, data: bytes, timeout: float) 
         return "no time left"
     try:
         msg = await nc.request(subject, data, timeout=timeout)
-        ack = envelopes.decode_usage_ack(msg.data)
     except nats.errors.NoRespondersError:
         return "no billing replica answers"
-    except (nats.errors.Error, TimeoutError, msgspec.DecodeError, msgspec.ValidationError) as exc:
+    except (nats.errors.Error, TimeoutError) as exc:
+        return type(exc).__name__
+    try:
+        ack = envelopes.decode_usage_ack(msg.data)
+    except msgspec.DecodeError as exc:
+        undecodable("usage_ack", msg.subject, exc)
         return type(exc).__name__
     return None if ack.ok else f"refused: {ack.error}"
 

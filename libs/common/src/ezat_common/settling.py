@@ -39,6 +39,7 @@ from .settlement import (
 )
 from .subjects import Subjects
 from .tasks import TaskSet
+from .undecodable import undecodable
 
 log = logging.getLogger("ezat.settling")
 
@@ -215,7 +216,8 @@ class Holder:
                 continue
             try:
                 reply = envelopes.decode_reply(msg.data)
-            except (msgspec.DecodeError, msgspec.ValidationError):
+            except msgspec.DecodeError as exc:
+                undecodable("reply", msg.subject, exc)
                 continue
             if isinstance(reply, ReplyEnd | ReplyBody) and reply.usage:
                 held.usage = reply.usage

@@ -23,13 +23,13 @@ from collections.abc import Callable
 import msgspec
 from ezat_common import envelopes
 from ezat_common.liveness import Heartbeats
+from ezat_common.undecodable import undecodable
 from nats.aio.msg import Msg
 
 from .routing import Router
 
 log = logging.getLogger("ezat.router")
 
-_BAD_MESSAGE = (msgspec.DecodeError, msgspec.ValidationError)
 # Cancels for requests this replica does not (yet) run; bounded, oldest forgotten first, and
 # forgotten anyway after CANCEL_MEMORY_SECONDS.
 REMEMBERED_CANCELS = 4096
@@ -58,8 +58,8 @@ class Handlers:
     async def on_route(self, msg: Msg) -> None:
         try:
             req = envelopes.decode_route_request(msg.data)
-        except _BAD_MESSAGE as exc:
-            log.warning("undecodable route request dropped", extra={"fields": {"err": str(exc)}})
+        except msgspec.DecodeError as exc:
+            undecodable("route_request", msg.subject, exc)
             return
         key = req.uid
         self._expire_cancels()
@@ -75,7 +75,8 @@ class Handlers:
     async def on_cancel(self, msg: Msg) -> None:
         try:
             cancel = envelopes.decode_cancel(msg.data)
-        except _BAD_MESSAGE:
+        except msgspec.DecodeError as exc:
+            undecodable("cancel", msg.subject, exc)
             return
         key = cancel.uid
         task = self.tasks.get(key)

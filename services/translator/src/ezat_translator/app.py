@@ -11,6 +11,7 @@ import time
 import uuid
 from typing import Any
 
+import msgspec
 from ezat_common import bus, envelopes, lifecycle, logs, metrics
 from ezat_common.catalogue import Catalogue
 from ezat_common.config import load_config
@@ -19,6 +20,7 @@ from ezat_common.liveness import OWNER_TIMEOUT, Heartbeats
 from ezat_common.periodic import Periodic
 from ezat_common.subjects import QUEUE_TRANSLATOR, from_env
 from ezat_common.tasks import TaskSet
+from ezat_common.undecodable import undecodable
 from nats.aio.msg import Msg
 
 from . import metrics as m
@@ -88,14 +90,23 @@ class Translator:
         await self.beats.stop()
 
     async def on_cancel(self, msg: Msg) -> None:
-        cancel = envelopes.decode_cancel(msg.data)
+        try:
+            cancel = envelopes.decode_cancel(msg.data)
+        except msgspec.DecodeError as exc:
+            undecodable("cancel", msg.subject, exc)
+            return
         self.chat.cancel(cancel.uid)
 
     async def check(self) -> str | None:
         return None if self.nc.is_connected else "NATS is not connected"
 
     async def on_request(self, msg: Msg) -> None:
-        req = envelopes.decode_client_request(msg.data)
+        try:
+            req = envelopes.decode_client_request(msg.data)
+        except msgspec.DecodeError as exc:
+            # Where to answer is inside the message: the edge's first-reply timeout answers.
+            undecodable("client_request", msg.subject, exc)
+            return
         if req.body_ref is not None or req.api == "chat":
             # Object-store reads, image downloads and Redis look-ups must not hold up the
             # subscription, which runs its callbacks one at a time.

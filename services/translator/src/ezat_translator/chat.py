@@ -46,6 +46,7 @@ from ezat_common.envelopes import (
 from ezat_common.liveness import OWNER_TIMEOUT, Heartbeats
 from ezat_common.subjects import Subjects
 from ezat_common.tasks import TaskSet
+from ezat_common.undecodable import undecodable
 from nats.aio.msg import Msg
 
 from .core.anthropic_to_openai import ThinkingKept, to_chat_completion
@@ -222,7 +223,12 @@ class ChatPath:
         state.heard = time.monotonic()
         rid = logs.request_id.set(state.request_id)
         try:
-            reply = envelopes.decode_reply(msg.data)
+            try:
+                reply = envelopes.decode_reply(msg.data)
+            except msgspec.DecodeError as exc:
+                undecodable("reply", msg.subject, exc)
+                await self._abandon(token, state)
+                return
             if type(reply) is Heartbeat:
                 return
             state.route = None  # the router answered: the request is its own now
@@ -231,10 +237,13 @@ class ChatPath:
                 await self.nc.publish(state.edge_reply_to, envelopes.encode(out))
         except Exception:
             log.exception("reply conversion failed")
-            self._forget(token)
-            await self._fail(state)
+            await self._abandon(token, state)
         finally:
             logs.request_id.reset(rid)
+
+    async def _abandon(self, token: str, state: ChatState) -> None:
+        self._forget(token)
+        await self._fail(state)
 
     async def _fail(self, state: ChatState) -> None:
         err = ReplyError(status=500, type="api_error", message="internal error; retry")
