@@ -18,6 +18,7 @@ from ezat_router.handlers import CANCEL_MEMORY_SECONDS, Handlers
 from ezat_router.routing import Router
 from nats.aio.client import Client
 from nats.aio.msg import Msg
+from prometheus_client import REGISTRY
 
 # ---- handlers: identity of a request is its uid -------------------------------------------------
 
@@ -72,6 +73,24 @@ async def settle() -> None:
         await asyncio.sleep(0)
 
 
+@pytest.mark.parametrize(
+    ("kind", "handler"), [("route_request", "on_route"), ("cancel", "on_cancel")]
+)
+async def test_an_undecodable_message_is_counted_and_dropped(kind: str, handler: str) -> None:
+    handlers, router = handlers_with([0.0])
+    before = undecodable_count(kind)
+    junk = Msg(_client=cast(Client, None), subject="ezat.test", data=b"\x93not msgpack")
+    await getattr(handlers, handler)(junk)
+    await settle()
+    assert undecodable_count(kind) == before + 1
+    assert not handlers.tasks and not router.started
+
+
+def undecodable_count(message: str) -> float:
+    labels = {"message": message}
+    return REGISTRY.get_sample_value("ezat_undecodable_messages_total", labels) or 0.0
+
+
 async def test_cancel_of_one_uid_leaves_another_request_with_the_same_request_id() -> None:
     handlers, router = handlers_with([0.0])
     await handlers.on_route(route("shared-id", "uid-x"))  # tenant A
@@ -105,10 +124,10 @@ async def test_remembered_cancels_expire() -> None:
     clock[0] += CANCEL_MEMORY_SECONDS + 1
     await handlers.on_route(route("legacy-id", ""))  # much later: a new request, not dropped
     await settle()
-    assert router.started == [""]
+    assert router.started == ["legacy-id"]  # decoding gave it the request id as its uid
     await handlers.on_cancel(cancel("legacy-id"))
     await settle()
-    assert router.cancelled == [""]
+    assert router.cancelled == ["legacy-id"]
 
 
 async def test_a_remembered_cancel_within_its_time_drops_the_request() -> None:

@@ -14,7 +14,7 @@ or ``ReplyError``.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Protocol
 
 import msgspec
 from msgspec import Struct
@@ -22,7 +22,26 @@ from msgspec import Struct
 Api = Literal["messages", "count_tokens", "chat"]
 
 
-class ClientRequest(Struct, kw_only=True, tag_field="t", tag="client_request"):
+class _AboutARequest(Protocol):
+    uid: str
+    request_id: str
+
+
+class _Identified:
+    """A message about one request, whose ``uid`` is that request's identity inside the gateway.
+
+    Older producers sent no uid: the request id stands in for it, resolved here when the message
+    is made or decoded (msgspec runs ``__post_init__`` on both), so a reader only reads ``uid``.
+    """
+
+    __slots__ = ()
+
+    def __post_init__(self: _AboutARequest) -> None:
+        if not self.uid:
+            self.uid = self.request_id
+
+
+class ClientRequest(Struct, _Identified, kw_only=True, tag_field="t", tag="client_request"):
     """edge -> translator: an authenticated client request, body untouched."""
 
     request_id: str
@@ -42,7 +61,7 @@ class ClientRequest(Struct, kw_only=True, tag_field="t", tag="client_request"):
     beta: str | None = None
 
 
-class RouteRequest(Struct, kw_only=True, tag_field="t", tag="route_request"):
+class RouteRequest(Struct, _Identified, kw_only=True, tag_field="t", tag="route_request"):
     """translator -> router: an Anthropic Messages body to run on one deployment of ``model``.
 
     ``body`` is the request JSON *without* its ``model`` field: the router splices in the
@@ -200,12 +219,7 @@ NO_ROUTER = ReplyError(
 Reply = ReplyHead | ReplyChunk | ReplyEnd | ReplyBody | ReplyError | Heartbeat
 
 
-def identity(uid: str, request_id: str) -> str:
-    """The key of a request inside the gateway: its uid (older producers sent none)."""
-    return uid or request_id
-
-
-class CancelRequest(Struct, kw_only=True, tag_field="t", tag="cancel"):
+class CancelRequest(Struct, _Identified, kw_only=True, tag_field="t", tag="cancel"):
     """edge -> routers and translators: stop this request.
 
     ``reason`` "client": the client disconnected (what was consumed is billed, estimated);
@@ -221,7 +235,7 @@ class CancelRequest(Struct, kw_only=True, tag_field="t", tag="cancel"):
 UsageStatus = Literal["complete", "client_closed", "failed"]
 
 
-class UsageRecord(Struct, kw_only=True, tag_field="t", tag="usage"):
+class UsageRecord(Struct, _Identified, kw_only=True, tag_field="t", tag="usage"):
     """router -> billing: what one request consumed. Billing prices it and stores it once."""
 
     request_id: str
@@ -309,7 +323,7 @@ class HealthReply(Struct, kw_only=True, tag_field="t", tag="health"):
     detail: str = ""
 
 
-class FetchRequest(Struct, kw_only=True, tag_field="t", tag="fetch_request"):
+class FetchRequest(Struct, _Identified, kw_only=True, tag_field="t", tag="fetch_request"):
     """translator -> fetcher: download one untrusted http(s) URL of a content part.
 
     ``part`` is the JSON path of the part (``messages[0].content[2].image_url.url``), for logs;

@@ -1,4 +1,5 @@
-"""Prometheus helpers shared by the services: the metrics HTTP endpoint and common buckets.
+"""Prometheus helpers shared by the services: the metrics HTTP endpoint, common buckets, and the
+instruments of rules that live in ``ezat_common``.
 
 Each service declares its own instruments once, in its own ``metrics.py``.
 """
@@ -8,11 +9,23 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest, start_http_server
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    Counter,
+    generate_latest,
+    start_http_server,
+)
 
 from .config import split_listen
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+UNDECODABLE = Counter(
+    "ezat_undecodable_messages_total",
+    "NATS messages that could not be decoded, by message kind (undecodable.py)",
+    ["message"],
+)
 
 
 def exposition() -> tuple[bytes, str]:

@@ -2,7 +2,7 @@
 request/reply cannot confirm it (billing down or slow, PostgreSQL down).
 
 File storage, work-queue retention (a message is gone once billing acked it after its commit), and
-de-duplication on ``Nats-Msg-Id`` = the request's identity (``envelopes.identity``: its uid, never
+de-duplication on ``Nats-Msg-Id`` = the request's identity (``UsageRecord.uid``, never
 the client-chosen request id alone), so the router and billing publishing the same record, or one of
 them retrying, leaves one message, and two requests sharing a request id leave two. A ``PubAck``
 means the server stored it. Billing drains the stream into PostgreSQL (``INSERT … ON CONFLICT DO
@@ -35,6 +35,7 @@ from nats.js.api import DiscardPolicy, Header, RetentionPolicy, StorageType, Str
 
 from . import envelopes, nats_env
 from .subjects import Subjects
+from .undecodable import undecodable
 
 log = logging.getLogger("ezat.outbox")
 
@@ -63,7 +64,8 @@ def acknowledged(msg: Msg, stream: str) -> bool:
         return False
     try:
         ack = _decode_pub_ack(msg.data)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except msgspec.DecodeError as exc:
+        undecodable("pub_ack", msg.subject, exc)
         return False
     return ack.error is None and ack.stream == stream and ack.seq > 0
 
@@ -75,10 +77,14 @@ async def store_directly(nc: Client, subject: str, data: bytes, timeout: float) 
         return "no time left"
     try:
         msg = await nc.request(subject, data, timeout=timeout)
-        ack = envelopes.decode_usage_ack(msg.data)
     except nats.errors.NoRespondersError:
         return "no billing replica answers"
-    except (nats.errors.Error, TimeoutError, msgspec.DecodeError, msgspec.ValidationError) as exc:
+    except (nats.errors.Error, TimeoutError) as exc:
+        return type(exc).__name__
+    try:
+        ack = envelopes.decode_usage_ack(msg.data)
+    except msgspec.DecodeError as exc:
+        undecodable("usage_ack", msg.subject, exc)
         return type(exc).__name__
     return None if ack.ok else f"refused: {ack.error}"
 

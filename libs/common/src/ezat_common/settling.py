@@ -38,6 +38,8 @@ from .settlement import (
     Withhold,
 )
 from .subjects import Subjects
+from .tasks import TaskSet
+from .undecodable import undecodable
 
 log = logging.getLogger("ezat.settling")
 
@@ -154,7 +156,7 @@ class Holder:
         self._stream = subjects.outbox_stream
         self._settler = Settler(nc, subjects, on_ask)
         # Settlements whose request has gone (kept until they finish).
-        self.confirming: set[asyncio.Future[bool]] = set()
+        self.confirming = TaskSet()
 
     def verdict(self, ack: Msg) -> bool:
         return outbox.acknowledged(ack, self._stream)
@@ -191,8 +193,7 @@ class Holder:
 
     async def settle(self, timeout: float = DURABLE_DEADLINE) -> None:
         """At shutdown, before NATS goes: let the background settlements finish."""
-        if self.confirming:
-            await asyncio.wait(set(self.confirming), timeout=timeout)
+        await self.confirming.wait(timeout)
 
     def _hand_off(self, queue: asyncio.Queue[Msg], held: Held) -> bool:
         s = held.settlement
@@ -200,14 +201,8 @@ class Holder:
             return s.handed_off
         loop = asyncio.get_running_loop()
         acks = _QueueAcks(self, queue)
-        task = asyncio.ensure_future(self._settler.run(s, s.resume(loop.time()), held.usage, acks))
-        self.confirming.add(task)
-
-        def done(t: asyncio.Future[bool]) -> None:
-            self.confirming.discard(t)
-            self.inbox.close(held.token)
-
-        task.add_done_callback(done)
+        task = self.confirming.spawn(self._settler.run(s, s.resume(loop.time()), held.usage, acks))
+        task.add_done_callback(lambda _: self.inbox.close(held.token))
         return True
 
     def _rescue(self, queue: asyncio.Queue[Msg], held: Held) -> None:
@@ -221,7 +216,8 @@ class Holder:
                 continue
             try:
                 reply = envelopes.decode_reply(msg.data)
-            except (msgspec.DecodeError, msgspec.ValidationError):
+            except msgspec.DecodeError as exc:
+                undecodable("reply", msg.subject, exc)
                 continue
             if isinstance(reply, ReplyEnd | ReplyBody) and reply.usage:
                 held.usage = reply.usage

@@ -17,6 +17,7 @@ from ezat_common import subjects as subjects_mod
 from ezat_common.outbox import Outbox, drained_before
 from ezat_common.periodic import Periodic
 from ezat_common.runtime import run_service
+from ezat_common.tasks import TaskSet
 from nats.aio.msg import Msg
 
 from . import config, settle, store
@@ -29,33 +30,23 @@ log = logging.getLogger("ezat.billing")
 STOP_TIMEOUT = 10.0
 
 
-class TaskSet:
+def spawning(
+    tasks: TaskSet, handler: Callable[[Msg], Awaitable[None]]
+) -> Callable[[Msg], Awaitable[None]]:
     """One task per message: nats-py runs a subscription's callbacks one after another, and a
     record waiting for its group commit must not hold back the records behind it."""
 
-    def __init__(self) -> None:
-        self._tasks: set[asyncio.Task[None]] = set()
+    async def on_msg(msg: Msg) -> None:
+        tasks.spawn(_guarded(handler, msg))
 
-    def spawner(
-        self, handler: Callable[[Msg], Awaitable[None]]
-    ) -> Callable[[Msg], Awaitable[None]]:
-        async def on_msg(msg: Msg) -> None:
-            task = asyncio.create_task(self._guarded(handler, msg))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+    return on_msg
 
-        return on_msg
 
-    @staticmethod
-    async def _guarded(handler: Callable[[Msg], Awaitable[None]], msg: Msg) -> None:
-        try:
-            await handler(msg)
-        except Exception:
-            log.exception("handler failed on %s", msg.subject)
-
-    async def wait(self, timeout: float) -> None:
-        if self._tasks:
-            await asyncio.wait(set(self._tasks), timeout=timeout)
+async def _guarded(handler: Callable[[Msg], Awaitable[None]], msg: Msg) -> None:
+    try:
+        await handler(msg)
+    except Exception:
+        log.exception("handler failed on %s", msg.subject)
 
 
 def database_check(pool: asyncpg.Pool, batcher: Batcher) -> Callable[[], Awaitable[str | None]]:
@@ -119,12 +110,12 @@ async def serve(stop: asyncio.Event, settings: config.Settings | None = None) ->
         await nc.subscribe(
             subjects.usage_record,
             queue=subjects_mod.QUEUE_BILLING,
-            cb=tasks.spawner(handlers.on_usage_record),
+            cb=spawning(tasks, handlers.on_usage_record),
         ),
         await nc.subscribe(
             subjects.usage_query,
             queue=subjects_mod.QUEUE_BILLING,
-            cb=tasks.spawner(handlers.on_usage_query),
+            cb=spawning(tasks, handlers.on_usage_query),
         ),
     ]
     await bus.serve_health(nc, subjects, "billing", check)

@@ -25,6 +25,7 @@ from ezat_common import envelopes, outbox
 from ezat_common.envelopes import Delivered, UsageRecord
 from ezat_common.outbox import Outbox
 from ezat_common.subjects import Subjects
+from ezat_common.undecodable import undecodable
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
@@ -169,8 +170,8 @@ class Drain:
             try:
                 record = envelopes.decode_outbox(msg.data)
             except msgspec.DecodeError as exc:
-                log.error("outbox message unreadable, dropped: %s", exc)
-                await msg.term()
+                undecodable("outbox", msg.subject, exc)
+                await msg.term()  # redelivered, it would be as unreadable
                 continue
             if isinstance(record, Delivered):
                 delivered += record.uids
@@ -180,7 +181,7 @@ class Drain:
             if problem is not None:
                 log.error(
                     "outbox record %s (request %s) invalid, dropped: %s",
-                    envelopes.identity(record.uid, record.request_id),
+                    record.uid,
                     record.request_id,
                     problem,
                 )

@@ -24,6 +24,7 @@ from ezat_common import envelopes, logs
 from ezat_common.catalogue import Prices
 from ezat_common.envelopes import UsageAck, UsageError, UsageRecord
 from ezat_common.outbox import Outbox
+from ezat_common.undecodable import undecodable
 from nats.aio.msg import Msg
 
 from . import metrics, store
@@ -56,18 +57,19 @@ class Handlers:
         self.barrier = barrier
 
     async def on_usage_record(self, msg: Msg) -> None:
-        ack = await self.ack_for(msg.data)
+        ack = await self.ack_for(msg.data, msg.subject)
         if ack is None:  # outcome unknown: no answer rather than a wrong one
             return
         if msg.reply:  # a record published without a reply subject is stored all the same
             await msg.respond(envelopes.encode(ack))
 
-    async def ack_for(self, data: bytes) -> UsageAck | None:
-        """Store the encoded record and say whether (and at what cost) it is durable; None when
-        that cannot be known (then nothing must be answered)."""
+    async def ack_for(self, data: bytes, subject: str = "") -> UsageAck | None:
+        """Store the encoded record (received on ``subject``) and say whether (and at what cost)
+        it is durable; None when that cannot be known (then nothing must be answered)."""
         try:
             record = envelopes.decode_usage_record(data)
         except msgspec.DecodeError as exc:
+            undecodable("usage_record", subject, exc)
             metrics.ACK_FAILURES.labels("invalid").inc()
             return UsageAck(request_id="", ok=False, error=f"invalid usage record: {exc}")
         logs.request_id.set(record.request_id)

@@ -28,6 +28,7 @@ import msgspec
 from ezat_common import bus, envelopes, lifecycle, logs
 from ezat_common.liveness import Heartbeats
 from ezat_common.subjects import QUEUE_FETCHER, Subjects
+from ezat_common.undecodable import undecodable
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
@@ -140,13 +141,13 @@ class FetchService:
             return  # request/reply only: with nobody to answer, a download is wasted
         try:
             req = envelopes.decode_fetch_request(msg.data)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            log.warning("unreadable fetch request: %s", exc)
+        except msgspec.DecodeError as exc:
+            undecodable("fetch_request", msg.subject, exc)
             await self._respond(
                 msg, envelopes.FetchResult(request_id="", ok=False, error=UNREADABLE)
             )
             return
-        request = envelopes.identity(req.uid, req.request_id)
+        request = req.uid
         if self._was_cancelled(request):
             m.record("cancelled", 0.0)
             await self._respond(msg, _failed(req, CANCELLED))
@@ -266,9 +267,10 @@ class FetchService:
     async def on_cancel(self, msg: Msg) -> None:
         try:
             cancel = envelopes.decode_cancel(msg.data)
-        except (msgspec.DecodeError, msgspec.ValidationError):
+        except msgspec.DecodeError as exc:
+            undecodable("cancel", msg.subject, exc)
             return
-        request = envelopes.identity(cancel.uid, cancel.request_id)
+        request = cancel.uid
         if not self._cancel_request(request, "cancelled"):
             self._remember_cancel(request)
         self._pump()

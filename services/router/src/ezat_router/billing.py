@@ -72,19 +72,18 @@ class Billing:
     async def record(self, rec: UsageRecord) -> bool:
         """True once the record is durable (the outbox or PostgreSQL); False on any failure."""
         data = envelopes.encode(rec)
-        uid = envelopes.identity(rec.uid, rec.request_id)
         s = Settlement(self._outbox_timeout, self._deadline)
         decision = s.final(asyncio.get_running_loop().time())
-        acks = PutAck(self._outbox, uid, data)
-        return await self._settler.run(s, decision, data, acks, {"status": rec.status, "uid": uid})
+        acks = PutAck(self._outbox, rec.uid, data)
+        fields = {"status": rec.status, "uid": rec.uid}
+        return await self._settler.run(s, decision, data, acks, fields)
 
     async def publish_held(self, rec: UsageRecord, ack_to: str) -> bytes | None:
         """Send the record to the outbox with its PubAck addressed to ``ack_to`` (the process that
         holds the final reply) without waiting; the encoded record, or None if it could not be
         sent (then the caller falls back to ``record``)."""
         data = envelopes.encode(rec)
-        uid = envelopes.identity(rec.uid, rec.request_id)
-        if await self._outbox.publish(uid, data, ack_to, timeout=self._outbox_timeout):
+        if await self._outbox.publish(rec.uid, data, ack_to, timeout=self._outbox_timeout):
             return data
         return None
 
@@ -113,7 +112,7 @@ class Billing:
                     log.info(
                         "usage made durable after %d attempts",
                         attempts,
-                        extra={"fields": {"uid": envelopes.identity(rec.uid, rec.request_id)}},
+                        extra={"fields": {"uid": rec.uid}},
                     )
                 return True
             if self._stopping:
@@ -170,7 +169,7 @@ def _wake(fut: asyncio.Future[None]) -> None:
 
 def _lost_fields(rec: UsageRecord) -> dict[str, object]:
     return {
-        "uid": envelopes.identity(rec.uid, rec.request_id),
+        "uid": rec.uid,
         "request_id": rec.request_id,
         "key_id": rec.key_id,
         "status": rec.status,

@@ -1,8 +1,8 @@
 """NATS callbacks: decode, hand the request to the router in its own task, track it for cancel.
 
 A subscription's callback runs messages one at a time, so ``on_route`` only decodes and spawns.
-Tasks are kept by the request's identity (``envelopes.identity``: its gateway-made ``uid``, the
-client-chosen ``request_id`` only from producers that send no uid), never by the request id
+Tasks are kept by the request's identity (its gateway-made ``uid``; decoding puts the
+client-chosen ``request_id`` there for producers that send no uid), never by the request id
 alone: a client may reuse its ``x-request-id`` and two tenants may pick the same one, and a
 cancel (broadcast to every replica) must only ever stop the one request it is about.
 
@@ -23,13 +23,13 @@ from collections.abc import Callable
 import msgspec
 from ezat_common import envelopes
 from ezat_common.liveness import Heartbeats
+from ezat_common.undecodable import undecodable
 from nats.aio.msg import Msg
 
 from .routing import Router
 
 log = logging.getLogger("ezat.router")
 
-_BAD_MESSAGE = (msgspec.DecodeError, msgspec.ValidationError)
 # Cancels for requests this replica does not (yet) run; bounded, oldest forgotten first, and
 # forgotten anyway after CANCEL_MEMORY_SECONDS.
 REMEMBERED_CANCELS = 4096
@@ -58,10 +58,10 @@ class Handlers:
     async def on_route(self, msg: Msg) -> None:
         try:
             req = envelopes.decode_route_request(msg.data)
-        except _BAD_MESSAGE as exc:
-            log.warning("undecodable route request dropped", extra={"fields": {"err": str(exc)}})
+        except msgspec.DecodeError as exc:
+            undecodable("route_request", msg.subject, exc)
             return
-        key = envelopes.identity(req.uid, req.request_id)
+        key = req.uid
         self._expire_cancels()
         if self._cancelled.pop(key, None) is not None:
             return  # the client is already gone
@@ -75,9 +75,10 @@ class Handlers:
     async def on_cancel(self, msg: Msg) -> None:
         try:
             cancel = envelopes.decode_cancel(msg.data)
-        except _BAD_MESSAGE:
+        except msgspec.DecodeError as exc:
+            undecodable("cancel", msg.subject, exc)
             return
-        key = envelopes.identity(cancel.uid, cancel.request_id)
+        key = cancel.uid
         task = self.tasks.get(key)
         if task is not None:
             # The reason travels in the CancelledError: "gateway" is recorded as failed.

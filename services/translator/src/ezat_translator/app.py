@@ -9,9 +9,9 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Coroutine
 from typing import Any
 
+import msgspec
 from ezat_common import bus, envelopes, lifecycle, logs, metrics
 from ezat_common.catalogue import Catalogue
 from ezat_common.config import load_config
@@ -19,6 +19,8 @@ from ezat_common.errors import GatewayError
 from ezat_common.liveness import OWNER_TIMEOUT, Heartbeats
 from ezat_common.periodic import Periodic
 from ezat_common.subjects import QUEUE_TRANSLATOR, from_env
+from ezat_common.tasks import TaskSet
+from ezat_common.undecodable import undecodable
 from nats.aio.msg import Msg
 
 from . import metrics as m
@@ -53,7 +55,7 @@ class Translator:
             self.no_router_prefix,
             self.beats,
         )
-        self.tasks: set[asyncio.Task[None]] = set()
+        self.tasks = TaskSet()
         self._sub: Any = None
 
     async def start(self) -> None:
@@ -82,29 +84,33 @@ class Translator:
         left = await lifecycle.wait_idle(busy, drain_timeout)
         lifecycle.drain_log("translator", left, started)
         await self._watcher.stop()
-        for task in [*self.tasks, *self.chat.tasks]:
-            task.cancel()
+        self.tasks.cancel()
+        self.chat.tasks.cancel()
         await self.chat.end_all(lifecycle.RESTARTING)
         await self.beats.stop()
 
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.create_task(coro)
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
-
     async def on_cancel(self, msg: Msg) -> None:
-        cancel = envelopes.decode_cancel(msg.data)
-        self.chat.cancel(envelopes.identity(cancel.uid, cancel.request_id))
+        try:
+            cancel = envelopes.decode_cancel(msg.data)
+        except msgspec.DecodeError as exc:
+            undecodable("cancel", msg.subject, exc)
+            return
+        self.chat.cancel(cancel.uid)
 
     async def check(self) -> str | None:
         return None if self.nc.is_connected else "NATS is not connected"
 
     async def on_request(self, msg: Msg) -> None:
-        req = envelopes.decode_client_request(msg.data)
+        try:
+            req = envelopes.decode_client_request(msg.data)
+        except msgspec.DecodeError as exc:
+            # Where to answer is inside the message: the edge's first-reply timeout answers.
+            undecodable("client_request", msg.subject, exc)
+            return
         if req.body_ref is not None or req.api == "chat":
             # Object-store reads, image downloads and Redis look-ups must not hold up the
             # subscription, which runs its callbacks one at a time.
-            self._spawn(self.handle(req))
+            self.tasks.spawn(self.handle(req))
         else:
             await self.handle(req)
 
@@ -119,7 +125,7 @@ class Translator:
             translated = self.translate(req, body)
             if translated.image_urls:
                 # Downloads must not hold up the subscription (see on_request).
-                self._spawn(self.route_with_images(req, translated))
+                self.tasks.spawn(self.route_with_images(req, translated))
                 return
             await self.route(req, translated, translated.body)
         except BaseException as exc:

@@ -23,7 +23,6 @@ the turn that needs it after that event), and a body that comes or goes as a cla
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import itertools
 import logging
@@ -46,6 +45,8 @@ from ezat_common.envelopes import (
 )
 from ezat_common.liveness import OWNER_TIMEOUT, Heartbeats
 from ezat_common.subjects import Subjects
+from ezat_common.tasks import TaskSet
+from ezat_common.undecodable import undecodable
 from nats.aio.msg import Msg
 
 from .core.anthropic_to_openai import ThinkingKept, to_chat_completion
@@ -109,7 +110,7 @@ class ChatPath:
         self.states: dict[str, ChatState] = {}
         # uid (gateway-internal request identity) -> token
         self.by_request: dict[str, str] = {}
-        self.tasks: set[asyncio.Task[None]] = set()
+        self.tasks = TaskSet()
 
     async def start(self) -> None:
         await self.nc.subscribe(self.prefix + ".*", cb=self.on_reply)
@@ -138,7 +139,6 @@ class ChatPath:
             await self._restore_thinking(req.key_id, ct)
         token = str(next(self.seq))
         created = int(time.time())
-        uid = envelopes.identity(req.uid, req.request_id)
         inline, ref = await self.claims.pack(_encode_json(ct.body))
         stream = (
             ChatStream(
@@ -164,10 +164,10 @@ class ChatPath:
         )
         # Registered only once nothing can fail before the publish: no state is left behind.
         state = ChatState(
-            req.request_id, uid, req.key_id, req.reply_to, ct.response_model, created, stream
+            req.request_id, req.uid, req.key_id, req.reply_to, ct.response_model, created, stream
         )
         self.states[token] = state
-        self.by_request[uid] = token
+        self.by_request[req.uid] = token
         try:
             await self._publish_route(token, state, route)
         except BaseException:
@@ -223,7 +223,12 @@ class ChatPath:
         state.heard = time.monotonic()
         rid = logs.request_id.set(state.request_id)
         try:
-            reply = envelopes.decode_reply(msg.data)
+            try:
+                reply = envelopes.decode_reply(msg.data)
+            except msgspec.DecodeError as exc:
+                undecodable("reply", msg.subject, exc)
+                await self._abandon(token, state)
+                return
             if type(reply) is Heartbeat:
                 return
             state.route = None  # the router answered: the request is its own now
@@ -232,10 +237,13 @@ class ChatPath:
                 await self.nc.publish(state.edge_reply_to, envelopes.encode(out))
         except Exception:
             log.exception("reply conversion failed")
-            self._forget(token)
-            await self._fail(state)
+            await self._abandon(token, state)
         finally:
             logs.request_id.reset(rid)
+
+    async def _abandon(self, token: str, state: ChatState) -> None:
+        self._forget(token)
+        await self._fail(state)
 
     async def _fail(self, state: ChatState) -> None:
         err = ReplyError(status=500, type="api_error", message="internal error; retry")
@@ -326,9 +334,7 @@ class ChatPath:
         await self.nc.publish(state.edge_reply_to, envelopes.encode(end))
 
     def _spawn(self, state: ChatState, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.create_task(self._guarded(state, coro))
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
+        self.tasks.spawn(self._guarded(state, coro))
 
     async def _guarded(self, state: ChatState, coro: Coroutine[Any, Any, None]) -> None:
         rid = logs.request_id.set(state.request_id)

@@ -29,6 +29,7 @@ import msgspec
 from ezat_common import bus, envelopes, liveness
 from ezat_common.errors import GatewayError
 from ezat_common.subjects import Subjects
+from ezat_common.undecodable import undecodable
 from nats.aio.client import Client
 
 from .core.openai_messages import ImageUrlPart
@@ -172,7 +173,11 @@ async def _answer(
             raise _unavailable(part) from None
         if bus.is_no_responders(msg):
             raise _unavailable(part)
-        answer = _decode_answer(msg.data)
+        try:
+            answer = _decode_answer(msg.data)
+        except msgspec.DecodeError as exc:
+            undecodable("fetch_result", msg.subject, exc)
+            raise
         if isinstance(answer, envelopes.FetchResult):
             return answer
 

@@ -1,7 +1,8 @@
 """The ``usage_records`` row built from one priced usage record (columns of the migrations).
 
 ``uid`` is the row's primary key: the request's identity inside the gateway
-(``envelopes.identity``: the edge-made uid, or the request id from producers that send none).
+(the edge-made uid, or the request id from producers that send none, resolved when the record
+is decoded).
 ``request_id`` is the client-visible id, which a client may choose and reuse: it is shown, never
 used to tell requests apart.
 """
@@ -12,7 +13,7 @@ import datetime
 import math
 
 from ezat_common.catalogue import Prices
-from ezat_common.envelopes import UsageRecord, identity
+from ezat_common.envelopes import UsageRecord
 from msgspec import Struct
 
 from .pricing import prices_json
@@ -53,7 +54,7 @@ class UsageRow(Struct, frozen=True, kw_only=True):
 def to_row(record: UsageRecord, prices: Prices, cost: int) -> UsageRow:
     """The row for ``record`` billed ``cost`` micro-dollars at ``prices``."""
     return UsageRow(
-        uid=identity(record.uid, record.request_id),
+        uid=record.uid,
         request_id=record.request_id,
         key_id=record.key_id,
         model=record.model,
