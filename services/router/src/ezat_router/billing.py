@@ -75,7 +75,7 @@ class Billing:
         s = Settlement(self._outbox_timeout, self._deadline)
         decision = s.final(asyncio.get_running_loop().time())
         acks = PutAck(self._outbox, rec.uid, data)
-        fields = {"status": rec.status, "uid": rec.uid}
+        fields: dict[str, object] = {"status": rec.status, "uid": rec.uid}
         return await self._settler.run(s, decision, data, acks, fields)
 
     async def publish_held(self, rec: UsageRecord, ack_to: str) -> bytes | None:
