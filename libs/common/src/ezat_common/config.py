@@ -15,6 +15,8 @@ from urllib.parse import urlsplit
 import msgspec
 from msgspec import Struct, field
 
+from .names import normalise, valid_model_name
+
 ENV_CONFIG = "EZAT_CONFIG"
 DEFAULT_MAX_BODY = 32 * 1024 * 1024
 # Bytes the edge holds for one stream's client beyond what it has read (docs/reliability.md).
@@ -233,9 +235,9 @@ def _check(cfg: Config, file: str) -> None:
     names: dict[str, str] = {}
     for i, m in enumerate(cfg.models):
         for j, name in enumerate([m.id, *m.aliases]):
-            key = name.strip().lower()
+            key = normalise(name)
             where = f"models[{i}].id" if j == 0 else f"models[{i}].aliases[{j - 1}]"
-            if not key or len(key) > 128:
+            if not valid_model_name(name):
                 raise ConfigError(f"{file}: {where}: a model name needs 1 to 128 characters")
             if key in names:
                 raise ConfigError(f"{file}: {where}: `{name}` is already used by {names[key]}")

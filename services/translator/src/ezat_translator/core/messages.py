@@ -14,6 +14,7 @@ import msgspec
 from ezat_common.catalogue import Catalogue
 from ezat_common.config import ModelConfig
 from ezat_common.errors import GatewayError, invalid, model_not_found
+from ezat_common.names import valid_model_name
 from msgspec import Struct
 
 from .openai_messages import ImageUrlPart
@@ -88,7 +89,7 @@ def resolve_model(data: dict[str, Any], catalogue: Catalogue) -> tuple[ModelConf
     name = data["model"]
     if not isinstance(name, str):
         raise invalid("model", "must be a string such as `anthropic/claude-sonnet-5-5`")
-    if not 1 <= len(name.strip()) <= 128:
+    if not valid_model_name(name):
         raise invalid("model", "must be 1 to 128 characters")
     model = catalogue.resolve(name)
     if model is None:

@@ -16,6 +16,7 @@ import msgspec
 from ezat_common.catalogue import Catalogue
 from ezat_common.config import ModelConfig
 from ezat_common.errors import GatewayError, invalid, model_not_found
+from ezat_common.names import valid_model_name
 from ezat_common.schemas.openai import ChatRequest
 from msgspec import Struct
 
@@ -176,7 +177,7 @@ def located(text: str) -> GatewayError:
 
 
 def resolve(name: str, catalogue: Catalogue) -> ModelConfig:
-    if not 1 <= len(name.strip()) <= 128:
+    if not valid_model_name(name):
         raise invalid("model", "must be 1 to 128 characters")
     model = catalogue.resolve(name)
     if model is None:
