@@ -13,6 +13,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 from ezat_common import bus, envelopes, lifecycle, logs, metrics
+from ezat_common.bodies import TOO_DEEP
 from ezat_common.catalogue import Catalogue
 from ezat_common.config import load_config
 from ezat_common.errors import GatewayError
@@ -23,7 +24,7 @@ from nats.aio.msg import Msg
 
 from . import metrics as m
 from .chat import NO_ROUTER_TAG, ChatPath
-from .core.messages import TOO_DEEP, Translated, encode_body, translate_count, translate_create
+from .core.messages import Translated, encode_body, translate_count, translate_create
 from .routes import route_request
 from .thinking_store import ThinkingStore
 

@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 import msgspec
+from ezat_common.bodies import NOT_AN_OBJECT, decode_body
 from ezat_common.catalogue import Catalogue
 from ezat_common.config import ModelConfig
 from ezat_common.errors import GatewayError, invalid, model_not_found
@@ -20,7 +21,7 @@ from ezat_common.names import valid_model_name
 from ezat_common.schemas.openai import ChatRequest
 from msgspec import Struct
 
-from .messages import TOO_DEEP, largest_cache_ttl, prefix_hash
+from .messages import largest_cache_ttl, prefix_hash
 from .openai_messages import Conversation, ImageUrlPart, to_conversation
 from .openai_output import to_output_format
 from .openai_reasoning import Reasoning, to_reasoning
@@ -146,16 +147,10 @@ def _anthropic_body(
 
 
 def decode_chat_request(body: bytes) -> ChatRequest:
-    if not body.strip():
-        raise GatewayError(400, "request body: is empty; send a JSON object")
     try:
-        return _decode_request(body)
+        return decode_body(body, _decode_request)
     except msgspec.ValidationError as exc:
         raise located(str(exc)) from None
-    except msgspec.DecodeError as exc:
-        raise GatewayError(400, f"request body: is not valid JSON ({exc})") from None
-    except RecursionError:
-        raise GatewayError(400, TOO_DEEP) from None
 
 
 def located(text: str) -> GatewayError:
@@ -171,7 +166,7 @@ def located(text: str) -> GatewayError:
         problem = "Field required"
     if not path:
         if problem.startswith("Expected `object`"):
-            return GatewayError(400, "request body: must be a JSON object")
+            return GatewayError(400, NOT_AN_OBJECT)
         return GatewayError(400, f"request body: {problem}")
     return invalid(path, problem)
 
