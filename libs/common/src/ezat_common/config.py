@@ -7,7 +7,6 @@ A bad file fails at start with a ``ConfigError`` naming the file and the key, e.
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
@@ -15,6 +14,7 @@ from urllib.parse import urlsplit
 import msgspec
 from msgspec import Struct, field
 
+from .located import split_location
 from .names import normalise, valid_model_name
 
 ENV_CONFIG = "EZAT_CONFIG"
@@ -203,14 +203,11 @@ class Config(Struct, forbid_unknown_fields=True, kw_only=True):
         raise KeyError(model_id)
 
 
-_PATH_RE = re.compile(r" - at `\$\.?(?P<path>[^`]*)`$")
-
-
 def _located(file: str, err: msgspec.ValidationError | msgspec.DecodeError) -> ConfigError:
     text = str(err)
-    match = _PATH_RE.search(text)
-    if match:
-        return ConfigError(f"{file}: {match['path'] or '(top level)'}: {text[: match.start()]}")
+    path, problem = split_location(text)
+    if path is not None:
+        return ConfigError(f"{file}: {path or '(top level)'}: {problem}")
     if isinstance(err, msgspec.ValidationError):
         return ConfigError(f"{file}: (top level): {text}")
     return ConfigError(f"{file}: {text}")

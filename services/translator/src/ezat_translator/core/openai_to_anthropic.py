@@ -17,6 +17,7 @@ from ezat_common.bodies import NOT_AN_OBJECT, decode_body
 from ezat_common.catalogue import Catalogue
 from ezat_common.config import ModelConfig
 from ezat_common.errors import GatewayError, invalid, model_not_found
+from ezat_common.located import split_location
 from ezat_common.names import valid_model_name
 from ezat_common.schemas.openai import ChatRequest
 from msgspec import Struct
@@ -34,7 +35,6 @@ MAX_CACHE_KEY = 256
 EPHEMERAL: dict[str, Any] = {"type": "ephemeral"}
 
 _decode_request = msgspec.json.Decoder(ChatRequest).decode
-_ERROR_AT = re.compile(r"^(?P<problem>.*) - at `\$(?P<path>[^`]*)`$", re.S)
 _MISSING = re.compile(r"^Object missing required field `(?P<field>[^`]+)`")
 
 
@@ -155,10 +155,8 @@ def decode_chat_request(body: bytes) -> ChatRequest:
 
 def located(text: str) -> GatewayError:
     """A msgspec validation message as a 400 at the client-facing path (``messages[0].role``)."""
-    path, problem = "", text
-    match = _ERROR_AT.match(text)
-    if match:
-        path, problem = match["path"].lstrip("."), match["problem"]
+    at, problem = split_location(text)
+    path = at or ""
     problem = problem.replace(" | null`", "`")  # null is accepted as "not sent" everywhere
     missing = _MISSING.match(problem)
     if missing:
