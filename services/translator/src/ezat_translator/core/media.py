@@ -10,7 +10,7 @@ from __future__ import annotations
 import binascii
 import re
 
-from ezat_common import media
+import ezat_common.media as media
 from ezat_common.errors import invalid
 
 _NAMES = "JPEG, PNG, GIF, WebP or PDF"
