@@ -6,7 +6,6 @@ A bad file fails at start with a ``ConfigError`` naming the file and the key, e.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
@@ -14,10 +13,10 @@ from urllib.parse import urlsplit
 import msgspec
 from msgspec import Struct, field
 
+from . import environment
 from .located import split_location
 from .names import normalise, valid_model_name
 
-ENV_CONFIG = "EZAT_CONFIG"
 DEFAULT_MAX_BODY = 32 * 1024 * 1024
 # Bytes the edge holds for one stream's client beyond what it has read (docs/reliability.md).
 DEFAULT_STREAM_BUFFER = 1024 * 1024
@@ -107,7 +106,7 @@ class DeploymentConfig(Struct, forbid_unknown_fields=True, kw_only=True):
         if self.api_key is not None:
             return self.api_key
         if self.api_key_env is not None:
-            return os.environ.get(self.api_key_env)
+            return environment.value(self.api_key_env)
         return None
 
 
@@ -293,9 +292,9 @@ def parse_config(text: str | bytes, file: str = "<config>") -> Config:
 
 
 def config_path(explicit: str | None = None) -> Path:
-    path = explicit or os.environ.get(ENV_CONFIG)
+    path = explicit or environment.config_path()
     if not path:
-        raise ConfigError(f"no configuration: pass --config FILE or set {ENV_CONFIG}")
+        raise ConfigError(f"no configuration: pass --config FILE or set {environment.CONFIG}")
     return Path(path)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from msgspec import Struct
 
-from . import subjects
+from . import environment
 
 
 class RedisKeys(Struct, frozen=True):
@@ -41,4 +41,4 @@ class RedisKeys(Struct, frozen=True):
 
 
 def from_env() -> RedisKeys:
-    return RedisKeys(prefix=subjects.from_env().prefix)
+    return RedisKeys(prefix=environment.subject_prefix())

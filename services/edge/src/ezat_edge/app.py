@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -53,7 +52,7 @@ class Edge:
         self.catalogue = Catalogue(cfg)
         self.subjects = from_env()
         self.auth = Authenticator(cfg.edge.auth_cache_ttl)
-        self.limiter = RateLimiter(os.environ.get("REDIS_URL"))
+        self.limiter = RateLimiter.from_env()
         self.budgets = Budgets(self.subjects)
         self.instance = f"edge-{uuid.uuid4().hex[:12]}"
         self.models_anthropic = self.catalogue.anthropic_list()

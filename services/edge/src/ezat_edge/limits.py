@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from typing import NamedTuple
 
+import ezat_common.environment as environment
 import ezat_common.kv as kv
 import ezat_common.redis_keys as redis_keys
 from ezat_common.db import ApiKey
@@ -48,6 +49,11 @@ class RateLimiter:
     def __init__(self, url: str | None, keys: redis_keys.RedisKeys | None = None) -> None:
         self.redis = kv.connect(url, timeout=REDIS_TIMEOUT) if url else None
         self.keys = keys or redis_keys.from_env()
+
+    @classmethod
+    def from_env(cls) -> RateLimiter:
+        """The limiter on ``REDIS_URL``; without it every request is let through."""
+        return cls(environment.redis_url())
 
     async def check(self, key: ApiKey) -> dict[str, str]:
         """Count this request; returns the x-ratelimit headers, or raises a 429."""

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 import uuid
 from collections.abc import Coroutine
@@ -41,7 +40,7 @@ class Translator:
         # Publishing a route with this reply prefix makes NATS tell *us* when no router listens;
         # the edge's inbox is the rest of the subject, so we can tell the client.
         self.no_router_prefix = self.subjects.inbox(instance) + ".nr."
-        self.thinking = ThinkingStore(os.environ.get("REDIS_URL"))
+        self.thinking = ThinkingStore.from_env()
         # The edge hears from us while we hold its request (docs/reliability.md).
         self.beats = Heartbeats(nc)
         self.chat = ChatPath(

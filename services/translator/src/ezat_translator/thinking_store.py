@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import ezat_common.environment as environment
 import ezat_common.kv as kv
 import ezat_common.redis_keys as redis_keys
 import msgspec
@@ -33,6 +34,11 @@ class ThinkingStore:
     def __init__(self, url: str | None, keys: redis_keys.RedisKeys | None = None) -> None:
         self.redis = kv.connect(url, timeout=REDIS_TIMEOUT) if url else None
         self.keys = keys or redis_keys.from_env()
+
+    @classmethod
+    def from_env(cls) -> ThinkingStore:
+        """The store on ``REDIS_URL``; without it thinking is dropped from tool turns."""
+        return cls(environment.redis_url())
 
     async def keep(
         self, key_id: str, tool_call_ids: list[str], blocks: list[dict[str, Any]]
