@@ -45,6 +45,16 @@ def _headers(unit: str, limit: int, count: int, reset: float) -> dict[str, str]:
     }
 
 
+def _refused(allows: str, reset: float, headers: dict[str, str]) -> GatewayError:
+    """The 429 of a window this request took over the limit."""
+    return GatewayError(
+        429,
+        f"rate limit: this key allows {allows}; retry after {reset:.0f} seconds",
+        retry_after=max(1, round(reset)),
+        headers=headers,
+    )
+
+
 class RateLimiter:
     def __init__(self, url: str | None, keys: redis_keys.RedisKeys | None = None) -> None:
         self.redis = kv.connect(url, timeout=REDIS_TIMEOUT) if url else None
@@ -62,16 +72,9 @@ class RateLimiter:
         window = await self._count(self.keys.requests, key.id, 1, key.rpm, give_back=False)
         if window is None:
             return {}
-        reset = window.reset
-        headers = _headers("requests", key.rpm, window.used, reset)
+        headers = _headers("requests", key.rpm, window.used, window.reset)
         if window.over:
-            raise GatewayError(
-                429,
-                f"rate limit: this key allows {key.rpm} requests per minute; "
-                f"retry after {reset:.0f} seconds",
-                retry_after=max(1, round(reset)),
-                headers=headers,
-            )
+            raise _refused(f"{key.rpm} requests per minute", window.reset, headers)
         return headers
 
     async def check_tokens(
@@ -85,17 +88,13 @@ class RateLimiter:
         window = await self._count(self.keys.tokens, key.id, tokens, key.tpm, give_back=True)
         if window is None:
             return {}
-        reset = window.reset
-        out = _headers("tokens", key.tpm, window.used, reset)
+        out = _headers("tokens", key.tpm, window.used, window.reset)
         if window.over:
-            raise GatewayError(
-                429,
-                f"rate limit: this key allows {key.tpm} input tokens per minute and this "
-                f"request counts as about {tokens} (1 token per 4 bytes of body); "
-                f"retry after {reset:.0f} seconds",
-                retry_after=max(1, round(reset)),
-                headers={**(headers or {}), **out},
+            allows = (
+                f"{key.tpm} input tokens per minute and this request counts as about {tokens} "
+                "(1 token per 4 bytes of body)"
             )
+            raise _refused(allows, window.reset, {**(headers or {}), **out})
         return out
 
     async def _count(
