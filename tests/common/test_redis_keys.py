@@ -52,3 +52,12 @@ async def test_every_call_is_bounded_and_never_retried(asked: float, bound: floa
         assert retry is not None and retry.get_retries() == 0
     finally:
         await client.aclose()
+
+
+async def test_no_redis_url_is_no_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    assert kv.from_env(timeout=0.5) is None
+    monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:1/0")
+    client = kv.from_env(timeout=0.5)
+    assert client is not None
+    await client.aclose()

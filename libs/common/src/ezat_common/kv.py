@@ -18,6 +18,8 @@ from redis import asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
+from . import environment
+
 # A zero or negative timeout would mean "no timeout" to the socket layer.
 _SHORTEST = 0.01
 
@@ -35,3 +37,9 @@ def connect(url: str, *, timeout: float) -> aioredis.Redis:
         retry=Retry(NoBackoff(), 0),
         health_check_interval=0,
     )
+
+
+def from_env(*, timeout: float) -> aioredis.Redis | None:
+    """A client for ``REDIS_URL``, or None when it is unset: the caller then runs without Redis."""
+    url = environment.redis_url()
+    return connect(url, timeout=timeout) if url else None

@@ -15,11 +15,11 @@ import time
 from collections.abc import Callable
 from typing import NamedTuple
 
-import ezat_common.environment as environment
 import ezat_common.kv as kv
 import ezat_common.redis_keys as redis_keys
 from ezat_common.db import ApiKey
 from ezat_common.errors import GatewayError
+from redis import asyncio as aioredis
 from redis.exceptions import RedisError
 
 from .core.estimate import estimate_tokens
@@ -56,14 +56,13 @@ def _refused(allows: str, reset: float, headers: dict[str, str]) -> GatewayError
 
 
 class RateLimiter:
-    def __init__(self, url: str | None, keys: redis_keys.RedisKeys | None = None) -> None:
-        self.redis = kv.connect(url, timeout=REDIS_TIMEOUT) if url else None
-        self.keys = keys or redis_keys.from_env()
+    def __init__(self, redis: aioredis.Redis | None, keys: redis_keys.RedisKeys) -> None:
+        self.redis = redis  # None: every request is let through
+        self.keys = keys
 
     @classmethod
     def from_env(cls) -> RateLimiter:
-        """The limiter on ``REDIS_URL``; without it every request is let through."""
-        return cls(environment.redis_url())
+        return cls(kv.from_env(timeout=REDIS_TIMEOUT), redis_keys.from_env())
 
     async def check(self, key: ApiKey) -> dict[str, str]:
         """Count this request; returns the x-ratelimit headers, or raises a 429."""

@@ -13,10 +13,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import ezat_common.environment as environment
 import ezat_common.kv as kv
 import ezat_common.redis_keys as redis_keys
 import msgspec
+from redis import asyncio as aioredis
 from redis.exceptions import RedisError
 
 log = logging.getLogger("ezat.translator.thinking")
@@ -31,14 +31,13 @@ REDIS_TIMEOUT = 0.25
 
 
 class ThinkingStore:
-    def __init__(self, url: str | None, keys: redis_keys.RedisKeys | None = None) -> None:
-        self.redis = kv.connect(url, timeout=REDIS_TIMEOUT) if url else None
-        self.keys = keys or redis_keys.from_env()
+    def __init__(self, redis: aioredis.Redis | None, keys: redis_keys.RedisKeys) -> None:
+        self.redis = redis  # None: thinking is dropped from tool turns
+        self.keys = keys
 
     @classmethod
     def from_env(cls) -> ThinkingStore:
-        """The store on ``REDIS_URL``; without it thinking is dropped from tool turns."""
-        return cls(environment.redis_url())
+        return cls(kv.from_env(timeout=REDIS_TIMEOUT), redis_keys.from_env())
 
     async def keep(
         self, key_id: str, tool_call_ids: list[str], blocks: list[dict[str, Any]]
