@@ -7,9 +7,10 @@ from typing import Any
 
 import aiohttp
 import openai
+from ezat_common.redis_keys import RedisKeys
 from redis import asyncio as aioredis
 
-from .conftest import Gateway
+from .conftest import PREFIX, Gateway
 
 MODEL = "anthropic/claude-sonnet-5-5"
 PAUSE = "[sim:tokens=3] [sim:first_token_ms=2600]"  # > 2 x the test config's 1 s ping interval
@@ -71,7 +72,7 @@ async def test_tool_loop_survives_losing_its_kept_thinking(gateway: Gateway) -> 
     call = first.choices[0].message.tool_calls[0]  # type: ignore[index]
     redis = aioredis.from_url(gateway.stack.infra.redis_url)  # type: ignore[union-attr]
     try:
-        stored = await redis.keys(f"ezat:thinking:*:{call.id}")
+        stored = await redis.keys(RedisKeys(PREFIX).thinking("*", call.id))
         assert stored, "the turn's thinking blocks were kept"
         await redis.delete(*stored)
     finally:

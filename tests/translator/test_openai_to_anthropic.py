@@ -6,12 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from ezat_translator.core.media import sniff
 from ezat_translator.core.messages import prefix_hash
 from ezat_translator.core.openai_output import check_closed
 from ezat_translator.core.openai_to_anthropic import ImageUrlPart, located
 
-from .openai_to_anthropic_support import GIF, JPEG, PDF, PNG, WEBP, request, translate
+from .openai_to_anthropic_support import request, translate
 
 TOOL = {"type": "function", "function": {"name": "f"}}
 
@@ -212,23 +211,6 @@ def test_messages_with_only_empty_text_are_refused_as_no_user_message() -> None:
     with pytest.raises(GatewayError) as info:
         translate(request(messages=[{"role": "user", "content": ""}]))
     assert info.value.message == "messages: must contain at least one user message"
-
-
-@pytest.mark.parametrize(
-    ("raw", "kind"),
-    [
-        (JPEG, "image/jpeg"),
-        (PNG, "image/png"),
-        (GIF, "image/gif"),
-        (b"GIF87a..", "image/gif"),
-        (WEBP, "image/webp"),
-        (PDF, "application/pdf"),
-        (b"RIFF\0\0\0\0WAVE", None),
-        (b"", None),
-    ],
-)
-def test_sniff(raw: bytes, kind: str | None) -> None:
-    assert sniff(raw) == kind
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import asyncpg
-from ezat_common import db
+from ezat_common import db, environment
 from ezat_common.config import ConfigError, load_config
 from ezat_common.subjects import from_env
 
@@ -43,9 +43,10 @@ async def ensure_database() -> None:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    config = Path(args.config or os.environ.get("EZAT_CONFIG") or DEFAULT_CONFIG)
+    config = Path(args.config or environment.config_path() or DEFAULT_CONFIG)
     try:
         load_config(str(config))
+        environment.subject_prefix()  # every service would stop on it, one after the other
     except ConfigError as exc:
         print(f"ezat: configuration error: {exc}", file=sys.stderr)
         return 2

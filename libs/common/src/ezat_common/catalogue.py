@@ -1,7 +1,7 @@
 """The model catalogue: name resolution, prices in integer micro-dollars, and the public listings.
 
-Resolution rule (SPEC §1): a canonical id or an alias, any letter case, surrounding spaces ignored,
-1-128 characters.
+Resolution follows the model-name rule of ``names.py``: a canonical id or an alias, any letter
+case, surrounding spaces ignored, 1-128 characters.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import msgspec
 from msgspec import Struct
 
 from .config import Config, ModelConfig, Price
+from .names import normalise, valid_model_name
 
 
 class Prices(Struct, frozen=True):
@@ -42,10 +43,6 @@ def prices_of(price: Price) -> Prices:
     )
 
 
-def normalise(name: str) -> str:
-    return name.strip().lower()
-
-
 class Catalogue:
     """Every configured model, looked up by any of its names."""
 
@@ -58,10 +55,9 @@ class Catalogue:
         self.prices = {m.id: prices_of(m.price) for m in self.models}
 
     def resolve(self, name: str) -> ModelConfig | None:
-        key = normalise(name)
-        if not key or len(key) > 128:
+        if not valid_model_name(name):
             return None
-        return self._by_name.get(key)
+        return self._by_name.get(normalise(name))
 
     def openai_list(self) -> bytes:
         data = [

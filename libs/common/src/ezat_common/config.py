@@ -6,8 +6,6 @@ A bad file fails at start with a ``ConfigError`` naming the file and the key, e.
 
 from __future__ import annotations
 
-import os
-import re
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
@@ -15,7 +13,10 @@ from urllib.parse import urlsplit
 import msgspec
 from msgspec import Struct, field
 
-ENV_CONFIG = "EZAT_CONFIG"
+from . import environment
+from .located import split_location
+from .names import normalise, valid_model_name
+
 DEFAULT_MAX_BODY = 32 * 1024 * 1024
 # Bytes the edge holds for one stream's client beyond what it has read (docs/reliability.md).
 DEFAULT_STREAM_BUFFER = 1024 * 1024
@@ -105,7 +106,7 @@ class DeploymentConfig(Struct, forbid_unknown_fields=True, kw_only=True):
         if self.api_key is not None:
             return self.api_key
         if self.api_key_env is not None:
-            return os.environ.get(self.api_key_env)
+            return environment.value(self.api_key_env)
         return None
 
 
@@ -201,14 +202,11 @@ class Config(Struct, forbid_unknown_fields=True, kw_only=True):
         raise KeyError(model_id)
 
 
-_PATH_RE = re.compile(r" - at `\$\.?(?P<path>[^`]*)`$")
-
-
 def _located(file: str, err: msgspec.ValidationError | msgspec.DecodeError) -> ConfigError:
     text = str(err)
-    match = _PATH_RE.search(text)
-    if match:
-        return ConfigError(f"{file}: {match['path'] or '(top level)'}: {text[: match.start()]}")
+    path, problem = split_location(text)
+    if path is not None:
+        return ConfigError(f"{file}: {path or '(top level)'}: {problem}")
     if isinstance(err, msgspec.ValidationError):
         return ConfigError(f"{file}: (top level): {text}")
     return ConfigError(f"{file}: {text}")
@@ -233,9 +231,9 @@ def _check(cfg: Config, file: str) -> None:
     names: dict[str, str] = {}
     for i, m in enumerate(cfg.models):
         for j, name in enumerate([m.id, *m.aliases]):
-            key = name.strip().lower()
+            key = normalise(name)
             where = f"models[{i}].id" if j == 0 else f"models[{i}].aliases[{j - 1}]"
-            if not key or len(key) > 128:
+            if not valid_model_name(name):
                 raise ConfigError(f"{file}: {where}: a model name needs 1 to 128 characters")
             if key in names:
                 raise ConfigError(f"{file}: {where}: `{name}` is already used by {names[key]}")
@@ -294,9 +292,9 @@ def parse_config(text: str | bytes, file: str = "<config>") -> Config:
 
 
 def config_path(explicit: str | None = None) -> Path:
-    path = explicit or os.environ.get(ENV_CONFIG)
+    path = explicit or environment.config_path()
     if not path:
-        raise ConfigError(f"no configuration: pass --config FILE or set {ENV_CONFIG}")
+        raise ConfigError(f"no configuration: pass --config FILE or set {environment.CONFIG}")
     return Path(path)
 
 

@@ -7,7 +7,6 @@ advisory lock so that concurrent ``ezat migrate`` runs (several pods starting) d
 from __future__ import annotations
 
 import hashlib
-import os
 import secrets
 from importlib import resources
 from typing import Any
@@ -15,12 +14,14 @@ from typing import Any
 import asyncpg
 from msgspec import Struct
 
+from . import environment
+
 KEY_PREFIX = "ezat_sk_"
 _MIGRATION_LOCK = 7_424_011
 
 
 def database_url() -> str:
-    return os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+    return environment.database_url()
 
 
 async def connect() -> asyncpg.Connection:

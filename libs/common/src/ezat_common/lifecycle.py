@@ -35,15 +35,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from . import environment
 from .envelopes import ReplyError
 
 log = logging.getLogger("ezat.lifecycle")
 
-ENV_DRAIN_DIR = "EZAT_DRAIN_DIR"
-ENV_TAKE_OVER = "EZAT_TAKE_OVER_FROM"
-# The descriptor of a listening socket the supervisor bound for the edge and hands to every edge
-# it starts (docs/reliability.md, "The edge's socket").
-ENV_LISTEN_FD = "EZAT_EDGE_LISTEN_FD"
+# The names the supervisor (cli/stack.py) sets for the processes it starts; read in environment.py.
+ENV_DRAIN_DIR = environment.DRAIN_DIR
+ENV_TAKE_OVER = environment.TAKE_OVER_FROM
+ENV_LISTEN_FD = environment.EDGE_LISTEN_FD
 # A replacement waits at most this long for the process it replaces to stop taking work.
 TAKE_OVER_WAIT = 60.0
 DEFAULT_DRAIN_TIMEOUT = 30.0
@@ -64,7 +64,7 @@ def marker(
 ) -> Path | None:
     """The file that says process ``pid`` is in ``state`` ("draining": it takes no new work;
     "ready": it does), or None when nobody listens."""
-    where = folder if folder is not None else os.environ.get(ENV_DRAIN_DIR)
+    where = folder if folder is not None else environment.drain_dir()
     if not where:
         return None
     return Path(where) / f"{pid if pid is not None else os.getpid()}.{state}"
@@ -95,7 +95,7 @@ async def wait_turn(timeout: float = TAKE_OVER_WAIT) -> None:
     """A replacement started early (``EZAT_TAKE_OVER_FROM``) waits here until the process it
     replaces announced its drain or is gone; anyone else returns at once. Only the first call
     waits (the variable is consumed)."""
-    value = os.environ.pop(ENV_TAKE_OVER, "")
+    value = environment.take_over_from()
     if not value.isdigit():
         return
     pid = int(value)

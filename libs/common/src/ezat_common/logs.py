@@ -15,12 +15,13 @@ import asyncio
 import contextlib
 import contextvars
 import logging
-import os
 import sys
 import time
 from typing import IO
 
 import msgspec
+
+from . import environment
 
 request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("request_id", default=None)
 
@@ -105,7 +106,7 @@ def setup(service: str) -> logging.Logger:
     handler.setFormatter(JsonFormatter(service))
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(os.environ.get("EZAT_LOG_LEVEL", "INFO").upper())
+    root.setLevel(environment.log_level())
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
     return logging.getLogger(f"ezat.{service}")
 

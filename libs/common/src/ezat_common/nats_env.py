@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -28,13 +27,13 @@ import nats.errors
 import nats.js.errors
 from nats.js.client import JetStreamContext
 
+from . import environment
 from .config import ConfigError
 
 log = logging.getLogger("ezat.nats")
 
-ENV_URL = "NATS_URL"
-ENV_REPLICAS = "EZAT_JETSTREAM_REPLICAS"
-DEFAULT_URL = "nats://127.0.0.1:4222"
+ENV_URL = environment.NATS_URL
+ENV_REPLICAS = environment.JETSTREAM_REPLICAS
 MAX_REPLICAS = 5  # JetStream's own limit
 SCHEMES = ("nats", "tls")
 RECONCILE_TIMEOUT = 5.0
@@ -100,9 +99,8 @@ def parse_replicas(value: str | None) -> int:
 
 
 def from_env(environ: Mapping[str, str] | None = None) -> NatsSettings:
-    environ = os.environ if environ is None else environ
-    servers, user, password = parse_servers(environ.get(ENV_URL) or DEFAULT_URL)
-    replicas = parse_replicas(environ.get(ENV_REPLICAS))
+    servers, user, password = parse_servers(environment.nats_url(environ))
+    replicas = parse_replicas(environment.jetstream_replicas(environ))
     if user is not None and password is None:
         return NatsSettings(servers, replicas, token=user)
     return NatsSettings(servers, replicas, user=user, password=password)
@@ -110,7 +108,7 @@ def from_env(environ: Mapping[str, str] | None = None) -> NatsSettings:
 
 def replicas() -> int:
     """The configured replica count (``EZAT_JETSTREAM_REPLICAS``); ``ConfigError`` if bad."""
-    return parse_replicas(os.environ.get(ENV_REPLICAS))
+    return parse_replicas(environment.jetstream_replicas())
 
 
 async def reconcile_replicas(js: JetStreamContext, stream: str, wanted: int) -> bool:

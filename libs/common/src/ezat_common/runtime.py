@@ -9,6 +9,7 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable
 
+from . import environment
 from .config import ConfigError
 
 
@@ -31,6 +32,9 @@ def run_service(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
 
     tune_gc()
     try:
+        # Checked before anything connects: a bad prefix would otherwise surface only at the
+        # first subject, after NATS, PostgreSQL and Redis were reached.
+        environment.subject_prefix()
         asyncio.run(runner())
     except ConfigError as exc:
         print(f"ezat: configuration error: {exc}", file=sys.stderr)

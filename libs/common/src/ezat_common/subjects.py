@@ -7,9 +7,9 @@ Requests are imperative (``route``), broadcasts are past tense (``revoked``).
 
 from __future__ import annotations
 
-import os
-
 from msgspec import Struct
+
+from . import environment
 
 # Queue groups: every replica of a service joins its group, so each request goes to one replica.
 QUEUE_TRANSLATOR = "translator"
@@ -82,4 +82,5 @@ class Subjects(Struct, frozen=True):
 
 
 def from_env() -> Subjects:
-    return Subjects(prefix=os.environ.get("EZAT_SUBJECT_PREFIX", "ezat"))
+    """The subjects under ``EZAT_SUBJECT_PREFIX``; a ``ConfigError`` when it is not one token."""
+    return Subjects(prefix=environment.subject_prefix())

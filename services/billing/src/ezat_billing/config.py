@@ -11,12 +11,11 @@ whose record billing then stores.
 
 from __future__ import annotations
 
-import math
-import os
 from dataclasses import dataclass
 
+from ezat_common import environment
 from ezat_common.catalogue import Catalogue, Prices
-from ezat_common.config import Config, ConfigError, load_config
+from ezat_common.config import Config, load_config
 from ezat_common.settlement import ACK_TIMEOUT, DURABLE_DEADLINE
 
 from .batcher import DEFAULT_MAX_BATCH
@@ -51,7 +50,8 @@ class Settings:
 
 def load(path: str | None = None) -> Settings:
     """Settings from the TOML at ``path`` or ``$EZAT_CONFIG``; ``ConfigError`` names the problem."""
-    return from_config(load_config(path), ack_deadline=_env_seconds(ENV_ACK_DEADLINE))
+    cfg = load_config(path)
+    return from_config(cfg, ack_deadline=environment.positive_seconds(ENV_ACK_DEADLINE))
 
 
 def from_config(cfg: Config, ack_deadline: float | None = None) -> Settings:
@@ -63,16 +63,3 @@ def from_config(cfg: Config, ack_deadline: float | None = None) -> Settings:
         ack_deadline=ack_deadline if ack_deadline is not None else ACK_DEADLINE,
         delivery_confirm=cfg.billing.delivery_confirm_seconds,
     )
-
-
-def _env_seconds(name: str) -> float | None:
-    raw = os.environ.get(name)
-    if raw is None or not raw.strip():
-        return None
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(f"{name}: `{raw}` is not a number of seconds") from None
-    if not math.isfinite(value) or value <= 0:
-        raise ConfigError(f"{name}: must be a positive number of seconds")
-    return value

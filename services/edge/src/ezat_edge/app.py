@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -89,7 +88,7 @@ async def connect(cfg: Config, subjects: Subjects) -> Edge:
     # connects anywhere.
     models = ModelLists.of(Catalogue(cfg))
     auth = Authenticator(cfg.edge.auth_cache_ttl)
-    limiter = RateLimiter(os.environ.get("REDIS_URL"))
+    limiter = RateLimiter.from_env()
     admission = Admission(cfg.edge.max_in_flight)
     m.IN_FLIGHT.set_function(lambda: admission.in_flight)
     instance = f"edge-{uuid.uuid4().hex[:12]}"

@@ -1,64 +1,79 @@
-"""Per-key request limits shared by every edge replica through Redis (SPEC §7).
+"""Per-key request limits shared by every edge replica through Redis (README.md, "Choices where
+the spec is silent"; keys in docs/architecture.md, Redis keys).
 
-A fixed one-minute window per key (``INCR`` + ``EXPIRE`` in one round trip). When Redis is
-unreachable the edge lets requests through and logs it: a limiter outage must not become a
-gateway outage (documented in README).
-
-Input tokens per minute (``tpm``) use the same kind of window, counted in *estimated* tokens:
-the edge holds no model logic and cannot count tokens before translation, so a request counts
-``ceil(body bytes / 4)`` (about 4 bytes of JSON per token for text; conservative for images,
-whose base64 bytes are many more than the tokens the model bills for them). A refused request
-gives its estimate back, so it does not eat into the window it was refused from.
+A fixed one-minute window per key (``INCRBY`` + ``EXPIRE`` in one round trip), for requests per
+minute (``rpm``) and estimated input tokens per minute (``tpm``, ``core/estimate.py``). When Redis
+is unreachable the edge lets requests through and logs it: a limiter outage must not become a
+gateway outage. A request refused by ``tpm`` gives its estimate back, so it does not eat into the
+window it was refused from; a request refused by ``rpm`` still counts, as every call does.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import time
+from collections.abc import Callable
+from typing import NamedTuple
 
+import ezat_common.kv as kv
+import ezat_common.redis_keys as redis_keys
 from ezat_common.db import ApiKey
 from ezat_common.errors import GatewayError
 from redis import asyncio as aioredis
 from redis.exceptions import RedisError
 
+from .core.estimate import estimate_tokens
+
 log = logging.getLogger("ezat.edge.limits")
+
+# Every limited request waits on Redis for at most this long (kv.py: one policy, each its bound).
+REDIS_TIMEOUT = 0.5
+WINDOW_SECONDS = 60
+
+
+class _Window(NamedTuple):
+    used: int  # in this minute's window, after this request (without it, when given back)
+    reset: float  # seconds until the window ends
+    over: bool  # this request took the window over the limit
+
+
+def _headers(unit: str, limit: int, count: int, reset: float) -> dict[str, str]:
+    return {
+        f"x-ratelimit-limit-{unit}": str(limit),
+        f"x-ratelimit-remaining-{unit}": str(max(0, limit - count)),
+        f"x-ratelimit-reset-{unit}": f"{reset:.0f}s",
+    }
+
+
+def _refused(allows: str, reset: float, headers: dict[str, str]) -> GatewayError:
+    """The 429 of a window this request took over the limit."""
+    return GatewayError(
+        429,
+        f"rate limit: this key allows {allows}; retry after {reset:.0f} seconds",
+        retry_after=max(1, round(reset)),
+        headers=headers,
+    )
 
 
 class RateLimiter:
-    def __init__(self, url: str | None) -> None:
-        self.redis = aioredis.from_url(url, socket_timeout=0.5) if url else None
+    def __init__(self, redis: aioredis.Redis | None, keys: redis_keys.RedisKeys) -> None:
+        self.redis = redis  # None: every request is let through
+        self.keys = keys
+
+    @classmethod
+    def from_env(cls) -> RateLimiter:
+        return cls(kv.from_env(timeout=REDIS_TIMEOUT), redis_keys.from_env())
 
     async def check(self, key: ApiKey) -> dict[str, str]:
         """Count this request; returns the x-ratelimit headers, or raises a 429."""
-        if key.rpm is None or self.redis is None:
+        if key.rpm is None:
             return {}
-        now = time.time()
-        window = int(now // 60)
-        reset = 60 - (now % 60)
-        name = f"ezat:rl:{key.id}:{window}"
-        try:
-            async with self.redis.pipeline(transaction=False) as pipe:
-                pipe.incr(name)
-                pipe.expire(name, 61)
-                count, _ = await pipe.execute()
-        except (RedisError, OSError) as exc:
-            log.warning("rate limiter unavailable, allowing request: %s", type(exc).__name__)
+        window = await self._count(self.keys.requests, key.id, 1, key.rpm, give_back=False)
+        if window is None:
             return {}
-        headers = {
-            "x-ratelimit-limit-requests": str(key.rpm),
-            "x-ratelimit-remaining-requests": str(max(0, key.rpm - count)),
-            "x-ratelimit-reset-requests": f"{reset:.0f}s",
-        }
-        if count > key.rpm:
-            err = GatewayError(
-                429,
-                f"rate limit: this key allows {key.rpm} requests per minute; "
-                f"retry after {reset:.0f} seconds",
-                retry_after=max(1, round(reset)),
-                headers=headers,
-            )
-            raise err
+        headers = _headers("requests", key.rpm, window.used, window.reset)
+        if window.over:
+            raise _refused(f"{key.rpm} requests per minute", window.reset, headers)
         return headers
 
     async def check_tokens(
@@ -66,46 +81,52 @@ class RateLimiter:
     ) -> dict[str, str]:
         """Count this request's estimated input tokens against ``key.tpm``; returns the
         x-ratelimit-*-tokens headers, or raises a 429 (carrying ``headers`` too)."""
-        if key.tpm is None or self.redis is None:
+        if key.tpm is None:
             return {}
         tokens = estimate_tokens(body_bytes)
+        window = await self._count(self.keys.tokens, key.id, tokens, key.tpm, give_back=True)
+        if window is None:
+            return {}
+        out = _headers("tokens", key.tpm, window.used, window.reset)
+        if window.over:
+            allows = (
+                f"{key.tpm} input tokens per minute and this request counts as about {tokens} "
+                "(1 token per 4 bytes of body)"
+            )
+            raise _refused(allows, window.reset, {**(headers or {}), **out})
+        return out
+
+    async def _count(
+        self,
+        name_of: Callable[[str, int], str],
+        key_id: str,
+        amount: int,
+        limit: int,
+        *,
+        give_back: bool,
+    ) -> _Window | None:
+        """Add ``amount`` to this minute's window ``name_of(key_id, minute)``, or None when Redis
+        is unavailable (the request is let through). Over ``limit``, ``give_back`` takes the
+        amount back out again."""
+        if self.redis is None:
+            return None
         now = time.time()
-        window = int(now // 60)
-        reset = 60 - (now % 60)
-        name = f"ezat:tpm:{key.id}:{window}"
+        reset = WINDOW_SECONDS - (now % WINDOW_SECONDS)
+        name = name_of(key_id, int(now // WINDOW_SECONDS))
         try:
             async with self.redis.pipeline(transaction=False) as pipe:
-                pipe.incrby(name, tokens)
-                pipe.expire(name, 61)
+                pipe.incrby(name, amount)
+                pipe.expire(name, WINDOW_SECONDS + 1)
                 count, _ = await pipe.execute()
-            refused = count > key.tpm
-            if refused:
-                await self.redis.decrby(name, tokens)
-                count -= tokens
+            over = count > limit
+            if over and give_back:
+                await self.redis.decrby(name, amount)
+                count -= amount
         except (RedisError, OSError) as exc:
             log.warning("rate limiter unavailable, allowing request: %s", type(exc).__name__)
-            return {}
-        out = {
-            "x-ratelimit-limit-tokens": str(key.tpm),
-            "x-ratelimit-remaining-tokens": str(max(0, key.tpm - count)),
-            "x-ratelimit-reset-tokens": f"{reset:.0f}s",
-        }
-        if refused:
-            raise GatewayError(
-                429,
-                f"rate limit: this key allows {key.tpm} input tokens per minute and this "
-                f"request counts as about {tokens} (1 token per 4 bytes of body); "
-                f"retry after {reset:.0f} seconds",
-                retry_after=max(1, round(reset)),
-                headers={**(headers or {}), **out},
-            )
-        return out
+            return None
+        return _Window(count, reset, over)
 
     async def close(self) -> None:
         if self.redis is not None:
             await self.redis.aclose()
-
-
-def estimate_tokens(body_bytes: int) -> int:
-    """Input tokens the TPM window counts for a body: an estimate, 1 token per 4 bytes."""
-    return max(1, math.ceil(body_bytes / 4))

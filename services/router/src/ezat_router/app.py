@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import time
 from typing import Any
 
-from ezat_common import bus, lifecycle, logs
+from ezat_common import bus, environment, lifecycle, logs
 from ezat_common import metrics as common_metrics
 from ezat_common.bus import Claims
 from ezat_common.config import Config, load_config
@@ -28,8 +27,6 @@ from .routing import Router
 from .shared_state import SharedState
 from .upstream import Upstream
 
-ENV_REGION = "EZAT_ROUTER_REGION"
-ENV_METRICS_LISTEN = "EZAT_ROUTER_METRICS_LISTEN"
 # After the drain, cancelled requests get this long to publish their error and usage.
 CANCEL_GRACE_SECONDS = 2.0
 
@@ -111,11 +108,10 @@ async def main(stop: asyncio.Event) -> None:
     log = logs.setup("router")
     cfg = load_config()
     nc = await bus.connect("router")
-    # EZAT_ROUTER_REGION overrides [router] region (one config file, routers in several regions).
-    region = os.environ.get(ENV_REGION) or cfg.router.region
-    service = RouterService(cfg, nc, from_env(), os.environ.get("REDIS_URL") or None, region)
+    region = environment.router_region() or cfg.router.region
+    service = RouterService(cfg, nc, from_env(), environment.redis_url(), region)
     await service.start()
-    common_metrics.serve(os.environ.get(ENV_METRICS_LISTEN) or cfg.router.metrics_listen)
+    common_metrics.serve(environment.router_metrics_listen() or cfg.router.metrics_listen)
     log.info(
         "router ready",
         extra={

@@ -8,12 +8,12 @@ changes (a 429, a fault, the first success after trouble) are applied locally at
 written to Redis in the background; the consecutive-fault count is a Redis ``HINCRBY``, so
 faults seen by different replicas add up.
 
-Redis is an optimisation, never a dependency: every call is bounded by ``redis_timeout``, and
-after an error the hot path stops calling it until the sync loop reaches it again. Meanwhile
-routing works from hashing alone (``selection``: same home on every replica while the fleet is
-healthy) and health is per replica. No Redis error ever reaches a client.
+Redis is an optimisation, never a dependency: every call is bounded by ``redis_timeout``
+(``kv.py``), and after an error the hot path stops calling it until the sync loop reaches it
+again. Meanwhile routing works from hashing alone (``selection``: same home on every replica while
+the fleet is healthy) and health is per replica. No Redis error ever reaches a client.
 
-Keys, under the subject prefix (``ezat:`` by default):
+Keys (``redis_keys.py``, docs/architecture.md), under the subject prefix (``ezat:`` by default):
 ``aff:<region>:<model>:<digest of session key>`` -> deployment name;
 ``health:<deployment>`` hash (``cooldown_until``, ``failures``, ``open_until``, ``changed_at``);
 ``probe:<deployment>`` -> the replica holding the half-open probe (``SET NX PX``).
@@ -29,11 +29,10 @@ from collections.abc import Callable, Coroutine, Sequence
 from hashlib import blake2b
 from typing import Any
 
+import ezat_common.kv as kv
+import ezat_common.redis_keys as redis_keys
 from ezat_common.config import RouterConfig
-from ezat_common.subjects import from_env
 from redis import asyncio as aioredis
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
 from . import metrics
@@ -86,22 +85,14 @@ class SharedState:
     ) -> None:
         self._cfg = cfg
         self._region = region
-        # Keys live under the subject prefix, so stacks sharing one Redis never see each other.
-        self._ns = from_env().prefix
+        self._keys = redis_keys.from_env()
         self._names = list(deployments)
         self._clock = clock
         self.board = HealthBoard(policy_of(cfg))
         self._replica = uuid.uuid4().hex[:12]
         self._redis: aioredis.Redis | None = None
         if url:
-            timeout = max(cfg.redis_timeout, 0.01)
-            self._redis = aioredis.from_url(
-                url,
-                socket_timeout=timeout,
-                socket_connect_timeout=timeout,
-                retry=Retry(NoBackoff(), 0),
-                health_check_interval=0,
-            )
+            self._redis = kv.connect(url, timeout=cfg.redis_timeout)
         # Until then, the hot path leaves Redis alone (set after an error; the sync loop clears it).
         self._down_until = 0.0
         self.up = self._redis is not None
@@ -162,7 +153,7 @@ class SharedState:
 
     def _binding_key(self, model: str, session: str) -> str:
         digest = blake2b(session.encode(), digest_size=16).hexdigest()
-        return f"{self._ns}:aff:{self._region}:{model}:{digest}"
+        return self._keys.binding(self._region, model, digest)
 
     async def binding(self, model: str, session: str, ttl: float) -> str | None:
         """The deployment the session is bound to (TTL refreshed), or None."""
@@ -229,7 +220,7 @@ class SharedState:
             return True
         lease_ms = int(self.board.policy.probe_lease_seconds * 1000)
         try:
-            won = await redis.set(f"{self._ns}:probe:{name}", self._replica, nx=True, px=lease_ms)
+            won = await redis.set(self._keys.probe(name), self._replica, nx=True, px=lease_ms)
         except _ERRORS as exc:
             self._failed("probe", exc)
             return True
@@ -250,7 +241,7 @@ class SharedState:
 
     async def _failed_shared(self, name: str, now: float) -> None:
         assert self._redis is not None
-        key = f"{self._ns}:health:{name}"
+        key = self._keys.health(name)
         try:
             async with self._redis.pipeline(transaction=True) as pipe:
                 pipe.hincrby(key, "failures", 1)
@@ -270,7 +261,7 @@ class SharedState:
             self._count_transition(name, before, after)
             if after.open_until != float(open_until or 0.0):
                 await self._redis.hset(key, "open_until", after.open_until)
-                await self._redis.delete(f"{self._ns}:probe:{name}")
+                await self._redis.delete(self._keys.probe(name))
         except _ERRORS as exc:
             self._failed("health_write", exc)
 
@@ -278,15 +269,15 @@ class SharedState:
         assert self._redis is not None
         try:
             async with self._redis.pipeline(transaction=True) as pipe:
-                pipe.hset(name=f"{self._ns}:health:{name}", mapping={f: 0 for f in _FIELDS})
-                pipe.delete(f"{self._ns}:probe:{name}")
+                pipe.hset(name=self._keys.health(name), mapping={f: 0 for f in _FIELDS})
+                pipe.delete(self._keys.probe(name))
                 await pipe.execute()
         except _ERRORS as exc:
             self._failed("health_write", exc)
 
     async def _write(self, name: str, fields: dict[str, float]) -> None:
         assert self._redis is not None
-        key = f"{self._ns}:health:{name}"
+        key = self._keys.health(name)
         try:
             async with self._redis.pipeline(transaction=True) as pipe:
                 pipe.hset(key, mapping=fields)  # type: ignore[arg-type]
@@ -304,7 +295,7 @@ class SharedState:
         try:
             async with self._redis.pipeline(transaction=False) as pipe:
                 for name in self._names:
-                    pipe.hgetall(f"{self._ns}:health:{name}")
+                    pipe.hgetall(self._keys.health(name))
                 rows = await pipe.execute()
         except _ERRORS as exc:
             self._failed("health_sync", exc)

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 import uuid
 from typing import Any
 
 import msgspec
 from ezat_common import bus, envelopes, lifecycle, logs, metrics
+from ezat_common.bodies import TOO_DEEP
 from ezat_common.catalogue import Catalogue
 from ezat_common.config import load_config
 from ezat_common.errors import GatewayError
@@ -25,7 +25,7 @@ from nats.aio.msg import Msg
 
 from . import metrics as m
 from .chat import NO_ROUTER_TAG, ChatPath
-from .core.messages import TOO_DEEP, Translated, encode_body, translate_count, translate_create
+from .core.messages import Translated, encode_body, translate_count, translate_create
 from .routes import route_request
 from .thinking_store import ThinkingStore
 
@@ -42,7 +42,7 @@ class Translator:
         # Publishing a route with this reply prefix makes NATS tell *us* when no router listens;
         # the edge's inbox is the rest of the subject, so we can tell the client.
         self.no_router_prefix = self.subjects.inbox(instance) + ".nr."
-        self.thinking = ThinkingStore(os.environ.get("REDIS_URL"))
+        self.thinking = ThinkingStore.from_env()
         # The edge hears from us while we hold its request (docs/reliability.md).
         self.beats = Heartbeats(nc)
         self.chat = ChatPath(

@@ -3,8 +3,8 @@
 Anthropic models need the thinking blocks of an assistant turn that called a tool when that turn
 is sent back, but OpenAI clients never see them. After a turn that called tools we store its
 blocks under each tool-call id (TTL 2 h); when a client sends that turn again we put them back.
-The key id is part of the Redis key: a tool-call id is visible to whoever holds the
-conversation, and another tenant presenting it must not get this tenant's thinking.
+The key id is part of the Redis key (``redis_keys.py``): a tool-call id is visible to whoever
+holds the conversation, and another tenant presenting it must not get this tenant's thinking.
 Redis trouble only degrades: the caller then drops thinking for that request.
 """
 
@@ -13,6 +13,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import ezat_common.kv as kv
+import ezat_common.redis_keys as redis_keys
 import msgspec
 from redis import asyncio as aioredis
 from redis.exceptions import RedisError
@@ -24,17 +26,18 @@ _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder(list[dict[str, Any]]).decode
 
 
-def _key(key_id: str, tool_call_id: str) -> str:
-    return f"ezat:thinking:{key_id}:{tool_call_id}"
+# A tool turn waits on Redis for at most this long (kv.py: one policy, each its bound).
+REDIS_TIMEOUT = 0.25
 
 
 class ThinkingStore:
-    def __init__(self, url: str | None) -> None:
-        self.redis = (
-            aioredis.from_url(url, socket_timeout=0.25, socket_connect_timeout=0.25)
-            if url
-            else None
-        )
+    def __init__(self, redis: aioredis.Redis | None, keys: redis_keys.RedisKeys) -> None:
+        self.redis = redis  # None: thinking is dropped from tool turns
+        self.keys = keys
+
+    @classmethod
+    def from_env(cls) -> ThinkingStore:
+        return cls(kv.from_env(timeout=REDIS_TIMEOUT), redis_keys.from_env())
 
     async def keep(
         self, key_id: str, tool_call_ids: list[str], blocks: list[dict[str, Any]]
@@ -45,7 +48,7 @@ class ThinkingStore:
         try:
             async with self.redis.pipeline(transaction=False) as pipe:
                 for call_id in tool_call_ids:
-                    pipe.set(_key(key_id, call_id), data, ex=TTL_SECONDS)
+                    pipe.set(self.keys.thinking(key_id, call_id), data, ex=TTL_SECONDS)
                 await pipe.execute()
         except (RedisError, OSError) as exc:
             log.warning("thinking blocks not kept: %s", type(exc).__name__)
@@ -55,7 +58,9 @@ class ThinkingStore:
         if self.redis is None or not tool_call_ids:
             return None
         try:
-            found = await self.redis.mget([_key(key_id, call_id) for call_id in tool_call_ids])
+            found = await self.redis.mget(
+                [self.keys.thinking(key_id, call_id) for call_id in tool_call_ids]
+            )
             data = next((d for d in found if d), None)
             if data:
                 return _decode(data)

@@ -1,8 +1,8 @@
 """Inline media of OpenAI content parts: ``data:`` URLs checked against their bytes (SPEC §5).
 
 A data URL is ``data:<type>;base64,<data>``; the type must be one the part accepts and the decoded
-bytes must start with that type's magic bytes, so that a mislabelled file is refused here, naming
-the part, instead of by the model.
+bytes must start with that type's magic bytes (read by ``ezat_common.media``, as the fetcher reads
+them), so that a mislabelled file is refused here, naming the part, instead of by the model.
 """
 
 from __future__ import annotations
@@ -10,28 +10,12 @@ from __future__ import annotations
 import binascii
 import re
 
+import ezat_common.media as media
 from ezat_common.errors import invalid
 
-IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
-PDF_TYPES = ("application/pdf",)
 _NAMES = "JPEG, PNG, GIF, WebP or PDF"
 
 _DATA_URL = re.compile(r"data:(?P<type>[^;,]*)(?P<params>(?:;[^;,]*)*),(?P<data>.*)", re.S | re.I)
-
-
-def sniff(data: bytes) -> str | None:
-    """The media type the bytes start like, or None."""
-    if data.startswith(b"\xff\xd8\xff"):
-        return "image/jpeg"
-    if data.startswith(b"\x89PNG\r\n\x1a\n"):
-        return "image/png"
-    if data.startswith((b"GIF87a", b"GIF89a")):
-        return "image/gif"
-    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return "image/webp"
-    if data.startswith(b"%PDF-"):
-        return "application/pdf"
-    return None
 
 
 def is_data_url(url: str) -> bool:
@@ -58,7 +42,7 @@ def read_data_url(url: str, allowed: tuple[str, ...], path: str) -> tuple[str, s
         raise invalid(path, "the data of the data URL is not valid base64") from None
     if not raw:
         raise invalid(path, "the data URL is empty")
-    found = sniff(raw)
+    found = media.media_type(raw)
     if found != media_type:
         actual = f"the bytes are {found}" if found else f"the bytes are not {_NAMES}"
         raise invalid(path, f"the data is declared as {media_type} but {actual}")

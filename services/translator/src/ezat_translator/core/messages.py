@@ -11,14 +11,15 @@ import hashlib
 from typing import Any
 
 import msgspec
+from ezat_common.bodies import TOO_DEEP, decode_object
 from ezat_common.catalogue import Catalogue
 from ezat_common.config import ModelConfig
 from ezat_common.errors import GatewayError, invalid, model_not_found
+from ezat_common.names import valid_model_name
 from msgspec import Struct
 
 from .openai_messages import ImageUrlPart
 
-_decode_json = msgspec.json.Decoder().decode
 _encode_json = msgspec.json.Encoder().encode
 
 
@@ -37,9 +38,6 @@ class Translated(Struct, kw_only=True, frozen=True):
     cache_ttl: str | None = None
     data: dict[str, Any] | None = None
     image_urls: list[ImageUrlPart] = []
-
-
-TOO_DEEP = "request body: is nested too deeply"
 
 
 def prefix_hash(model_id: str, data: dict[str, Any]) -> str:
@@ -68,27 +66,13 @@ def largest_cache_ttl(node: Any) -> str | None:
     return found
 
 
-def parse_object(body: bytes) -> dict[str, Any]:
-    if not body.strip():
-        raise GatewayError(400, "request body: is empty; send a JSON object")
-    try:
-        data = _decode_json(body)
-    except msgspec.DecodeError as exc:
-        raise GatewayError(400, f"request body: is not valid JSON ({exc})") from None
-    except RecursionError:
-        raise GatewayError(400, TOO_DEEP) from None
-    if not isinstance(data, dict):
-        raise GatewayError(400, "request body: must be a JSON object")
-    return data
-
-
 def resolve_model(data: dict[str, Any], catalogue: Catalogue) -> tuple[ModelConfig, str]:
     if "model" not in data:
         raise invalid("model", "Field required")
     name = data["model"]
     if not isinstance(name, str):
         raise invalid("model", "must be a string such as `anthropic/claude-sonnet-5-5`")
-    if not 1 <= len(name.strip()) <= 128:
+    if not valid_model_name(name):
         raise invalid("model", "must be 1 to 128 characters")
     model = catalogue.resolve(name)
     if model is None:
@@ -199,7 +183,7 @@ def encode_body(data: dict[str, Any]) -> bytes:
 
 def translate_create(body: bytes, catalogue: Catalogue) -> Translated:
     """``POST /v1/messages``: validate the four checked fields and prepare the upstream body."""
-    data = parse_object(body)
+    data = decode_object(body)
     model, name = resolve_model(data, catalogue)
     _check_max_tokens(data)
     _check_messages(data)
@@ -230,7 +214,7 @@ def _prefix_hash(model_id: str, data: dict[str, Any]) -> str:
 
 def translate_count(body: bytes, catalogue: Catalogue) -> Translated:
     """``POST /v1/messages/count_tokens``: ``max_tokens`` and ``stream`` are ignored."""
-    data = parse_object(body)
+    data = decode_object(body)
     model, name = resolve_model(data, catalogue)
     _check_messages(data)
     data.pop("max_tokens", None)

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 import msgspec
 from ezat_common.config import ModelConfig
 from ezat_common.errors import invalid
+from ezat_common.media import IMAGE_TYPES, PDF_TYPES
 from ezat_common.schemas.openai import (
     AnyMessage,
     AssistantMessage,
@@ -34,7 +35,7 @@ from ezat_common.schemas.openai import (
 )
 from msgspec import Struct
 
-from .media import IMAGE_TYPES, PDF_TYPES, is_data_url, read_data_url
+from .media import is_data_url, read_data_url
 
 MAX_IMAGE_URLS = 20
 NO_USER_MESSAGE = "must contain at least one user message"

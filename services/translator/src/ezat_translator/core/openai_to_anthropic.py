@@ -13,13 +13,16 @@ import re
 from typing import Any
 
 import msgspec
+from ezat_common.bodies import NOT_AN_OBJECT, decode_body
 from ezat_common.catalogue import Catalogue
 from ezat_common.config import ModelConfig
 from ezat_common.errors import GatewayError, invalid, model_not_found
+from ezat_common.located import split_location
+from ezat_common.names import valid_model_name
 from ezat_common.schemas.openai import ChatRequest
 from msgspec import Struct
 
-from .messages import TOO_DEEP, largest_cache_ttl, prefix_hash
+from .messages import largest_cache_ttl, prefix_hash
 from .openai_messages import Conversation, ImageUrlPart, to_conversation
 from .openai_output import to_output_format
 from .openai_reasoning import Reasoning, to_reasoning
@@ -32,7 +35,6 @@ MAX_CACHE_KEY = 256
 EPHEMERAL: dict[str, Any] = {"type": "ephemeral"}
 
 _decode_request = msgspec.json.Decoder(ChatRequest).decode
-_ERROR_AT = re.compile(r"^(?P<problem>.*) - at `\$(?P<path>[^`]*)`$", re.S)
 _MISSING = re.compile(r"^Object missing required field `(?P<field>[^`]+)`")
 
 
@@ -145,24 +147,16 @@ def _anthropic_body(
 
 
 def decode_chat_request(body: bytes) -> ChatRequest:
-    if not body.strip():
-        raise GatewayError(400, "request body: is empty; send a JSON object")
     try:
-        return _decode_request(body)
+        return decode_body(body, _decode_request)
     except msgspec.ValidationError as exc:
         raise located(str(exc)) from None
-    except msgspec.DecodeError as exc:
-        raise GatewayError(400, f"request body: is not valid JSON ({exc})") from None
-    except RecursionError:
-        raise GatewayError(400, TOO_DEEP) from None
 
 
 def located(text: str) -> GatewayError:
     """A msgspec validation message as a 400 at the client-facing path (``messages[0].role``)."""
-    path, problem = "", text
-    match = _ERROR_AT.match(text)
-    if match:
-        path, problem = match["path"].lstrip("."), match["problem"]
+    at, problem = split_location(text)
+    path = at or ""
     problem = problem.replace(" | null`", "`")  # null is accepted as "not sent" everywhere
     missing = _MISSING.match(problem)
     if missing:
@@ -170,13 +164,13 @@ def located(text: str) -> GatewayError:
         problem = "Field required"
     if not path:
         if problem.startswith("Expected `object`"):
-            return GatewayError(400, "request body: must be a JSON object")
+            return GatewayError(400, NOT_AN_OBJECT)
         return GatewayError(400, f"request body: {problem}")
     return invalid(path, problem)
 
 
 def resolve(name: str, catalogue: Catalogue) -> ModelConfig:
-    if not 1 <= len(name.strip()) <= 128:
+    if not valid_model_name(name):
         raise invalid("model", "must be 1 to 128 characters")
     model = catalogue.resolve(name)
     if model is None:

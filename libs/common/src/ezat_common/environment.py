@@ -1,0 +1,130 @@
+"""Every environment variable a service reads, read here, with its default and its check.
+
+The TOML file (``EZAT_CONFIG``) says what the gateway does; these variables say where its servers
+are and who this process is (README.md, the Environment table). Services and
+``ezat_common`` read them only through these accessors, so each name, default and check has one
+home; a bad value is a ``ConfigError`` naming the variable, which stops the process at start-up
+(``runtime.run_service``: exit 2). The CLI sets most of them for the processes it starts.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Mapping
+
+CONFIG = "EZAT_CONFIG"
+SUBJECT_PREFIX = "EZAT_SUBJECT_PREFIX"
+NATS_URL = "NATS_URL"
+JETSTREAM_REPLICAS = "EZAT_JETSTREAM_REPLICAS"
+DATABASE_URL = "DATABASE_URL"
+REDIS_URL = "REDIS_URL"
+LOG_LEVEL = "EZAT_LOG_LEVEL"
+DRAIN_DIR = "EZAT_DRAIN_DIR"
+TAKE_OVER_FROM = "EZAT_TAKE_OVER_FROM"
+# The descriptor of a listening socket the supervisor bound for the edge and hands to every edge
+# it starts (docs/reliability.md, "The edge's socket").
+EDGE_LISTEN_FD = "EZAT_EDGE_LISTEN_FD"
+ROUTER_REGION = "EZAT_ROUTER_REGION"
+ROUTER_METRICS_LISTEN = "EZAT_ROUTER_METRICS_LISTEN"
+
+DEFAULT_SUBJECT_PREFIX = "ezat"
+DEFAULT_NATS_URL = "nats://127.0.0.1:4222"
+DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+DEFAULT_LOG_LEVEL = "INFO"
+
+# One NATS subject token, and also safe as the start of a JetStream stream, an object-store bucket
+# (``[A-Za-z0-9_-]``) and a Redis key: the prefix is spelled into all four.
+_PREFIX = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def _config_error(message: str) -> Exception:
+    from .config import ConfigError  # config.py reads the environment through here
+
+    return ConfigError(message)
+
+
+def value(name: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """The variable as set (possibly empty), or None; for names the configuration gives
+    (a deployment's ``api_key_env``)."""
+    return (os.environ if environ is None else environ).get(name)
+
+
+def _set(name: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """The variable, or None when it is unset or empty."""
+    return value(name, environ) or None
+
+
+def config_path() -> str | None:
+    return _set(CONFIG)
+
+
+def subject_prefix(environ: Mapping[str, str] | None = None) -> str:
+    """The first token of every subject, stream, bucket and Redis key of this stack."""
+    prefix = _set(SUBJECT_PREFIX, environ)
+    if prefix is None:
+        return DEFAULT_SUBJECT_PREFIX
+    if not _PREFIX.fullmatch(prefix):
+        raise _config_error(
+            f"{SUBJECT_PREFIX}: `{prefix}` cannot start NATS subjects; use one token of letters, "
+            f"digits, `_` and `-` (such as `ezat` or `tenant-2`), or unset it for "
+            f"`{DEFAULT_SUBJECT_PREFIX}`"
+        )
+    return prefix
+
+
+def nats_url(environ: Mapping[str, str] | None = None) -> str:
+    """The NATS servers as given (``nats_env.parse_servers`` reads them)."""
+    return _set(NATS_URL, environ) or DEFAULT_NATS_URL
+
+
+def jetstream_replicas(environ: Mapping[str, str] | None = None) -> str | None:
+    """As given (``nats_env.parse_replicas`` checks it)."""
+    return value(JETSTREAM_REPLICAS, environ)
+
+
+def database_url() -> str:
+    return os.environ.get(DATABASE_URL, DEFAULT_DATABASE_URL)
+
+
+def redis_url() -> str | None:
+    """None (unset or empty): this process runs without Redis, which only degrades."""
+    return _set(REDIS_URL)
+
+
+def log_level() -> str:
+    return os.environ.get(LOG_LEVEL, DEFAULT_LOG_LEVEL).upper()
+
+
+def drain_dir() -> str | None:
+    return _set(DRAIN_DIR)
+
+
+def take_over_from() -> str:
+    """The pid this replacement waits for, consumed: only the first call sees it."""
+    return os.environ.pop(TAKE_OVER_FROM, "")
+
+
+def router_region() -> str | None:
+    """Overrides ``[router] region``: one configuration file, routers in several regions."""
+    return _set(ROUTER_REGION)
+
+
+def router_metrics_listen() -> str | None:
+    """Overrides ``[router] metrics_listen``."""
+    return _set(ROUTER_METRICS_LISTEN)
+
+
+def positive_seconds(name: str) -> float | None:
+    """A positive, finite number of seconds, or None when unset or blank."""
+    raw = value(name)
+    if raw is None or not raw.strip():
+        return None
+    try:
+        seconds = float(raw)
+    except ValueError:
+        raise _config_error(f"{name}: `{raw}` is not a number of seconds") from None
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise _config_error(f"{name}: must be a positive number of seconds")
+    return seconds

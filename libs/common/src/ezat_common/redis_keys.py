@@ -1,0 +1,44 @@
+"""The only place a Redis key is spelled.
+
+Shape: ``PREFIX:<noun>:<ids>``, ids last, under the same prefix as the NATS subjects
+(``EZAT_SUBJECT_PREFIX``, ``subjects.py``), so that two gateways sharing one Redis never count,
+bind or read each other's state. The layout is listed in docs/architecture.md (Redis keys).
+"""
+
+from __future__ import annotations
+
+from msgspec import Struct
+
+from . import environment
+
+
+class RedisKeys(Struct, frozen=True):
+    prefix: str
+
+    def requests(self, key_id: str, minute: int) -> str:
+        """edge: requests counted for one API key in one minute window (rate limit ``rpm``)."""
+        return f"{self.prefix}:rl:{key_id}:{minute}"
+
+    def tokens(self, key_id: str, minute: int) -> str:
+        """edge: estimated input tokens for one API key in one minute window (``tpm``)."""
+        return f"{self.prefix}:tpm:{key_id}:{minute}"
+
+    def thinking(self, key_id: str, tool_call_id: str) -> str:
+        """translator: the thinking blocks of the turn that made this tool call, for this key."""
+        return f"{self.prefix}:thinking:{key_id}:{tool_call_id}"
+
+    def binding(self, region: str, model: str, session_digest: str) -> str:
+        """router: the deployment a session is bound to (session affinity)."""
+        return f"{self.prefix}:aff:{region}:{model}:{session_digest}"
+
+    def health(self, deployment: str) -> str:
+        """router: a deployment's shared health hash."""
+        return f"{self.prefix}:health:{deployment}"
+
+    def probe(self, deployment: str) -> str:
+        """router: the replica holding a deployment's half-open probe lease."""
+        return f"{self.prefix}:probe:{deployment}"
+
+
+def from_env() -> RedisKeys:
+    return RedisKeys(prefix=environment.subject_prefix())
