@@ -22,7 +22,7 @@ from ezat_common.errors import GatewayError
 from redis import asyncio as aioredis
 from redis.exceptions import RedisError
 
-from .core.estimate import estimate_tokens
+from .core.estimate import body_tokens
 
 log = logging.getLogger("ezat.edge.limits")
 
@@ -83,7 +83,7 @@ class RateLimiter:
         x-ratelimit-*-tokens headers, or raises a 429 (carrying ``headers`` too)."""
         if key.tpm is None:
             return {}
-        tokens = estimate_tokens(body_bytes)
+        tokens = body_tokens(body_bytes)
         window = await self._count(self.keys.tokens, key.id, tokens, key.tpm, give_back=True)
         if window is None:
             return {}

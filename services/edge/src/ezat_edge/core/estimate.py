@@ -13,6 +13,6 @@ import math
 BYTES_PER_TOKEN = 4
 
 
-def estimate_tokens(body_bytes: int) -> int:
+def body_tokens(body_bytes: int) -> int:
     """Input tokens the TPM window counts for a body: an estimate, 1 token per 4 bytes."""
     return max(1, math.ceil(body_bytes / BYTES_PER_TOKEN))

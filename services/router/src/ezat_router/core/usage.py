@@ -37,7 +37,7 @@ from msgspec import structs
 CHARS_PER_TOKEN = 4
 
 
-def estimate_tokens(chars: int) -> int:
+def text_tokens(chars: int) -> int:
     return math.ceil(chars / CHARS_PER_TOKEN)
 
 
@@ -128,7 +128,7 @@ class UsageAccumulator:
         return self.input_tokens is not None
 
     def estimated_output(self) -> int:
-        return estimate_tokens(self.text_chars + self.thinking_chars + self.tool_chars)
+        return text_tokens(self.text_chars + self.thinking_chars + self.tool_chars)
 
     def cache_writes(self) -> tuple[int, int]:
         """(5-minute, 1-hour) cache writes; without a breakdown everything is 5-minute."""
@@ -158,7 +158,7 @@ class UsageAccumulator:
             estimated = True
         reasoning = self.reasoning
         if reasoning is None:
-            reasoning = min(estimate_tokens(self.thinking_chars), output)
+            reasoning = min(text_tokens(self.thinking_chars), output)
         write_5m, write_1h = self.cache_writes()
         return structs.replace(
             base,
