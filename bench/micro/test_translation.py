@@ -4,7 +4,7 @@ Run by ``make bench`` (``bench/run.py``), never by ``make test`` (``testpaths`` 
 
     .venv/bin/pytest bench/micro --benchmark-only
 
-Per request: ``translate_create`` (the translator's whole work for an Anthropic request) and the
+Per request: ``prepare_create`` (the translator's whole work for an Anthropic request) and the
 OpenAI translations both ways. Per stream event: ``decode_event``, ``SseParser.feed``, the
 router's ``StreamStep.step`` and the OpenAI ``ChatStream.feed``, each on one text delta; plus one
 whole 20-token stream through parser and step.
@@ -19,7 +19,7 @@ from ezat_router.core.stream import StreamStep
 from ezat_router.core.usage import UsageAccumulator
 from ezat_translator.core.anthropic_to_openai import to_chat_completion
 from ezat_translator.core.chat_stream import ChatStream
-from ezat_translator.core.messages import translate_create
+from ezat_translator.core.messages import prepare_create
 from ezat_translator.core.openai_to_anthropic import to_messages_request
 
 DELTA = frame(delta_event())
@@ -27,7 +27,7 @@ DELTA_DATA = DELTA.split(b"data: ", 1)[1].rstrip(b"\n")
 
 
 def test_translate_create_per_request(benchmark, catalogue, request_body):  # type: ignore[no-untyped-def]
-    result = benchmark(translate_create, request_body, catalogue)
+    result = benchmark(prepare_create, request_body, catalogue)
     assert result.stream
 
 

@@ -107,7 +107,7 @@ def test_reasoning_tokens_are_part_of_output_not_added_again() -> None:
 
 
 def test_default_cache_prices_follow_spec_multipliers() -> None:
-    # $1/M input: cache write 5m 1.25x, 1h 2x, cache read 0.1x (SPEC section 6).
+    # $1/M input: cache write 5m 1.25x, 1h 2x, cache read 0.1x (docs/billing.md).
     prices = prices_of(Price(input=1.0, output=5.0))
     tokens = zero(cache_write_5m_tokens=1000, cache_write_1h_tokens=1000, cache_read_tokens=1000)
     assert cost_micros(record(**tokens), prices) == 1_250 + 2_000 + 100

@@ -1,5 +1,6 @@
-"""Request identity (uid) versus the client-visible request id, rate limits (SPEC §7), bodies
-nested too deeply, and URL image sources on the Messages API (SPEC §2)."""
+"""Request identity (uid) versus the client-visible request id, rate limits (docs/api.md,
+"Limits"), bodies nested too deeply, and URL image sources on the Messages API (docs/api.md,
+"Messages API")."""
 
 from __future__ import annotations
 

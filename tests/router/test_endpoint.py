@@ -82,7 +82,8 @@ def test_a_value_that_would_inject_a_header_is_refused(field: str) -> None:
 
 
 def test_the_key_can_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """SPEC §8: a deployment's key may be named by ``api_key_env`` instead of written down."""
+    """README.md, "Configuration": a deployment's key may be named by ``api_key_env`` instead of
+    written down."""
     dep = DeploymentConfig(name="d", model="m", base_url="https://a.example", api_key_env="K")
     monkeypatch.setenv("K", "sk-from-env")
     assert "x-api-key: sk-from-env" in lines(Endpoint(dep).request_head(request(), 0))

@@ -2,7 +2,7 @@
 
 Golden pairs under golden/anthropic_to_openai/<case>/: in.json (the deployment's body), out.json
 (the completion, pretty-printed for review) and kept.json (the thinking kept, only when there is
-some). UPDATE_GOLDEN=1 rewrites the expected files; review the diff against SPEC §3.
+some). UPDATE_GOLDEN=1 rewrites the expected files; review the diff against docs/api.md.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Golden transcripts under golden/chat_stream/<case>/: in.sse (what the deployment sent),
 options.json (optional: {"include_usage": true}), out.sse (exactly what the client must read) and
 kept.json (the thinking kept, only when there is some). UPDATE_GOLDEN=1 rewrites the expected
-files; review each against the seed page (Streaming) and SPEC §3.
+files; review each against the seed page (Streaming) and docs/api.md ("Streaming").
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from typing import Any
 import msgspec
 import pytest
 from ezat_common.errors import GatewayError
-from ezat_translator.core.messages import translate_count, translate_create
+from ezat_translator.core.messages import prepare_count, prepare_create
 from support.config import catalogue, model
 
 SMALL = {"context_window": 1000, "max_output_tokens": 100, "price": {"input": 1.0, "output": 2.0}}
@@ -34,7 +34,7 @@ def test_model_is_removed_and_rest_passes_unchanged() -> None:
         "system": [{"type": "text", "text": "s", "cache_control": {"type": "ephemeral"}}],
         "anything_new": [1, 2, 3],
     }
-    out = translate_create(enc(body), CAT)
+    out = prepare_create(enc(body), CAT)
     assert out.model.id == "anthropic/cached"
     assert out.response_model == " Cached "
     assert out.stream is True
@@ -71,7 +71,7 @@ def test_cache_control_stripped_everywhere_for_models_without_caching() -> None:
             }
         ],
     }
-    sent = msgspec.json.decode(translate_create(enc(body), CAT).body)
+    sent = msgspec.json.decode(prepare_create(enc(body), CAT).body)
     assert "cache_control" not in repr(sent)
     assert sent["messages"][0]["content"][1]["content"][0]["text"] == "r"
 
@@ -97,27 +97,27 @@ def test_cache_control_stripped_everywhere_for_models_without_caching() -> None:
 )
 def test_refusals_name_the_field(body: bytes, status: int, prefix: str) -> None:
     with pytest.raises(GatewayError) as info:
-        translate_create(body, CAT)
+        prepare_create(body, CAT)
     assert info.value.status == status
     assert info.value.message.startswith(prefix), info.value.message
 
 
 def test_unknown_model_error_carries_code() -> None:
     with pytest.raises(GatewayError) as info:
-        translate_create(enc({"model": "gpt-9", "max_tokens": 1, "messages": MSGS}), CAT)
+        prepare_create(enc({"model": "gpt-9", "max_tokens": 1, "messages": MSGS}), CAT)
     assert info.value.code == "model_not_found"
     assert info.value.type == "not_found_error"
 
 
 def test_count_tokens_ignores_max_tokens_and_stream() -> None:
     body = {"model": "cached", "max_tokens": "junk", "stream": "junk", "messages": MSGS}
-    out = translate_count(enc(body), CAT)
+    out = prepare_count(enc(body), CAT)
     assert msgspec.json.decode(out.body) == {"messages": MSGS}
     assert out.stream is False
 
 
 def test_stream_null_means_false() -> None:
-    out = translate_create(
+    out = prepare_create(
         enc({"model": "cached", "max_tokens": 1, "messages": MSGS, "stream": None}), CAT
     )
     assert out.stream is False
@@ -125,11 +125,11 @@ def test_stream_null_means_false() -> None:
 
 def test_prefix_hash_depends_on_model_system_and_tools_only() -> None:
     base = {"model": "cached", "max_tokens": 1, "messages": MSGS, "system": "s", "tools": []}
-    a = translate_create(enc(base), CAT).prefix_hash
-    b = translate_create(enc({**base, "messages": [*MSGS, *MSGS], "max_tokens": 9}), CAT)
+    a = prepare_create(enc(base), CAT).prefix_hash
+    b = prepare_create(enc({**base, "messages": [*MSGS, *MSGS], "max_tokens": 9}), CAT)
     assert a is not None and a == b.prefix_hash
-    assert translate_create(enc({**base, "system": "other"}), CAT).prefix_hash != a
-    assert translate_create(enc({**base, "tools": [{"name": "t"}]}), CAT).prefix_hash != a
+    assert prepare_create(enc({**base, "system": "other"}), CAT).prefix_hash != a
+    assert prepare_create(enc({**base, "tools": [{"name": "t"}]}), CAT).prefix_hash != a
 
 
 @pytest.mark.parametrize(
@@ -145,13 +145,13 @@ def test_prefix_hash_depends_on_model_system_and_tools_only() -> None:
 )
 def test_cache_ttl_is_the_largest_breakpoint(system: Any, ttl: str | None) -> None:
     body = {"model": "cached", "max_tokens": 1, "messages": MSGS, "system": system}
-    assert translate_create(enc(body), CAT).cache_ttl == ttl
+    assert prepare_create(enc(body), CAT).cache_ttl == ttl
 
 
 # ---- bodies nested too deeply (C8) ------------------------------------------------------------
 
 
-@pytest.mark.parametrize("translate", [translate_create, translate_count])
+@pytest.mark.parametrize("translate", [prepare_create, prepare_count])
 def test_deeply_nested_body_is_a_400_not_a_recursion_error(translate: Any) -> None:
     depth = 100_000
     body = b'{"model":"cached","max_tokens":5,"messages":' + b"[" * depth + b"]" * depth + b"}"
@@ -184,7 +184,7 @@ def test_strip_cache_control_is_iterative() -> None:
     assert largest_cache_ttl(root) is None
 
 
-# ---- image blocks with a URL source (SPEC §2) --------------------------------------------------
+# ---- image blocks with a URL source (docs/api.md, "Messages API") --------------------------
 
 
 def test_url_images_are_found_with_their_paths() -> None:
@@ -205,7 +205,7 @@ def test_url_images_are_found_with_their_paths() -> None:
             },
         ],
     }
-    out = translate_create(msgspec.json.encode(body), CAT)
+    out = prepare_create(msgspec.json.encode(body), CAT)
     assert out.body == b""
     assert out.data is not None and "model" not in out.data
     assert [(p.path, p.message_index, p.block_index, p.inner_index) for p in out.image_urls] == [
@@ -217,6 +217,6 @@ def test_url_images_are_found_with_their_paths() -> None:
 
 def test_without_url_images_the_body_is_encoded() -> None:
     body = {"model": "cached", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}]}
-    out = translate_create(msgspec.json.encode(body), CAT)
+    out = prepare_create(msgspec.json.encode(body), CAT)
     assert out.data is None and out.image_urls == []
     assert msgspec.json.decode(out.body) == {"max_tokens": 5, "messages": body["messages"]}

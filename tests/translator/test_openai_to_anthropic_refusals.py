@@ -35,7 +35,7 @@ CLOSED = {"type": "object", "properties": {}, "additionalProperties": False}
 
 # (id, request body, status, param, message prefix)
 REFUSALS: list[tuple[str, dict[str, Any], int, str | None, str]] = [
-    # ---- refused fields (SPEC §3) ----
+    # ---- refused fields (docs/api.md, "Refused") ----
     ("n_2", request(n=2), 400, "n", "n: "),
     ("n_0", request(n=0), 400, "n", "n: "),
     ("logprobs_true", request(logprobs=True), 400, "logprobs", "logprobs: "),

@@ -1,4 +1,5 @@
-"""Operator configuration: one TOML file (SPEC §8), decoded once into typed structs.
+"""Operator configuration: one TOML file (README.md, "Configuration"), decoded once into typed
+structs.
 
 A bad file fails at start with a ``ConfigError`` naming the file and the key, e.g.
 ``config/ezat.toml: models[0].context_window: Expected `int`, got `str```.
@@ -175,7 +176,7 @@ class ShutdownConfig(Struct, forbid_unknown_fields=True, kw_only=True):
 
 
 class SimulatorConfig(Struct, forbid_unknown_fields=True, kw_only=True):
-    """A bundled simulator deployment that ``ezat up`` starts (an extension of SPEC §8)."""
+    """A bundled simulator deployment that ``ezat up`` starts (README.md, "Configuration")."""
 
     name: str
     listen: str

@@ -157,8 +157,9 @@ class ReplyError(Struct, kw_only=True, tag_field="t", tag="error"):
         return msgspec.structs.replace(self, headers={**self.headers, **headers})
 
 
-# A completed request whose usage could not be made durable (SPEC §6): it is not completed and
-# not charged. Sent by the router, or written by a receiver that held the final reply itself.
+# A completed request whose usage could not be made durable (docs/billing.md): it is not
+# completed and not charged. Sent by the router, or written by a receiver that held the final
+# reply itself.
 UNRECORDED = ReplyError(
     status=500,
     type="api_error",

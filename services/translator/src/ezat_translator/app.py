@@ -25,7 +25,7 @@ from nats.aio.msg import Msg
 
 from . import metrics as m
 from .chat import NO_ROUTER_TAG, ChatPath
-from .core.messages import Translated, encode_body, translate_count, translate_create
+from .core.messages import Prepared, encode_body, prepare_count, prepare_create
 from .routes import route_request
 from .thinking_store import ThinkingStore
 
@@ -122,52 +122,51 @@ class Translator:
             if req.api == "chat":
                 await self.chat.route(req, body)
                 return
-            translated = self.translate(req, body)
-            if translated.image_urls:
+            prepared = self.prepare(req, body)
+            if prepared.image_urls:
                 # Downloads must not hold up the subscription (see on_request).
-                self.tasks.spawn(self.route_with_images(req, translated))
+                self.tasks.spawn(self.route_with_images(req, prepared))
                 return
-            await self.route(req, translated, translated.body)
+            await self.route(req, prepared, prepared.body)
         except BaseException as exc:
             await self.fail(req, exc)
         finally:
             logs.request_id.reset(token)
 
-    async def route_with_images(self, req: envelopes.ClientRequest, translated: Translated) -> None:
-        """SPEC §2: image blocks with a URL source go to the deployment inline."""
+    async def route_with_images(self, req: envelopes.ClientRequest, prepared: Prepared) -> None:
+        """Image blocks with a URL source go to the deployment inline (docs/api.md, "Messages
+        API")."""
         token = logs.request_id.set(req.request_id)
-        self.beats.open(req.reply_to, translated.stream)
+        self.beats.open(req.reply_to, prepared.stream)
         try:
-            assert translated.data is not None
+            assert prepared.data is not None
             await self.chat.images.inline(
                 req.request_id,
-                translated.data,
-                translated.image_urls,
+                prepared.data,
+                prepared.image_urls,
                 key_id=req.key_id,
                 uid=req.uid,
             )
-            await self.route(req, translated, encode_body(translated.data))
+            await self.route(req, prepared, encode_body(prepared.data))
         except BaseException as exc:
             await self.fail(req, exc)
         finally:
             self.beats.close(req.reply_to)
             logs.request_id.reset(token)
 
-    async def route(
-        self, req: envelopes.ClientRequest, translated: Translated, body: bytes
-    ) -> None:
+    async def route(self, req: envelopes.ClientRequest, prepared: Prepared, body: bytes) -> None:
         inline, ref = await self.claims.pack(body)
         route = route_request(
             req,
-            model=translated.model.id,
-            response_model=translated.response_model,
-            stream=translated.stream,
+            model=prepared.model.id,
+            response_model=prepared.response_model,
+            stream=prepared.stream,
             reply_to=req.reply_to,
             body=inline,
             body_ref=ref,
             session_key=req.session,
-            prefix_hash=translated.prefix_hash,
-            cache_ttl=translated.cache_ttl,
+            prefix_hash=prepared.prefix_hash,
+            cache_ttl=prepared.cache_ttl,
         )
         await self.nc.publish(
             self.subjects.route,
@@ -189,10 +188,10 @@ class Translator:
         else:
             raise exc
 
-    def translate(self, req: envelopes.ClientRequest, body: bytes) -> Translated:
+    def prepare(self, req: envelopes.ClientRequest, body: bytes) -> Prepared:
         if req.api == "count_tokens":
-            return translate_count(body, self.catalogue)
-        return translate_create(body, self.catalogue)
+            return prepare_count(body, self.catalogue)
+        return prepare_create(body, self.catalogue)
 
     async def reply_error(self, reply_to: str, err: GatewayError) -> None:
         await self.nc.publish(reply_to, envelopes.encode(err.reply))

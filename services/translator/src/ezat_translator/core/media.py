@@ -1,4 +1,5 @@
-"""Inline media of OpenAI content parts: ``data:`` URLs checked against their bytes (SPEC §5).
+"""Inline media of OpenAI content parts: ``data:`` URLs checked against their bytes (docs/api.md,
+"Images and PDFs").
 
 A data URL is ``data:<type>;base64,<data>``; the type must be one the part accepts and the decoded
 bytes must start with that type's magic bytes (read by ``ezat_common.media``, as the fetcher reads

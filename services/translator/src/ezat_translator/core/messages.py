@@ -1,4 +1,4 @@
-"""The Anthropic Messages API as the gateway sees it (SPEC §2).
+"""The Anthropic Messages API as the gateway sees it (docs/api.md, "Messages API").
 
 The gateway checks ``model``, ``max_tokens``, ``messages`` and ``stream``; everything else passes to
 the deployment unchanged. Two rewrites: ``cache_control`` is removed for models without prompt
@@ -23,7 +23,7 @@ from .openai_messages import ImageUrlPart
 _encode_json = msgspec.json.Encoder().encode
 
 
-class Translated(Struct, kw_only=True, frozen=True):
+class Prepared(Struct, kw_only=True, frozen=True):
     """What the router needs: the canonical model, the body without ``model``, and the mode.
 
     When the request has image blocks with a ``url`` source, ``body`` is empty and ``data`` is
@@ -135,8 +135,8 @@ def _url_source(block: Any) -> str | None:
 
 
 def image_url_parts(data: dict[str, Any]) -> list[ImageUrlPart]:
-    """Image blocks with a URL source (SPEC §2), in messages and inside ``tool_result`` blocks;
-    the fetcher downloads them and they are sent inline."""
+    """Image blocks with a URL source (docs/api.md, "Messages API"), in messages and inside
+    ``tool_result`` blocks; the fetcher downloads them and they are sent inline."""
     parts: list[ImageUrlPart] = []
     messages = data.get("messages")
     if not isinstance(messages, list):
@@ -181,7 +181,7 @@ def encode_body(data: dict[str, Any]) -> bytes:
         raise GatewayError(400, TOO_DEEP) from None
 
 
-def translate_create(body: bytes, catalogue: Catalogue) -> Translated:
+def prepare_create(body: bytes, catalogue: Catalogue) -> Prepared:
     """``POST /v1/messages``: validate the four checked fields and prepare the upstream body."""
     data = decode_object(body)
     model, name = resolve_model(data, catalogue)
@@ -193,7 +193,7 @@ def translate_create(body: bytes, catalogue: Catalogue) -> Translated:
     ttl = largest_cache_ttl(data) if model.prompt_caching and b"cache_control" in body else None
     rewritten = _rewrite(data, model)
     urls = image_url_parts(rewritten)
-    return Translated(
+    return Prepared(
         model=model,
         response_model=name,
         stream=stream,
@@ -212,7 +212,7 @@ def _prefix_hash(model_id: str, data: dict[str, Any]) -> str:
         raise GatewayError(400, TOO_DEEP) from None
 
 
-def translate_count(body: bytes, catalogue: Catalogue) -> Translated:
+def prepare_count(body: bytes, catalogue: Catalogue) -> Prepared:
     """``POST /v1/messages/count_tokens``: ``max_tokens`` and ``stream`` are ignored."""
     data = decode_object(body)
     model, name = resolve_model(data, catalogue)
@@ -220,4 +220,4 @@ def translate_count(body: bytes, catalogue: Catalogue) -> Translated:
     data.pop("max_tokens", None)
     data.pop("stream", None)
     body = encode_body(_rewrite(data, model))
-    return Translated(model=model, response_model=name, stream=False, body=body)
+    return Prepared(model=model, response_model=name, stream=False, body=body)

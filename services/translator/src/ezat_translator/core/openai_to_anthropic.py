@@ -1,4 +1,5 @@
-"""An OpenAI Chat Completions request as an Anthropic Messages request (SPEC §3-§5).
+"""An OpenAI Chat Completions request as an Anthropic Messages request (docs/api.md, "OpenAI
+compatibility").
 
 ``to_messages_request`` decodes the body with msgspec, refuses what has no equivalent (400 whose
 message starts with the path of the field), drops what is ignored, and returns the Anthropic body
@@ -182,7 +183,7 @@ def resolve(name: str, catalogue: Catalogue) -> ModelConfig:
 
 
 def refuse_unsupported(req: ChatRequest) -> None:
-    """The fields that would change the answer and have no equivalent (SPEC §3, Refused)."""
+    """The fields that would change the answer and have no equivalent (docs/api.md, "Refused")."""
     if req.n is not None and req.n != 1:
         raise invalid("n", "only one choice is supported; send n: 1 or leave it out")
     if req.logprobs:
