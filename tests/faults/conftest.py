@@ -14,7 +14,7 @@ from ezat_cli.stack import Stack
 from support.config import base_url, listen, one_simulator, write_config
 from support.stack import free_ports, key, running
 
-from .load import Target
+from .load import Gateway
 
 
 def faults_config(path: Path, ports: dict[str, int], delivery_confirm_seconds: float = 2.0) -> Path:
@@ -45,7 +45,7 @@ PREFIX = "faults"
 
 
 @pytest.fixture(scope="session")
-def fault_stack(infra: Infra, database_url: str, data_dir: Path) -> Iterator[Target]:
+def fault_stack(infra: Infra, database_url: str, data_dir: Path) -> Iterator[Gateway]:
     folder = data_dir / "fault-stack"
     names = ("edge", "sim", "router_metrics", "translator_metrics", "router2", "translator2")
     ports = free_ports(*names)
@@ -71,6 +71,6 @@ def fault_stack(infra: Infra, database_url: str, data_dir: Path) -> Iterator[Tar
                 ("translator-2", "translator2"),
             )
         }
-        yield Target(
+        yield Gateway(
             stack, base_url(ports["edge"]), key(database_url, "faults"), database_url, metrics
         )

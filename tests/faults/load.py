@@ -36,7 +36,7 @@ HUNG_AFTER = 30.0  # seconds: a request still open then is hung
 
 
 @dataclass
-class Target:
+class Gateway:
     """The stack under test and one client of each SDK (made once: building a client costs tens
     of milliseconds of CPU, which would delay the load past the moment of the fault)."""
 
@@ -109,7 +109,7 @@ def _prompt(tokens: int, token_ms: int | None) -> str:
 
 
 async def _anthropic(
-    t: Target, h: History, stream: bool, tokens: int, token_ms: int | None
+    t: Gateway, h: History, stream: bool, tokens: int, token_ms: int | None
 ) -> None:
     client = t.anthropic()
     args: dict[str, Any] = {
@@ -132,7 +132,7 @@ async def _anthropic(
                 h.outcome = "complete"
 
 
-async def _openai(t: Target, h: History, stream: bool, tokens: int, token_ms: int | None) -> None:
+async def _openai(t: Gateway, h: History, stream: bool, tokens: int, token_ms: int | None) -> None:
     client = t.openai()
     args: dict[str, Any] = {
         "model": "claude-sonnet-5-5",
@@ -156,7 +156,7 @@ async def _openai(t: Target, h: History, stream: bool, tokens: int, token_ms: in
             h.outcome = "complete"  # the last chunk before [DONE]
 
 
-async def one(t: Target, kind: Kind, tokens: int, token_ms: int | None = None) -> History:
+async def one(t: Gateway, kind: Kind, tokens: int, token_ms: int | None = None) -> History:
     h = History(kind, f"flt-{uuid.uuid4().hex[:16]}", time.monotonic())
     call = _anthropic if kind.startswith("anthropic") else _openai
     try:
@@ -181,7 +181,7 @@ async def one(t: Target, kind: Kind, tokens: int, token_ms: int | None = None) -
 
 
 async def run_load(
-    t: Target,
+    t: Gateway,
     n: int,
     tokens: int,
     fault: Callable[[], Awaitable[None]] | None = None,
@@ -202,7 +202,7 @@ async def run_load(
 
 
 async def run_waves(
-    t: Target,
+    t: Gateway,
     n: int,
     tokens: int,
     fault: Callable[[], Awaitable[None]],
@@ -235,7 +235,7 @@ async def run_waves(
     return histories
 
 
-async def attach_rows(t: Target, histories: list[History], settle: float = 0.0) -> None:
+async def attach_rows(t: Gateway, histories: list[History], settle: float = 0.0) -> None:
     """Each request's usage rows (as stored now, after ``settle`` s)."""
     await asyncio.sleep(settle)
     conn = await asyncpg.connect(t.database_url)
@@ -254,7 +254,7 @@ async def attach_rows(t: Target, histories: list[History], settle: float = 0.0) 
         by_id[row["request_id"]].rows.append(dict(row))
 
 
-async def wait_billed(t: Target, histories: list[History], within: float) -> float:
+async def wait_billed(t: Gateway, histories: list[History], within: float) -> float:
     """Seconds until every answer a client saw complete has its usage row (billing caught up
     with the outbox); fails past ``within``."""
     start = time.monotonic()
@@ -309,7 +309,7 @@ def charged(h: History) -> list[dict[str, Any]]:
     return [r for r in h.rows if r["status"] != "failed" or r["cost_micros"] > 0]
 
 
-async def serves_again(t: Target, within: float = 20.0) -> History:
+async def serves_again(t: Gateway, within: float = 20.0) -> History:
     """The stack serves again by itself: a request of each API succeeds within ``within`` s."""
     deadline = time.monotonic() + within
     while True:
@@ -321,9 +321,9 @@ async def serves_again(t: Target, within: float = 20.0) -> History:
 
 
 @contextlib.contextmanager
-def another_edge(t: Target, name: str, **edge: int) -> Iterator[Target]:
+def another_edge(t: Gateway, name: str, **edge: int) -> Iterator[Gateway]:
     """One more edge on ``t``'s stack, with ``[edge]`` settings of its own (a config file beside
-    the stack's, which it otherwise copies); the Target it yields calls it, and its ``metrics``
+    the stack's, which it otherwise copies); the Gateway it yields calls it, and its ``metrics``
     has its /metrics under ``name``. Stopped, and no longer supervised, afterwards."""
     port = free_port()
     settings = "".join(f"{key} = {value}\n" for key, value in edge.items())
@@ -340,7 +340,7 @@ def another_edge(t: Target, name: str, **edge: int) -> Iterator[Target]:
     try:
         wait_port(port, child.proc, timeout=30)
         url = f"http://127.0.0.1:{port}"
-        yield Target(t.stack, url, t.key, t.database_url, {name: f"{url}/metrics"})
+        yield Gateway(t.stack, url, t.key, t.database_url, {name: f"{url}/metrics"})
     finally:
         with t.stack._lock:
             child.supervised = False

@@ -17,7 +17,7 @@ import openai
 import pytest
 from aiohttp import web
 
-from .load import History, Target, attach_rows, check, run_load, summary
+from .load import Gateway, History, attach_rows, check, run_load, summary
 
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
@@ -57,7 +57,7 @@ async def image_host() -> AsyncIterator[tuple[str, list[float]]]:
         await runner.cleanup()
 
 
-async def image_request(t: Target, url: str) -> History:
+async def image_request(t: Gateway, url: str) -> History:
     h = History("openai-json", f"flt-img-{uuid.uuid4().hex[:12]}", time.monotonic())
     content: list[dict[str, Any]] = [
         {"type": "text", "text": "What is this? [sim:tokens=4]"},
@@ -85,7 +85,7 @@ async def image_request(t: Target, url: str) -> History:
 
 
 async def test_sigkill_of_the_fetcher_mid_download_ends_image_requests_with_a_503(
-    fault_stack: Target, image_host: tuple[str, list[float]]
+    fault_stack: Gateway, image_host: tuple[str, list[float]]
 ) -> None:
     url, asked = image_host
     t = fault_stack

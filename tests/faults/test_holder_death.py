@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from .load import KINDS, Target, check, ranges, run_load, serves_again, summary
+from .load import KINDS, Gateway, check, ranges, run_load, serves_again, summary
 
 N = 120
 TOKENS = 40  # 4 s at the simulator's 100 ms a token
@@ -31,7 +31,7 @@ LOAD_METRIC = {
 }
 
 
-def kill_busier(t: Target, kind: str, killed: list[float]) -> Callable[[], Awaitable[None]]:
+def kill_busier(t: Gateway, kind: str, killed: list[float]) -> Callable[[], Awaitable[None]]:
     """SIGKILL the replica of ``kind`` holding more of the load (the queue group spreads
     requests at random, and a replica holding none would make the scenario vacuous); the time of
     the kill goes to ``killed``."""
@@ -55,7 +55,7 @@ def kill_busier(t: Target, kind: str, killed: list[float]) -> Callable[[], Await
 
 @pytest.mark.parametrize("victim", ["router", "translator"])
 async def test_sigkill_of_a_holder_leaves_no_client_waiting(
-    fault_stack: Target, victim: str
+    fault_stack: Gateway, victim: str
 ) -> None:
     for name in (victim, f"{victim}-2"):
         fault_stack.baseline[name] = await fault_stack.sample(name, LOAD_METRIC[victim])
@@ -89,7 +89,7 @@ async def test_sigkill_of_a_holder_leaves_no_client_waiting(
 SETTLED = 2.0 + 5.0 + 2.0
 
 
-async def test_sigkill_of_the_edge_bills_only_what_reached_its_client(fault_stack: Target) -> None:
+async def test_sigkill_of_the_edge_bills_only_what_reached_its_client(fault_stack: Gateway) -> None:
     killed: list[float] = []
 
     async def fault() -> None:
@@ -119,7 +119,7 @@ async def test_sigkill_of_the_edge_bills_only_what_reached_its_client(fault_stac
     await serves_again(fault_stack)
 
 
-async def test_sigkill_of_billing_loses_no_record(fault_stack: Target) -> None:
+async def test_sigkill_of_billing_loses_no_record(fault_stack: Gateway) -> None:
     """Billing holds no request: records wait in the outbox while it is down, and are drained
     once the supervisor restarted it."""
 

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from .load import KINDS, History, Target, another_edge, check, one, rss_kib, run_load, summary
+from .load import KINDS, Gateway, History, another_edge, check, one, rss_kib, run_load, summary
 
 pytestmark = pytest.mark.timeout(240)
 MAX_IN_FLIGHT = 30
@@ -48,7 +48,7 @@ def seconds(histories: list[History]) -> list[float]:
 
 
 async def test_four_times_max_in_flight_is_refused_at_once_and_the_admitted_keep_their_pace(
-    fault_stack: Target,
+    fault_stack: Gateway,
 ) -> None:
     with another_edge(fault_stack, "edge-sat", max_in_flight=MAX_IN_FLIGHT) as t:
         child = t.stack.children["edge-sat"].proc

@@ -20,7 +20,7 @@ import anthropic
 import asyncpg
 import pytest
 
-from .load import Target, another_edge
+from .load import Gateway, another_edge
 
 pytestmark = pytest.mark.timeout(180)
 CAP = 1024 * 1024  # the default; well above a burst that arrives at once (a write is made
@@ -29,7 +29,7 @@ TOKENS = 60_000  # about 7 MB of SSE events
 PACED_TOKENS, PACED_MS = 30, 50  # the other stream: 1.5 s
 
 
-async def paced_stream(t: Target) -> float:
+async def paced_stream(t: Gateway) -> float:
     client = anthropic.AsyncAnthropic(base_url=t.url, api_key=t.key, max_retries=0)
     started = time.monotonic()
     text = ""
@@ -46,7 +46,7 @@ async def paced_stream(t: Target) -> float:
     return time.monotonic() - started
 
 
-async def slow_client(t: Target, request_id: str) -> socket.socket:
+async def slow_client(t: Gateway, request_id: str) -> socket.socket:
     loop = asyncio.get_running_loop()
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
@@ -82,7 +82,7 @@ async def read_all(sock: socket.socket, timeout: float = 10.0) -> bytes:
 HELD = "ezat_edge_stream_buffered_bytes_max"
 
 
-async def held_until_cut(t: Target, name: str) -> tuple[float, float, float]:
+async def held_until_cut(t: Gateway, name: str) -> tuple[float, float, float]:
     """The most the edge held for one stream (its gauge, sampled) until the cut, when it came,
     and what it still holds for the cut client (counted until the connection's reset)."""
     peak = 0.0
@@ -93,7 +93,7 @@ async def held_until_cut(t: Target, name: str) -> tuple[float, float, float]:
     return peak, time.monotonic() - started, await t.sample(name, HELD)
 
 
-async def rows_of(t: Target, request_id: str) -> list[asyncpg.Record]:
+async def rows_of(t: Gateway, request_id: str) -> list[asyncpg.Record]:
     conn = await asyncpg.connect(t.database_url)
     try:
         for _ in range(50):
@@ -111,7 +111,7 @@ async def rows_of(t: Target, request_id: str) -> list[asyncpg.Record]:
 
 
 async def test_a_slow_reader_is_cut_at_the_cap_billed_and_slows_no_other_stream(
-    fault_stack: Target,
+    fault_stack: Gateway,
 ) -> None:
     with another_edge(fault_stack, "edge-slow", stream_buffer_bytes=CAP) as t:
         alone = await paced_stream(t)

@@ -8,7 +8,7 @@ from urllib.parse import quote
 import pytest
 from ezat_fetcher import download
 from ezat_fetcher.core.addresses import parse_networks
-from ezat_fetcher.core.failures import Failure
+from ezat_fetcher.core.failures import FetchFailure
 from ezat_fetcher.download import Fetcher, PinnedResolver
 
 from .conftest import PNG, ImageServer
@@ -17,7 +17,7 @@ LOOPBACK = parse_networks(["127.0.0.0/8"])
 
 
 async def refusal(fetcher: Fetcher, url: str, **kwargs: object) -> str:
-    with pytest.raises(Failure) as caught:
+    with pytest.raises(FetchFailure) as caught:
         await fetcher.fetch(url, **kwargs)  # type: ignore[arg-type]
     return caught.value.message
 

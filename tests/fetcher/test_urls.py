@@ -4,26 +4,35 @@ from __future__ import annotations
 
 import pytest
 from ezat_fetcher.core import failures
-from ezat_fetcher.core.urls import Target, check_url, redirect_url
+from ezat_fetcher.core.urls import CheckedUrl, check_url, redirect_url
 
 ACCEPTED = [
-    ("https://example.com/a.png", Target("https://example.com/a.png", "https", "example.com", 443)),
-    ("http://example.com/a.png", Target("http://example.com/a.png", "http", "example.com", 80)),
+    (
+        "https://example.com/a.png",
+        CheckedUrl("https://example.com/a.png", "https", "example.com", 443),
+    ),
+    ("http://example.com/a.png", CheckedUrl("http://example.com/a.png", "http", "example.com", 80)),
     (
         "HTTPS://EXAMPLE.com:8443/x",
-        Target("HTTPS://EXAMPLE.com:8443/x", "https", "example.com", 8443),
+        CheckedUrl("HTTPS://EXAMPLE.com:8443/x", "https", "example.com", 8443),
     ),
-    ("http://93.184.216.34/x", Target("http://93.184.216.34/x", "http", "93.184.216.34", 80)),
-    ("http://[2606:4700::1]:81/", Target("http://[2606:4700::1]:81/", "http", "2606:4700::1", 81)),
-    ("http://[::FFFF:7f00:1]/", Target("http://[::FFFF:7f00:1]/", "http", "::ffff:7f00:1", 80)),
-    ("http://bücher.de/x", Target("http://bücher.de/x", "http", "xn--bcher-kva.de", 80)),
-    ("http://example.com./x", Target("http://example.com./x", "http", "example.com.", 80)),
-    ("http://example.com/a b.png", Target("http://example.com/a b.png", "http", "example.com", 80)),
+    ("http://93.184.216.34/x", CheckedUrl("http://93.184.216.34/x", "http", "93.184.216.34", 80)),
+    (
+        "http://[2606:4700::1]:81/",
+        CheckedUrl("http://[2606:4700::1]:81/", "http", "2606:4700::1", 81),
+    ),
+    ("http://[::FFFF:7f00:1]/", CheckedUrl("http://[::FFFF:7f00:1]/", "http", "::ffff:7f00:1", 80)),
+    ("http://bücher.de/x", CheckedUrl("http://bücher.de/x", "http", "xn--bcher-kva.de", 80)),
+    ("http://example.com./x", CheckedUrl("http://example.com./x", "http", "example.com.", 80)),
+    (
+        "http://example.com/a b.png",
+        CheckedUrl("http://example.com/a b.png", "http", "example.com", 80),
+    ),
 ]
 
 
 @pytest.mark.parametrize(("url", "expected"), ACCEPTED, ids=[u for u, _ in ACCEPTED])
-def test_accepted_urls(url: str, expected: Target) -> None:
+def test_accepted_urls(url: str, expected: CheckedUrl) -> None:
     assert check_url(url) == expected
 
 
@@ -67,13 +76,13 @@ REFUSED = [
 
 @pytest.mark.parametrize(("url", "message"), REFUSED, ids=[u[:40] for u, _ in REFUSED])
 def test_refused_urls_say_why(url: str, message: str) -> None:
-    with pytest.raises(failures.Failure) as caught:
+    with pytest.raises(failures.FetchFailure) as caught:
         check_url(url)
     assert caught.value.message == message
 
 
 def test_messages_name_the_file_for_pdf_downloads() -> None:
-    with pytest.raises(failures.Failure, match=r"^could not download the file \(only http"):
+    with pytest.raises(failures.FetchFailure, match=r"^could not download the file \(only http"):
         check_url("ftp://example.com/a.pdf", kind="pdf")
 
 
@@ -107,5 +116,5 @@ def test_redirect_url(current: str, location: str, expected: str) -> None:
         (failures.not_http(), NOT_HTTP),
     ],
 )
-def test_failure_messages(failure: failures.Failure, message: str) -> None:
+def test_failure_messages(failure: failures.FetchFailure, message: str) -> None:
     assert failure.message == message

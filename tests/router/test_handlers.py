@@ -1,4 +1,4 @@
-"""Handlers (task map, cancels) and Billing.record_later without NATS: fakes for both ends."""
+"""Handlers (task map, cancels) and UsageSink.record_later without NATS: fakes for both ends."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from ezat_common import envelopes
 from ezat_common.envelopes import CancelRequest, RouteRequest, UsageRecord
 from ezat_common.outbox import Outbox
 from ezat_common.subjects import Subjects
-from ezat_router.billing import Billing
 from ezat_router.handlers import CANCEL_MEMORY_SECONDS, Handlers
 from ezat_router.routing import Router
+from ezat_router.usage_sink import UsageSink
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from prometheus_client import REGISTRY
@@ -140,7 +140,7 @@ async def test_a_remembered_cancel_within_its_time_drops_the_request() -> None:
     assert router.started == [] and not handlers.tasks
 
 
-# ---- Billing.record_later: retried until durable -----------------------------------------------
+# ---- UsageSink.record_later: retried until durable -----------------------------------------------
 
 
 class FlakyOutbox:
@@ -166,8 +166,8 @@ class NoBilling:
         raise nats.errors.NoRespondersError
 
 
-def billing_with(outbox: FlakyOutbox, **kwargs: float) -> Billing:
-    return Billing(
+def billing_with(outbox: FlakyOutbox, **kwargs: float) -> UsageSink:
+    return UsageSink(
         cast(Client, NoBilling()),
         Subjects(prefix="t"),
         outbox=cast(Outbox, outbox),

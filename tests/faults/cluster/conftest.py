@@ -27,7 +27,7 @@ from support.config import base_url
 from support.stack import free_ports, key, running
 
 from ..conftest import faults_config
-from ..load import History, Target, attach_rows
+from ..load import Gateway, History, attach_rows
 
 PREFIX = "cluster"
 REPLICAS = 3
@@ -39,7 +39,7 @@ DELIVERY_CONFIRM = 15.0
 
 @dataclass
 class ClusterStack:
-    target: Target
+    target: Gateway
     cluster: NatsCluster
     subjects: Subjects
 
@@ -74,11 +74,11 @@ def cluster_stack(infra: Infra, database_url: str, data_dir: Path) -> Iterator[C
             "translator": base_url(ports["translator_metrics"]) + "/metrics",
         }
         secret = key(database_url, "faults")
-        target = Target(stack, base_url(ports["edge"]), secret, database_url, metrics)
+        target = Gateway(stack, base_url(ports["edge"]), secret, database_url, metrics)
         yield ClusterStack(target, cluster, subjects)
 
 
-async def final_rows(t: Target, histories: list[History], within: float) -> float:
+async def final_rows(t: Gateway, histories: list[History], within: float) -> float:
     """Wait until no usage row of these requests awaits its delivery confirmation (each was
     confirmed, or settled undelivered), with the rows read into the histories: final now.
     Seconds waited; raises past ``within``."""

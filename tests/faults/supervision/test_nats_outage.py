@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from ..load import History, Target, attach_rows, check, one, ranges, run_load, serves_again
+from ..load import Gateway, History, attach_rows, check, one, ranges, run_load, serves_again
 from .conftest import FaultStack, outage
 
 pytestmark = pytest.mark.timeout(180)
@@ -33,7 +33,7 @@ async def test_nats_down_for_ten_seconds_ends_every_request_promptly(
     fs = fault_stack
     server = fs.infra.server("nats")
     assert server is not None
-    target = Target(fs.stack, fs.url, fs.key, fs.infra.database_url)
+    target = Gateway(fs.stack, fs.url, fs.key, fs.infra.database_url)
     assert await fs.ask()  # the key is cached at the edge
     down: list[float] = []
     during: list[History] = []

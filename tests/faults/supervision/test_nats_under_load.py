@@ -10,7 +10,7 @@ import signal
 
 import pytest
 
-from ..load import Target, check, ranges, run_load, serves_again
+from ..load import Gateway, check, ranges, run_load, serves_again
 from .conftest import FaultStack
 
 pytestmark = pytest.mark.timeout(120)
@@ -30,7 +30,7 @@ async def test_sigkill_of_nats_mid_load_leaves_no_client_waiting(fault_stack: Fa
     fs = fault_stack
     server = fs.infra.server("nats")
     assert server is not None
-    target = Target(fs.stack, fs.url, fs.key, fs.infra.database_url)
+    target = Gateway(fs.stack, fs.url, fs.key, fs.infra.database_url)
 
     async def fault() -> None:
         pid = server.pid

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from ..load import Target, check, run_waves, summary, wait_billed
+from ..load import Gateway, check, run_waves, summary, wait_billed
 from .conftest import MODEL, FaultStack
 from .test_graceful_shutdown import wait_exit
 
@@ -29,7 +29,7 @@ async def test_a_rolling_restart_of_every_service_under_load_has_no_client_error
 ) -> None:
     fs = fault_stack
     assert await fs.ask()
-    target = Target(fs.stack, fs.url, fs.key, fs.infra.database_url)
+    target = Gateway(fs.stack, fs.url, fs.key, fs.infra.database_url)
     windows: dict[str, float] = {}
 
     async def restarts() -> None:

@@ -24,8 +24,8 @@ from ezat_common.outbox import drained_before
 from ezat_common.subjects import Subjects
 
 from ..load import (
+    Gateway,
     History,
-    Target,
     attach_rows,
     check,
     run_waves,
@@ -131,7 +131,7 @@ async def test_postgres_unreachable_under_load(fault_stack: FaultStack) -> None:
 
 
 async def postgres_away(fs: FaultStack, how: Outage, seconds: float) -> None:
-    target = Target(fs.stack, fs.url, fs.key, fs.infra.database_url)
+    target = Gateway(fs.stack, fs.url, fs.key, fs.infra.database_url)
     assert await fs.ask()  # the key is known to the edge: cached before the outage
     window = Window()
     pg_outage = outage_of(fs, "postgres", seconds, window, how)
@@ -164,7 +164,7 @@ async def test_redis_down_under_load(fault_stack: FaultStack) -> None:
     fs = fault_stack
     # A key with a limit, so that the edge's rate limiter asks Redis on every request.
     key = await fs.new_key(rpm=1_000_000)
-    target = Target(fs.stack, fs.url, key, fs.infra.database_url)
+    target = Gateway(fs.stack, fs.url, key, fs.infra.database_url)
     window = Window()
     fault = outage_of(fs, "redis", 20.0, window)
     histories = await run_waves(target, N, TOKENS, fault, FAULT_AT, AFTER, TOKEN_MS, RAMP)

@@ -23,7 +23,7 @@ from yarl import URL
 from .core import failures
 from .core.addresses import Network, is_public, parse_address
 from .core.media import ACCEPTED, accepted_type
-from .core.urls import Target, check_url, redirect_url
+from .core.urls import CheckedUrl, check_url, redirect_url
 
 MAX_BYTES = 10 * 1024 * 1024
 TIMEOUT_SECONDS = 15.0
@@ -78,7 +78,7 @@ class PinnedResolver(AbstractResolver):
 
 class Fetcher:
     """Downloads with the per-download limits of docs/api.md ("Images and PDFs"); raises
-    ``failures.Failure``."""
+    ``failures.FetchFailure``."""
 
     def __init__(
         self,
@@ -146,8 +146,8 @@ class Fetcher:
             return Downloaded(media_type=media_type, data=data)
         raise failures.too_many_redirects(kind)
 
-    async def _checked(self, target: Target, kind: str) -> list[ResolveResult]:
-        """The host's addresses when every one of them is public; else a Failure."""
+    async def _checked(self, target: CheckedUrl, kind: str) -> list[ResolveResult]:
+        """The host's addresses when every one of them is public; else a FetchFailure."""
         try:
             texts = await self._resolve(target.host, target.port)
         except OSError:  # socket.gaierror included
@@ -173,7 +173,7 @@ class Fetcher:
         return results
 
 
-def _request_url(target: Target, kind: str) -> URL:
+def _request_url(target: CheckedUrl, kind: str) -> URL:
     """The URL as aiohttp will use it, refused unless it names the host and port we check."""
     try:
         url = URL(target.url)
@@ -205,7 +205,7 @@ async def read_body(resp: aiohttp.ClientResponse, limit: int, kind: str) -> byte
     return bytes(body)
 
 
-def _client_failure(exc: aiohttp.ClientError, kind: str) -> failures.Failure:
+def _client_failure(exc: aiohttp.ClientError, kind: str) -> failures.FetchFailure:
     if isinstance(exc, aiohttp.ClientConnectorCertificateError | aiohttp.ClientSSLError):
         return failures.bad_certificate(kind)
     if isinstance(exc, aiohttp.InvalidURL):

@@ -237,7 +237,7 @@ class FetchService:
         try:
             got = await self._fetcher.fetch(req.url, max_bytes=req.max_bytes, kind=req.kind)
             data, ref = await self._claims.pack(got.data)
-        except failures.Failure as failure:
+        except failures.FetchFailure as failure:
             return self._refused(req, failure, started, fields)
         except Exception:
             log.exception("fetch failed unexpectedly", extra={"fields": fields})
@@ -253,7 +253,7 @@ class FetchService:
     @staticmethod
     def _refused(
         req: envelopes.FetchRequest,
-        failure: failures.Failure,
+        failure: failures.FetchFailure,
         started: float,
         fields: dict[str, object],
     ) -> envelopes.FetchResult:

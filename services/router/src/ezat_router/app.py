@@ -21,11 +21,11 @@ from ezat_common.liveness import Heartbeats
 from ezat_common.subjects import QUEUE_ROUTER, Subjects, from_env
 from nats.aio.client import Client
 
-from .billing import Billing
 from .handlers import Handlers
 from .routing import Router
 from .shared_state import SharedState
 from .upstream import Upstream
+from .usage_sink import UsageSink
 
 # After the drain, cancelled requests get this long to publish their error and usage.
 CANCEL_GRACE_SECONDS = 2.0
@@ -46,7 +46,7 @@ class RouterService:
         self._subjects = subjects
         self.region = region or cfg.router.region
         self.upstream = Upstream(cfg.router)
-        self.billing = Billing(nc, subjects)
+        self.billing = UsageSink(nc, subjects)
         self.shared = SharedState(
             cfg.router, self.region, [d.name for d in cfg.deployments], redis_url, time.time
         )

@@ -34,12 +34,12 @@ from ezat_http1 import Response, UpstreamError
 from nats.aio.client import Client
 
 from . import metrics
-from .billing import Billing
 from .core.payload import PayloadError, read_response, response_with_model
 from .core.stream import StepResult, StreamStep
 from .core.upstream_errors import AttemptFailure, TransportKind, from_stream_error, from_transport
 from .core.usage import UsageAccumulator
 from .upstream import Endpoint, Upstream
+from .usage_sink import UsageSink
 
 UNRECORDED_ATTEMPT = AttemptFailure(error=UNRECORDED, retryable=False, reason="unrecorded")
 _encode = envelopes.encode
@@ -104,7 +104,7 @@ class Forwarder:
         nc: Client,
         claims: Claims,
         upstream: Upstream,
-        billing: Billing,
+        billing: UsageSink,
         cfg: RouterConfig,
         clock: Callable[[], float],
     ) -> None:

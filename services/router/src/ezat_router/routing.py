@@ -5,7 +5,7 @@ errors, timeouts before the headers (or, for a stream, before its first event), 
 not an event stream / JSON (an HTML page), 429, 5xx, 529 and the other failures
 ``core.upstream_errors`` marks retryable. After exhausting ``max_attempts`` the last failure is
 what the client gets. A cancelled request closes its upstream connection (the ``finally`` in
-``_attempt``) and records ``client_closed`` usage in the background (``Billing.record_later``,
+``_attempt``) and records ``client_closed`` usage in the background (``UsageSink.record_later``,
 retried until durable) since nobody waits for it; ``count_tokens`` is never recorded.
 """
 
@@ -27,7 +27,6 @@ from ezat_http1 import Response, UpstreamError
 from nats.aio.client import Client
 
 from . import metrics
-from .billing import Billing
 from .core import health, selection, timeouts
 from .core.budget import RetryBudget
 from .core.payload import PayloadError, with_model
@@ -36,6 +35,7 @@ from .core.usage import UsageAccumulator
 from .forwarder import Forwarder, RequestState, usage_base
 from .shared_state import SharedState
 from .upstream import Endpoint, Upstream, UpstreamUnavailable
+from .usage_sink import UsageSink
 
 log = logging.getLogger("ezat.router")
 
@@ -63,7 +63,7 @@ class Router:
         nc: Client,
         claims: Claims,
         upstream: Upstream,
-        billing: Billing,
+        billing: UsageSink,
         shared: SharedState,
         region: str | None = None,
         clock: Callable[[], float] = time.time,

@@ -15,7 +15,7 @@ _NOUN = {"image": "the image", "pdf": "the file"}
 _TYPES_TEXT = {"image": "a JPEG, PNG, GIF or WebP image", "pdf": "a PDF document"}
 
 
-class Failure(Exception):
+class FetchFailure(Exception):
     """A download that cannot be completed. ``outcome`` labels metrics; ``message`` is public."""
 
     def __init__(self, outcome: str, message: str) -> None:
@@ -37,57 +37,59 @@ def _download(kind: str, why: str) -> str:
     return f"could not download {_NOUN.get(kind, 'the file')} ({why})"
 
 
-def bad_url(why: str, kind: str = "image") -> Failure:
-    return Failure("bad_url", _download(kind, why))
+def bad_url(why: str, kind: str = "image") -> FetchFailure:
+    return FetchFailure("bad_url", _download(kind, why))
 
 
-def not_http(kind: str = "image") -> Failure:
+def not_http(kind: str = "image") -> FetchFailure:
     return bad_url("only http and https URLs are accepted", kind)
 
 
-def not_public(kind: str = "image") -> Failure:
-    return Failure("not_public", _download(kind, "the host is not a public address"))
+def not_public(kind: str = "image") -> FetchFailure:
+    return FetchFailure("not_public", _download(kind, "the host is not a public address"))
 
 
-def unresolved(kind: str = "image") -> Failure:
-    return Failure("dns", _download(kind, "the host name could not be resolved"))
+def unresolved(kind: str = "image") -> FetchFailure:
+    return FetchFailure("dns", _download(kind, "the host name could not be resolved"))
 
 
-def unreachable(kind: str = "image") -> Failure:
-    return Failure("unreachable", _download(kind, "could not connect to the host"))
+def unreachable(kind: str = "image") -> FetchFailure:
+    return FetchFailure("unreachable", _download(kind, "could not connect to the host"))
 
 
-def bad_certificate(kind: str = "image") -> Failure:
-    return Failure("tls", _download(kind, "the host's TLS certificate is not valid"))
+def bad_certificate(kind: str = "image") -> FetchFailure:
+    return FetchFailure("tls", _download(kind, "the host's TLS certificate is not valid"))
 
 
-def bad_response(kind: str = "image") -> Failure:
-    return Failure("bad_response", _download(kind, "the server sent an invalid response"))
+def bad_response(kind: str = "image") -> FetchFailure:
+    return FetchFailure("bad_response", _download(kind, "the server sent an invalid response"))
 
 
-def http_status(status: int, kind: str = "image") -> Failure:
-    return Failure("http_error", _download(kind, f"HTTP {status}"))
+def http_status(status: int, kind: str = "image") -> FetchFailure:
+    return FetchFailure("http_error", _download(kind, f"HTTP {status}"))
 
 
-def timed_out(seconds: float, kind: str = "image") -> Failure:
-    return Failure("timeout", _download(kind, f"timed out after {seconds:g} s"))
+def timed_out(seconds: float, kind: str = "image") -> FetchFailure:
+    return FetchFailure("timeout", _download(kind, f"timed out after {seconds:g} s"))
 
 
-def too_large(limit: int, kind: str = "image") -> Failure:
-    return Failure("too_large", _download(kind, f"larger than {size_text(limit)}"))
+def too_large(limit: int, kind: str = "image") -> FetchFailure:
+    return FetchFailure("too_large", _download(kind, f"larger than {size_text(limit)}"))
 
 
-def too_many_redirects(kind: str = "image") -> Failure:
-    return Failure("too_many_redirects", _download(kind, "too many redirects"))
+def too_many_redirects(kind: str = "image") -> FetchFailure:
+    return FetchFailure("too_many_redirects", _download(kind, "too many redirects"))
 
 
-def wrong_type(kind: str = "image") -> Failure:
-    return Failure("wrong_type", f"the file is not {_TYPES_TEXT.get(kind, 'a supported file')}")
+def wrong_type(kind: str = "image") -> FetchFailure:
+    return FetchFailure(
+        "wrong_type", f"the file is not {_TYPES_TEXT.get(kind, 'a supported file')}"
+    )
 
 
-def internal(kind: str = "image") -> Failure:
-    return Failure("error", _download(kind, "an internal error occurred; try again"))
+def internal(kind: str = "image") -> FetchFailure:
+    return FetchFailure("error", _download(kind, "an internal error occurred; try again"))
 
 
-def unsupported_kind(kind: str) -> Failure:
-    return Failure("bad_request", f"downloads of kind `{kind}` are not supported")
+def unsupported_kind(kind: str) -> FetchFailure:
+    return FetchFailure("bad_request", f"downloads of kind `{kind}` are not supported")

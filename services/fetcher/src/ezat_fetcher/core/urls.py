@@ -25,7 +25,7 @@ _QUAD = re.compile(r"^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\
 
 
 @dataclass(frozen=True)
-class Target:
+class CheckedUrl:
     """A URL accepted for download, split into what the connection needs."""
 
     url: str
@@ -34,8 +34,8 @@ class Target:
     port: int
 
 
-def check_url(url: str, kind: str = "image") -> Target:
-    """The URL's parts, or ``failures.Failure`` saying what is wrong with it."""
+def check_url(url: str, kind: str = "image") -> CheckedUrl:
+    """The URL's parts, or ``failures.FetchFailure`` saying what is wrong with it."""
     if len(url) > MAX_URL_CHARS:
         raise failures.bad_url("the URL is too long", kind)
     if _UNSAFE.search(url):
@@ -60,7 +60,7 @@ def check_url(url: str, kind: str = "image") -> Target:
         port = 0
     if port is not None and not 1 <= port <= 65535:
         raise failures.bad_url("the URL's port is not valid", kind)
-    return Target(url=url, scheme=scheme, host=host, port=port or _SCHEMES[scheme])
+    return CheckedUrl(url=url, scheme=scheme, host=host, port=port or _SCHEMES[scheme])
 
 
 def ascii_host(host: str) -> str | None:

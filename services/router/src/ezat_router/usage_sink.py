@@ -43,7 +43,7 @@ STOPPING_RETRY = 0.25
 log = logging.getLogger("ezat.router.billing")
 
 
-class Billing:
+class UsageSink:
     def __init__(
         self,
         nc: Client,
