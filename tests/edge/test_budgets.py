@@ -14,6 +14,7 @@ from ezat_common.envelopes import UsageError, UsagePage, UsageTotals
 from ezat_common.errors import GatewayError
 from ezat_common.subjects import Subjects
 from ezat_edge.budgets import Budgets
+from prometheus_client import REGISTRY
 
 NOW = datetime.datetime(2025, 6, 15, tzinfo=datetime.UTC).timestamp()
 KEY = ApiKey(id="key_1", name="k", prefix="ezat_sk_abc", monthly_budget_micros=5_000_000)
@@ -82,3 +83,17 @@ async def test_an_error_or_no_answer_fails_open_with_the_last_known_spend(
     assert await budgets.spent(nc, "key_1", NOW) == 7
     billing.reply = None
     assert await budgets.spent(nc, "key_1", NOW) == 7
+
+
+async def test_an_unreadable_answer_fails_open_with_the_last_known_spend(
+    billing: FakeBilling,
+) -> None:
+    budgets = Budgets(Subjects("t"), ttl=0, clock=lambda: NOW)
+    nc = cast(bus.Client, billing)
+    billing.answer(spent(9))
+    assert await budgets.spent(nc, "key_1", NOW) == 9
+    labels = {"message": "usage_reply"}
+    before = REGISTRY.get_sample_value("ezat_undecodable_messages_total", labels) or 0.0
+    billing.reply = b"\xc1"
+    assert await budgets.spent(nc, "key_1", NOW) == 9
+    assert REGISTRY.get_sample_value("ezat_undecodable_messages_total", labels) == before + 1

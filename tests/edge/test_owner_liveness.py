@@ -424,3 +424,44 @@ async def test_a_committed_stream_whose_second_holder_dies_too_ends_with_the_err
     assert body.startswith(ANTHROPIC_PING)
     assert b"event: error" in body and b"overloaded_error" in body
     assert len(holder.received) == 2
+
+
+# ---- replies the edge cannot read (docs/architecture.md, "Messages that cannot be decoded") ----
+
+
+def _undecodable_replies() -> float:
+    from prometheus_client import REGISTRY
+
+    value = REGISTRY.get_sample_value("ezat_undecodable_messages_total", {"message": "reply"})
+    return value or 0.0
+
+
+async def test_an_unreadable_first_reply_is_a_retryable_500_and_is_counted(
+    holder: Holder,
+) -> None:
+    async def garbles(h: Holder, env: ClientRequest, n: int) -> None:
+        await h.nc.publish(env.reply_to, b"\xc1 not msgpack")
+
+    await holder.behave(garbles)
+    before = _undecodable_replies()
+    status, body, elapsed = await _through_http(holder)
+    assert status == 500
+    assert json.loads(body)["error"] == {"type": "api_error", "message": "internal error; retry"}
+    assert elapsed < OWNER_TIMEOUT  # answered at once, not left to a timeout
+    assert _undecodable_replies() == before + 1
+
+
+async def test_an_unreadable_reply_inside_a_stream_ends_it_with_an_error_event(
+    holder: Holder,
+) -> None:
+    async def garbles_mid_stream(h: Holder, env: ClientRequest, n: int) -> None:
+        await h.send(env, ReplyHead(data=STREAM_START))
+        await h.nc.publish(env.reply_to, b"\xc1 not msgpack")
+
+    await holder.behave(garbles_mid_stream)
+    status, body, elapsed = await _through_http(holder)
+    assert status == 200
+    assert body.startswith(STREAM_START)
+    assert b"event: error" in body and b"internal error; retry" in body
+    assert b"message_stop" not in body
+    assert elapsed < OWNER_TIMEOUT

@@ -78,3 +78,24 @@ async def test_a_refusal_is_the_400_naming_its_parameter() -> None:
         "cursor",
         "cursor: not a cursor this API returned",
     )
+
+
+async def test_a_reply_the_edge_cannot_read_is_a_retryable_503_and_is_counted() -> None:
+    from prometheus_client import REGISTRY
+
+    def unreadable() -> float:
+        labels = {"message": "usage_reply"}
+        return REGISTRY.get_sample_value("ezat_undecodable_messages_total", labels) or 0.0
+
+    before = unreadable()
+    billing = FakeBilling(b'{"error": "json, not the envelope"}')
+    request = make_mocked_request("GET", "/api/usage")
+    with pytest.raises(GatewayError) as caught:
+        await usage_query(cast(bus.Client, billing), SUBJECTS, KEY, request)
+    err = caught.value
+    assert (err.status, err.message, err.retry_after) == (
+        503,
+        "usage is unavailable right now; retry shortly",
+        2,
+    )
+    assert unreadable() == before + 1

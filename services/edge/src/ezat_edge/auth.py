@@ -26,6 +26,7 @@ import msgspec
 from aiohttp import web
 from ezat_common import db
 from ezat_common.errors import GatewayError
+from ezat_common.tasks import TaskSet
 
 from . import metrics as m
 
@@ -73,7 +74,7 @@ class Authenticator:
         self.pool: asyncpg.Pool | None = None
         self._cache: dict[bytes, tuple[db.ApiKey | None, float]] = {}
         self._down_until = 0.0  # until then, known keys whose entry expired are served stale
-        self._lookups: set[asyncio.Future[db.ApiKey | None]] = set()  # still running
+        self._lookups = TaskSet()  # still running
 
     async def authenticate(self, request: web.Request) -> db.ApiKey:
         secret = presented_key(request)
@@ -129,10 +130,8 @@ class Authenticator:
         pool = self.pool
         if pool is None:
             raise _Unavailable
-        lookup = asyncio.ensure_future(_find(pool, secret))
-        self._lookups.add(lookup)
+        lookup = self._lookups.spawn(_find(pool, secret))
         lookup.add_done_callback(_forget)
-        lookup.add_done_callback(self._lookups.discard)
         done, _ = await asyncio.wait({lookup}, timeout=LOOKUP_TIMEOUT)
         problem = lookup.exception() if done else TimeoutError("no answer")
         if problem is None:

@@ -16,9 +16,11 @@ import logging
 import time
 from collections.abc import Callable
 
+import msgspec
 from ezat_common import bus, envelopes
 from ezat_common.db import ApiKey
 from ezat_common.subjects import Subjects
+from ezat_common.undecodable import undecodable
 
 from .core.budget import month_bounds, over_budget
 
@@ -73,6 +75,9 @@ class Budgets:
                 self._subjects.usage_query, envelopes.encode(query), timeout=QUERY_TIMEOUT
             )
             reply = envelopes.decode_usage_reply(msg.data)
+        except msgspec.DecodeError as exc:
+            undecodable("usage_reply", self._subjects.usage_query, exc)
+            return None
         except Exception as exc:  # any failure: fail open, loudly
             log.warning("monthly spend of %s unavailable: %r", key_id, exc)
             return None

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import asyncio
 
+import msgspec
 from ezat_common import bus, envelopes
 from ezat_common.envelopes import NO_ROUTER, Heartbeat, ReplyError
 from ezat_common.settling import Held, Holder
 from ezat_common.subjects import Subjects
+from ezat_common.undecodable import undecodable
 from nats.aio.msg import Msg
 
 from . import metrics as m
@@ -23,6 +25,9 @@ NO_TRANSLATOR = ReplyError(
     message="the gateway has no translator available; retry shortly",
     retry_after=2,
 )
+# A reply the edge cannot read ends the request as a gateway fault: the client retries, and a
+# final reply that was not read is never confirmed delivered, so it is not charged.
+UNREADABLE_REPLY = ReplyError(status=500, type="api_error", message="internal error; retry")
 
 
 def nobody_took(reply: envelopes.Reply | None, env: envelopes.ClientRequest) -> bool:
@@ -38,7 +43,11 @@ class OwnerLost(Exception):
 def decode(msg: Msg) -> envelopes.Reply:
     if bus.is_no_responders(msg):
         return NO_TRANSLATOR
-    return envelopes.decode_reply(msg.data)
+    try:
+        return envelopes.decode_reply(msg.data)
+    except msgspec.DecodeError as exc:
+        undecodable("reply", msg.subject, exc)
+        return UNREADABLE_REPLY
 
 
 class FirstReplies:

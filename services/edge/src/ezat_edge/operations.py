@@ -9,6 +9,7 @@ import msgspec
 from aiohttp import web
 from ezat_common import bus, envelopes, metrics
 from ezat_common.subjects import Subjects
+from ezat_common.undecodable import undecodable
 
 from .auth import Authenticator
 from .responses import JSON
@@ -55,9 +56,12 @@ class Operations:
         try:
             msg = await self.nc.request(self.subjects.health(service), b"", timeout=1.0)
             reply = envelopes.decode_health(msg.data)
-            return "ok" if reply.ok else reply.detail
+        except msgspec.DecodeError as exc:
+            undecodable("health_reply", self.subjects.health(service), exc)
+            return "unreadable health reply"
         except Exception:
             return "no replica answered"
+        return "ok" if reply.ok else reply.detail
 
     async def metrics_endpoint(self, request: web.Request) -> web.Response:
         data, content_type = metrics.exposition()

@@ -7,14 +7,20 @@ JSON by default (records, totals, totals by day and model, ``next_cursor``); wit
 
 from __future__ import annotations
 
+import msgspec
 from aiohttp import web
 from ezat_common import bus, envelopes
 from ezat_common.db import ApiKey
 from ezat_common.errors import GatewayError
 from ezat_common.subjects import Subjects
+from ezat_common.undecodable import undecodable
 
 from .core.usage import refused, to_csv, to_query, wants_csv
 from .responses import JSON
+
+
+def unavailable() -> GatewayError:
+    return GatewayError(503, "usage is unavailable right now; retry shortly", retry_after=2)
 
 
 async def usage_query(
@@ -23,11 +29,13 @@ async def usage_query(
     query = to_query(key.id, request.query)
     try:
         msg = await nc.request(subjects.usage_query, envelopes.encode(query), timeout=5)
+        reply = envelopes.decode_usage_reply(msg.data)
+    except msgspec.DecodeError as exc:
+        undecodable("usage_reply", subjects.usage_query, exc)
+        raise unavailable() from None
     except Exception:
-        raise GatewayError(
-            503, "usage is unavailable right now; retry shortly", retry_after=2
-        ) from None
-    match envelopes.decode_usage_reply(msg.data):
+        raise unavailable() from None
+    match reply:
         case envelopes.UsageError() as error:
             raise refused(error)
         case envelopes.UsagePage() as page if wants_csv(request.headers.get("accept", "")):

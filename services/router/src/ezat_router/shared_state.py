@@ -32,6 +32,7 @@ from typing import Any
 import ezat_common.kv as kv
 import ezat_common.redis_keys as redis_keys
 from ezat_common.config import RouterConfig
+from ezat_common.tasks import TaskSet
 from redis import asyncio as aioredis
 from redis.exceptions import RedisError
 
@@ -97,7 +98,7 @@ class SharedState:
         self._down_until = 0.0
         self.up = self._redis is not None
         metrics.SHARED_STATE_UP.set(1 if self.up else 0)
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = TaskSet()
         self._sync_task: asyncio.Task[None] | None = None
 
     # ---- lifecycle -----------------------------------------------------------------------
@@ -112,8 +113,7 @@ class SharedState:
             self._sync_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._sync_task
-        if self._tasks:
-            await asyncio.wait(set(self._tasks), timeout=1.0)
+        await self._tasks.wait(timeout=1.0)
         if self._redis is not None:
             with contextlib.suppress(*_ERRORS):
                 await self._redis.aclose()
@@ -145,9 +145,7 @@ class SharedState:
             log.info("redis reachable again, shared state resumed")
 
     def _background(self, work: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(work)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks.spawn(work)
 
     # ---- session bindings ------------------------------------------------------------------
 
