@@ -23,7 +23,7 @@ DEFAULT_CONFIG = "config/ezat.toml"
 
 
 def data_dir() -> Path:
-    return Path(os.environ.get("EZAT_DATA_DIR", ".ezat"))
+    return Path(os.environ.get(environment.DATA_DIR, ".ezat"))
 
 
 def use_saved_infra() -> None:
@@ -34,9 +34,9 @@ def use_saved_infra() -> None:
 
 
 async def ensure_database() -> None:
-    if "DATABASE_URL" not in os.environ:
+    if environment.DATABASE_URL not in os.environ:
         url, _server = infra_mod.start_postgres(data_dir().resolve())
-        os.environ["DATABASE_URL"] = url
+        os.environ[environment.DATABASE_URL] = url
 
 
 # ---- commands -------------------------------------------------------------------------------
@@ -97,7 +97,7 @@ async def _create_key(name: str, database_url: str) -> str:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     if args.config:
-        os.environ["EZAT_CONFIG"] = args.config
+        os.environ[environment.CONFIG] = args.config
     module = MODULES[args.service]
     os.execv(sys.executable, [sys.executable, "-m", module, *args.rest])
 
@@ -149,7 +149,7 @@ async def _keys(args: argparse.Namespace) -> int:
 async def _outbox_barrier() -> None:
     """Read your own usage: records still in the usage outbox (drained within ~50 ms) are
     waited for, up to a second, so the listing shows every request whose final event was sent."""
-    if "NATS_URL" not in os.environ:
+    if environment.NATS_URL not in os.environ:
         return
     from ezat_common import bus, outbox
 
@@ -173,7 +173,7 @@ async def _outbox_barrier() -> None:
 
 async def _broadcast_revocation(key_id: str) -> None:
     """Tell running edges to drop the key now; without NATS their cache expires within seconds."""
-    if "NATS_URL" not in os.environ:
+    if environment.NATS_URL not in os.environ:
         return
     from ezat_common import bus
 

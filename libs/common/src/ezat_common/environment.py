@@ -26,6 +26,8 @@ TAKE_OVER_FROM = "EZAT_TAKE_OVER_FROM"
 # The descriptor of a listening socket the supervisor bound for the edge and hands to every edge
 # it starts (docs/reliability.md, "The edge's socket").
 EDGE_LISTEN_FD = "EZAT_EDGE_LISTEN_FD"
+# Where `ezat up` keeps embedded servers' data and infra.json (the CLI only).
+DATA_DIR = "EZAT_DATA_DIR"
 ROUTER_REGION = "EZAT_ROUTER_REGION"
 ROUTER_METRICS_LISTEN = "EZAT_ROUTER_METRICS_LISTEN"
 
@@ -104,6 +106,11 @@ def drain_dir() -> str | None:
 def take_over_from() -> str:
     """The pid this replacement waits for, consumed: only the first call sees it."""
     return os.environ.pop(TAKE_OVER_FROM, "")
+
+
+def edge_listen_fd() -> str | None:
+    """The listening socket's descriptor a supervisor handed the edge (README.md, environment)."""
+    return _set(EDGE_LISTEN_FD)
 
 
 def router_region() -> str | None:

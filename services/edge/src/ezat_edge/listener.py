@@ -10,11 +10,11 @@ replacement accepts beside the old edge until the old one closes its copy on SIG
 from __future__ import annotations
 
 import logging
-import os
 import socket
 
 from aiohttp import web
-from ezat_common.lifecycle import ENV_LISTEN_FD
+from ezat_common import environment
+from ezat_common.environment import EDGE_LISTEN_FD as ENV_LISTEN_FD
 
 log = logging.getLogger("ezat.edge.listener")
 
@@ -33,8 +33,8 @@ def site(runner: web.BaseRunner, host: str, port: int) -> web.BaseSite:
 
 
 def inherited_socket() -> socket.socket | None:
-    value = os.environ.get(ENV_LISTEN_FD, "")
-    if not value:
+    value = environment.edge_listen_fd()
+    if value is None:
         return None
     if not value.isdigit():
         raise SystemExit(f"{ENV_LISTEN_FD}={value!r} is not a file descriptor number")
