@@ -16,7 +16,7 @@ from ezat_billing.core.cursor import (
 from ezat_billing.core.page import rfc3339, to_page
 from ezat_billing.core.query import MAX_LIMIT, QueryError, to_filters
 from ezat_billing.core.rows import MAX_TOKENS, problem_of, to_row
-from ezat_common import envelopes
+from ezat_common import envelopes, usage_page
 
 from .factories import SONNET, record
 
@@ -142,7 +142,7 @@ def _row(i: int) -> dict[str, object]:
 def test_page_shape_and_next_cursor_from_the_last_shown_row() -> None:
     rows = [_row(i) for i in range(3)]
     page = to_page(rows, 2, None, [])
-    body = msgspec.json.decode(envelopes.usage_page_json(page))
+    body = msgspec.json.decode(usage_page.usage_page_json(page))
     assert list(body) == ["object", "data", "totals", "by_day", "has_more", "next_cursor"]
     assert body["object"] == "list"
     assert [d["request_id"] for d in body["data"]] == ["req_0", "req_1"]
@@ -163,8 +163,10 @@ def test_last_page_has_no_cursor() -> None:
 
 
 def test_error_reply_is_just_the_message() -> None:
-    reply = envelopes.decode_usage_reply(envelopes.encode(envelopes.UsageError(error=CURSOR_ERROR)))
-    assert reply == envelopes.UsageError(error="cursor: not a cursor this API returned")
+    reply = usage_page.decode_usage_reply(
+        envelopes.encode(usage_page.UsageError(error=CURSOR_ERROR))
+    )
+    assert reply == usage_page.UsageError(error="cursor: not a cursor this API returned")
 
 
 def test_rfc3339_converts_to_utc() -> None:

@@ -17,10 +17,11 @@ import pytest
 import pytest_asyncio
 from ezat_billing import app, config, settle
 from ezat_cli.infra import free_port
-from ezat_common import envelopes
-from ezat_common.envelopes import Delivered, UsageAck, UsageError, UsagePage, UsageQuery
+from ezat_common import envelopes, usage_page
+from ezat_common.envelopes import Delivered, UsageAck, UsageQuery
 from ezat_common.outbox import Outbox
 from ezat_common.subjects import Subjects
+from ezat_common.usage_page import UsageError, UsagePage
 from nats.aio.client import Client
 from support.config import SONNET, model, parsed
 
@@ -64,16 +65,16 @@ class Running:
         msg = await self.nc.request(self.subjects.usage_record, data, timeout=5)
         return envelopes.decode_usage_ack(msg.data)
 
-    async def reply(self, **fields: Any) -> envelopes.UsageReply:
+    async def reply(self, **fields: Any) -> usage_page.UsageReply:
         data = envelopes.encode(UsageQuery(**fields))
         msg = await self.nc.request(self.subjects.usage_query, data, timeout=5)
-        return envelopes.decode_usage_reply(msg.data)
+        return usage_page.decode_usage_reply(msg.data)
 
     async def query(self, **fields: Any) -> dict[str, Any]:
         """The page as its client sees it: the JSON body of ``GET /api/usage``."""
         reply = await self.reply(**fields)
         assert isinstance(reply, UsagePage), reply
-        result: dict[str, Any] = msgspec.json.decode(envelopes.usage_page_json(reply))
+        result: dict[str, Any] = msgspec.json.decode(usage_page.usage_page_json(reply))
         return result
 
 

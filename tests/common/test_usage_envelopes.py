@@ -4,8 +4,8 @@ JSON, is the public ``GET /api/usage`` body."""
 from __future__ import annotations
 
 import msgspec
-from ezat_common import envelopes
-from ezat_common.envelopes import DayTotal, UsageError, UsageItem, UsagePage, UsageTotals
+from ezat_common import envelopes, usage_page
+from ezat_common.usage_page import DayTotal, UsageError, UsageItem, UsagePage, UsageTotals
 
 ITEM = UsageItem(
     request_id="req_1",
@@ -47,15 +47,15 @@ PAGE = UsagePage(
 
 
 def test_page_and_error_round_trip_as_themselves() -> None:
-    assert envelopes.decode_usage_reply(envelopes.encode(PAGE)) == PAGE
+    assert usage_page.decode_usage_reply(envelopes.encode(PAGE)) == PAGE
     error = UsageError(error="cursor: not a cursor this API returned")
-    assert envelopes.decode_usage_reply(envelopes.encode(error)) == error
+    assert usage_page.decode_usage_reply(envelopes.encode(error)) == error
 
 
 def test_public_json_is_the_page_with_object_list_first() -> None:
-    decoded = envelopes.decode_usage_reply(envelopes.encode(PAGE))
+    decoded = usage_page.decode_usage_reply(envelopes.encode(PAGE))
     assert isinstance(decoded, UsagePage)
-    body = envelopes.usage_page_json(decoded)
+    body = usage_page.usage_page_json(decoded)
     assert body.startswith(b'{"object":"list","data":[{"request_id":"req_1",')
     assert list(msgspec.json.decode(body)) == [
         "object",
@@ -66,4 +66,4 @@ def test_public_json_is_the_page_with_object_list_first() -> None:
         "next_cursor",
     ]
     # The round trip over NATS changes no byte of what the client gets.
-    assert body == envelopes.usage_page_json(PAGE)
+    assert body == usage_page.usage_page_json(PAGE)

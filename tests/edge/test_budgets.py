@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from typing import cast
 
 import pytest
-from ezat_common import bus, envelopes
+from ezat_common import bus, envelopes, usage_page
 from ezat_common.db import ApiKey
-from ezat_common.envelopes import UsageError, UsagePage, UsageTotals
 from ezat_common.errors import GatewayError
 from ezat_common.subjects import Subjects
+from ezat_common.usage_page import UsageError, UsagePage, UsageTotals
 from ezat_edge.budgets import Budgets
 from prometheus_client import REGISTRY
 
@@ -30,7 +30,7 @@ class FakeBilling:
         self.reply: bytes | None = None  # None: no answer (a timeout)
         self.asked = 0
 
-    def answer(self, reply: envelopes.UsageReply) -> None:
+    def answer(self, reply: usage_page.UsageReply) -> None:
         self.reply = envelopes.encode(reply)
 
     async def request(self, subject: str, data: bytes, timeout: float) -> Answer:

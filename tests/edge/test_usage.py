@@ -9,11 +9,12 @@ from typing import Any, cast
 import msgspec
 import pytest
 from aiohttp.test_utils import make_mocked_request
-from ezat_common import bus, envelopes
+from ezat_common import bus, envelopes, usage_page
 from ezat_common.db import ApiKey
-from ezat_common.envelopes import UsageError, UsagePage, UsageQuery, UsageTotals
+from ezat_common.envelopes import UsageQuery
 from ezat_common.errors import GatewayError
 from ezat_common.subjects import Subjects
+from ezat_common.usage_page import UsageError, UsagePage, UsageTotals
 from ezat_edge.usage import usage_query
 
 from .core.test_usage import item
@@ -47,7 +48,7 @@ class FakeBilling:
         return Answer(self.reply)
 
 
-async def ask(reply: envelopes.UsageReply, path: str = "/api/usage", **headers: str) -> Any:
+async def ask(reply: usage_page.UsageReply, path: str = "/api/usage", **headers: str) -> Any:
     billing = FakeBilling(envelopes.encode(reply))
     request = make_mocked_request("GET", path, headers=headers)
     resp = await usage_query(cast(bus.Client, billing), SUBJECTS, KEY, request)
@@ -57,7 +58,7 @@ async def ask(reply: envelopes.UsageReply, path: str = "/api/usage", **headers: 
 async def test_the_page_is_answered_as_json_byte_for_byte() -> None:
     resp, [query] = await ask(PAGE, "/api/usage?limit=5&model=m")
     assert resp.content_type == "application/json"
-    assert resp.body == envelopes.usage_page_json(PAGE)
+    assert resp.body == usage_page.usage_page_json(PAGE)
     assert msgspec.json.decode(resp.body)["object"] == "list"
     assert (query.key_id, query.limit, query.model, query.fresh) == ("key_1", 5, "m", True)
 

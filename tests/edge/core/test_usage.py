@@ -7,8 +7,8 @@ import io
 from typing import Any
 
 import pytest
-from ezat_common.envelopes import UsageError, UsageItem
 from ezat_common.errors import GatewayError
+from ezat_common.usage_page import UsageError, UsageItem
 from ezat_edge.core.usage import CSV_COLUMNS, refused, to_csv, to_query, wants_csv
 
 

@@ -293,31 +293,6 @@ class UsageQuery(Struct, kw_only=True, tag_field="t", tag="usage_query"):
     fresh: bool = False
 
 
-class UsageItem(Struct, kw_only=True):
-    """One record of the ``GET /api/usage`` page (billing builds it; the edge also renders it
-    as CSV, in this field order)."""
-
-    request_id: str
-    model: str
-    api: str
-    stream: bool
-    status: str
-    deployment: str
-    region: str
-    input_tokens: int
-    cache_read_tokens: int
-    cache_write_5m_tokens: int
-    cache_write_1h_tokens: int
-    output_tokens: int
-    reasoning_tokens: int
-    estimated: bool
-    cost_micros: int
-    cost_usd: float
-    received_at: str
-    ttft_ms: float | None
-    total_ms: float | None
-
-
 class HealthReply(Struct, kw_only=True, tag_field="t", tag="health"):
     service: str
     ok: bool
@@ -391,58 +366,3 @@ decode_usage_query = msgspec.msgpack.Decoder(UsageQuery).decode
 decode_health = msgspec.msgpack.Decoder(HealthReply).decode
 decode_fetch_request = msgspec.msgpack.Decoder(FetchRequest).decode
 decode_fetch_result = msgspec.msgpack.Decoder(FetchResult).decode
-
-
-# ---- the usage query's reply (billing -> edge; docs/billing.md) -------------------------------
-# Tagged by ``object`` rather than ``t``: a page's tag is its public ``"object": "list"``, so the
-# page encoded as JSON is the ``GET /api/usage`` body as it is (usage_page_json).
-
-
-class UsageTotals(Struct, kw_only=True):
-    requests: int = 0
-    input_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_5m_tokens: int = 0
-    cache_write_1h_tokens: int = 0
-    output_tokens: int = 0
-    reasoning_tokens: int = 0
-    cost_micros: int = 0
-    cost_usd: float = 0.0
-
-
-class DayTotal(Struct, kw_only=True):
-    day: str
-    model: str
-    requests: int
-    input_tokens: int
-    output_tokens: int
-    cost_micros: int
-
-
-class UsagePage(Struct, kw_only=True, tag_field="object", tag="list"):
-    """One page of a key's usage: the records, the totals of the whole filter, totals by day
-    and model, and the cursor of the next page."""
-
-    data: list[UsageItem]
-    totals: UsageTotals
-    by_day: list[DayTotal]
-    has_more: bool
-    next_cursor: str | None
-
-
-class UsageError(Struct, kw_only=True, tag_field="object", tag="error"):
-    """What a usage query answers instead of a page; ``cursor: …`` errors are the client's
-    (their text starts with the parameter's name), the others billing's."""
-
-    error: str
-
-
-UsageReply = UsagePage | UsageError
-
-decode_usage_reply = msgspec.msgpack.Decoder(UsageReply).decode
-_json = msgspec.json.Encoder()
-
-
-def usage_page_json(page: UsagePage) -> bytes:
-    """The public ``GET /api/usage`` body (docs/openapi.yaml ``UsagePage``)."""
-    return _json.encode(page)

@@ -22,9 +22,10 @@ import asyncpg
 import msgspec
 from ezat_common import envelopes, logs
 from ezat_common.catalogue import Prices
-from ezat_common.envelopes import UsageAck, UsageError, UsageRecord
+from ezat_common.envelopes import UsageAck, UsageRecord
 from ezat_common.outbox import Outbox
 from ezat_common.undecodable import undecodable
+from ezat_common.usage_page import UsageError
 from nats.aio.msg import Msg
 
 from . import metrics, store

@@ -15,7 +15,7 @@ from typing import Any
 
 import asyncpg
 import msgspec
-from ezat_common.envelopes import UsagePage
+from ezat_common.usage_page import UsagePage
 from msgspec import Struct
 
 from .core.page import TOKEN_COLUMNS, to_page

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 
 import msgspec
-from ezat_common import bus, envelopes
+from ezat_common import bus, envelopes, usage_page
 from ezat_common.db import ApiKey
 from ezat_common.subjects import Subjects
 from ezat_common.undecodable import undecodable
@@ -74,7 +74,7 @@ class Budgets:
             msg = await nc.request(
                 self._subjects.usage_query, envelopes.encode(query), timeout=QUERY_TIMEOUT
             )
-            reply = envelopes.decode_usage_reply(msg.data)
+            reply = usage_page.decode_usage_reply(msg.data)
         except msgspec.DecodeError as exc:
             undecodable("usage_reply", self._subjects.usage_query, exc)
             return None
@@ -82,7 +82,7 @@ class Budgets:
             log.warning("monthly spend of %s unavailable: %r", key_id, exc)
             return None
         match reply:
-            case envelopes.UsageError(error=error):
+            case usage_page.UsageError(error=error):
                 log.warning("monthly spend of %s unavailable: %s", key_id, error)
                 return None
             case page:

@@ -37,13 +37,7 @@ from typing import Literal, TypeVar
 from aiohttp import web
 from ezat_common import bus, envelopes
 from ezat_common.config import DEFAULT_STREAM_BUFFER
-from ezat_common.envelopes import (
-    OWNER_LOST,
-    UNRECORDED,
-    ReplyBody,
-    ReplyError,
-    ReplyHead,
-)
+from ezat_common.envelopes import OWNER_LOST, UNRECORDED, ReplyBody, ReplyError, ReplyHead
 from ezat_common.errors import GatewayError
 from ezat_common.liveness import OWNER_TIMEOUT
 from ezat_common.settling import Held, Holder

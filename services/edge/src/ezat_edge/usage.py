@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import msgspec
 from aiohttp import web
-from ezat_common import bus, envelopes
+from ezat_common import bus, envelopes, usage_page
 from ezat_common.db import ApiKey
 from ezat_common.errors import GatewayError
 from ezat_common.subjects import Subjects
@@ -29,19 +29,19 @@ async def usage_query(
     query = to_query(key.id, request.query)
     try:
         msg = await nc.request(subjects.usage_query, envelopes.encode(query), timeout=5)
-        reply = envelopes.decode_usage_reply(msg.data)
+        reply = usage_page.decode_usage_reply(msg.data)
     except msgspec.DecodeError as exc:
         undecodable("usage_reply", subjects.usage_query, exc)
         raise unavailable() from None
     except Exception:
         raise unavailable() from None
     match reply:
-        case envelopes.UsageError() as error:
+        case usage_page.UsageError() as error:
             raise refused(error)
-        case envelopes.UsagePage() as page if wants_csv(request.headers.get("accept", "")):
+        case usage_page.UsagePage() as page if wants_csv(request.headers.get("accept", "")):
             headers = {"x-next-cursor": page.next_cursor} if page.next_cursor else {}
             return web.Response(
                 body=to_csv(page.data), content_type="text/csv", charset="utf-8", headers=headers
             )
         case page:
-            return web.Response(body=envelopes.usage_page_json(page), content_type=JSON)
+            return web.Response(body=usage_page.usage_page_json(page), content_type=JSON)

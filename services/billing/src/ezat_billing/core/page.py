@@ -11,7 +11,7 @@ import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ezat_common.envelopes import DayTotal, UsageItem, UsagePage, UsageTotals
+from ezat_common.usage_page import DayTotal, UsageItem, UsagePage, UsageTotals
 
 from .cursor import Position, encode_cursor
 

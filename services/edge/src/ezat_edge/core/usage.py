@@ -9,7 +9,7 @@ import io
 from collections.abc import Mapping, Sequence
 
 import msgspec
-from ezat_common import envelopes
+from ezat_common import envelopes, usage_page
 from ezat_common.errors import GatewayError, invalid
 
 
@@ -45,13 +45,13 @@ def to_query(key_id: str, q: Mapping[str, str]) -> envelopes.UsageQuery:
     )
 
 
-def refused(err: envelopes.UsageError) -> GatewayError:
+def refused(err: usage_page.UsageError) -> GatewayError:
     """The 400 of a query billing refused; its message starts with the parameter's name."""
     return GatewayError(400, err.error, param=err.error.split(":", 1)[0])
 
 
 # The page's own record schema, identifiers first: one definition for JSON and CSV.
-_FIELDS = [f.name for f in msgspec.structs.fields(envelopes.UsageItem)]
+_FIELDS = [f.name for f in msgspec.structs.fields(usage_page.UsageItem)]
 CSV_COLUMNS = (
     "request_id",
     "received_at",
@@ -63,7 +63,7 @@ def wants_csv(accept: str) -> bool:
     return any(part.split(";", 1)[0].strip().lower() == "text/csv" for part in accept.split(","))
 
 
-def to_csv(records: Sequence[envelopes.UsageItem]) -> bytes:
+def to_csv(records: Sequence[usage_page.UsageItem]) -> bytes:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\r\n")
     writer.writerow(CSV_COLUMNS)
