@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ezat_cli.infra import Infra
-from ezat_cli.stack import HEALTHY_AFTER, MAX_BACKOFF, Child, Stack
+from ezat_cli.stack import Stack
+from ezat_cli.supervision import HEALTHY_AFTER, MAX_BACKOFF, Child
 
 
 @dataclass

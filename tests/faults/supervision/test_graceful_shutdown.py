@@ -11,7 +11,7 @@ from subprocess import Popen
 from typing import Any
 
 import pytest
-from ezat_cli.stack import Rollover
+from ezat_cli.supervision import Rollover
 
 from .conftest import MODEL, FaultStack, until_ok
 
