@@ -40,6 +40,14 @@ async def streamed(request: web.Request) -> web.StreamResponse:
 
 
 async def status(request: web.Request) -> web.Response:
+    """``?after=TAG:N``: answers only once N stalled downloads of TAG arrived (5 s at most), so a
+    test can order a failure after its siblings started however busy the machine is."""
+    after = request.query.get("after")
+    if after:
+        tag, count = after.rsplit(":", 1)
+        deadline = asyncio.get_running_loop().time() + 5.0
+        while STALL_HITS[tag] < int(count) and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.01)
     return web.Response(status=int(request.match_info["code"]), text="nope")
 
 

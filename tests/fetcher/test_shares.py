@@ -196,7 +196,8 @@ async def test_queued_downloads_never_start_after_a_sibling_failed(
     # not even in the slot the failure freed.
     tag = f"fail-{uuid.uuid4().hex[:6]}"
     urls = [image_server.stall_url(tag, i) for i in range(3)]
-    urls.append(image_server.url("/status/404"))
+    # The failure comes once the three before it started (they hold the request's other slots).
+    urls.append(image_server.url(f"/status/404?after={tag}:3"))
     urls += [image_server.stall_url(tag, i) for i in range(3, 19)]
     with pytest.raises(GatewayError) as info:
         await asyncio.wait_for(stack.ask(urls, key_id="d"), 3.0)
