@@ -10,7 +10,6 @@ import time
 import uuid
 from typing import Any
 
-import msgspec
 from ezat_common import bus, envelopes, lifecycle, logs, metrics
 from ezat_common.bodies import TOO_DEEP
 from ezat_common.catalogue import Catalogue
@@ -20,7 +19,7 @@ from ezat_common.liveness import OWNER_TIMEOUT, Heartbeats
 from ezat_common.periodic import Periodic
 from ezat_common.subjects import QUEUE_TRANSLATOR, from_env
 from ezat_common.tasks import TaskSet
-from ezat_common.undecodable import undecodable
+from ezat_common.undecodable import decoded
 from nats.aio.msg import Msg
 
 from . import metrics as m
@@ -90,10 +89,8 @@ class Translator:
         await self.beats.stop()
 
     async def on_cancel(self, msg: Msg) -> None:
-        try:
-            cancel = envelopes.decode_cancel(msg.data)
-        except msgspec.DecodeError as exc:
-            undecodable("cancel", msg.subject, exc)
+        cancel = decoded(envelopes.decode_cancel, "cancel", msg)
+        if cancel is None:
             return
         self.chat.cancel(cancel.uid)
 
@@ -101,11 +98,9 @@ class Translator:
         return None if self.nc.is_connected else "NATS is not connected"
 
     async def on_request(self, msg: Msg) -> None:
-        try:
-            req = envelopes.decode_client_request(msg.data)
-        except msgspec.DecodeError as exc:
+        req = decoded(envelopes.decode_client_request, "client_request", msg)
+        if req is None:
             # Where to answer is inside the message: the edge's first-reply timeout answers.
-            undecodable("client_request", msg.subject, exc)
             return
         if req.body_ref is not None or req.api == "chat":
             # Object-store reads, image downloads and Redis look-ups must not hold up the
