@@ -14,8 +14,7 @@ import msgspec
 from ezat_common.bodies import TOO_DEEP, decode_object
 from ezat_common.catalogue import Catalogue
 from ezat_common.config import ModelConfig
-from ezat_common.errors import GatewayError, invalid, model_not_found
-from ezat_common.names import valid_model_name
+from ezat_common.errors import GatewayError, invalid
 from msgspec import Struct
 
 from .openai_messages import ImageUrlPart
@@ -72,12 +71,7 @@ def resolve_model(data: dict[str, Any], catalogue: Catalogue) -> tuple[ModelConf
     name = data["model"]
     if not isinstance(name, str):
         raise invalid("model", "must be a string such as `anthropic/claude-sonnet-5-5`")
-    if not valid_model_name(name):
-        raise invalid("model", "must be 1 to 128 characters")
-    model = catalogue.resolve(name)
-    if model is None:
-        raise model_not_found(name)
-    return model, name
+    return catalogue.resolve_or_404(name), name
 
 
 def _check_messages(data: dict[str, Any]) -> None:
