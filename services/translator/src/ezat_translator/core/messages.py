@@ -175,12 +175,22 @@ def encode_body(data: dict[str, Any]) -> bytes:
         raise GatewayError(400, TOO_DEEP) from None
 
 
-def prepare_create(body: bytes, catalogue: Catalogue) -> Prepared:
-    """``POST /v1/messages``: validate the four checked fields and prepare the upstream body."""
+def _checked(
+    body: bytes, catalogue: Catalogue, *, max_tokens: bool
+) -> tuple[dict[str, Any], ModelConfig, str]:
+    """What both endpoints do first: decode the object, resolve its model, check ``max_tokens``
+    (only where it is read) and ``messages``; the first failing step is the error reported."""
     data = decode_object(body)
     model, name = resolve_model(data, catalogue)
-    _check_max_tokens(data)
+    if max_tokens:
+        _check_max_tokens(data)
     _check_messages(data)
+    return data, model, name
+
+
+def prepare_create(body: bytes, catalogue: Catalogue) -> Prepared:
+    """``POST /v1/messages``: validate the four checked fields and prepare the upstream body."""
+    data, model, name = _checked(body, catalogue, max_tokens=True)
     stream = _check_stream(data)
     affinity = _prefix_hash(model.id, data)
     # Most requests carry no breakpoint: a byte search spares them the walk of every block.
@@ -208,9 +218,7 @@ def _prefix_hash(model_id: str, data: dict[str, Any]) -> str:
 
 def prepare_count(body: bytes, catalogue: Catalogue) -> Prepared:
     """``POST /v1/messages/count_tokens``: ``max_tokens`` and ``stream`` are ignored."""
-    data = decode_object(body)
-    model, name = resolve_model(data, catalogue)
-    _check_messages(data)
+    data, model, name = _checked(body, catalogue, max_tokens=False)
     data.pop("max_tokens", None)
     data.pop("stream", None)
     body = encode_body(_rewrite(data, model))
