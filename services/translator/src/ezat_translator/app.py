@@ -1,6 +1,10 @@
 """Translator wiring: takes ``ClientRequest``s from the edge, validates and translates them, and
 forwards ``RouteRequest``s to the router with the edge's inbox as the reply address, so that
-replies of the Anthropic API go straight back to the edge (no hop through here)."""
+replies of the Anthropic API go straight back to the edge (no hop through here).
+
+``main`` reads the configuration and the environment and hands ``Translator`` its connected
+collaborators (subjects, the thinking store), as every service's wiring does
+(docs/development.md)."""
 
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ from ezat_common.config import load_config
 from ezat_common.errors import GatewayError
 from ezat_common.liveness import OWNER_TIMEOUT, Heartbeats
 from ezat_common.periodic import Periodic
-from ezat_common.subjects import QUEUE_TRANSLATOR, from_env
+from ezat_common.subjects import QUEUE_TRANSLATOR, Subjects, from_env
 from ezat_common.tasks import TaskSet
 from ezat_common.undecodable import decoded
 from nats.aio.msg import Msg
@@ -32,16 +36,18 @@ log = logging.getLogger("ezat.translator")
 
 
 class Translator:
-    def __init__(self, nc: bus.Client, catalogue: Catalogue) -> None:
+    def __init__(
+        self, nc: bus.Client, subjects: Subjects, catalogue: Catalogue, thinking: ThinkingStore
+    ) -> None:
         self.nc = nc
         self.catalogue = catalogue
-        self.subjects = from_env()
+        self.subjects = subjects
         self.claims = bus.Claims(nc, self.subjects)
         instance = f"translator-{uuid.uuid4().hex[:12]}"
         # Publishing a route with this reply prefix makes NATS tell *us* when no router listens;
         # the edge's inbox is the rest of the subject, so we can tell the client.
         self.no_router_prefix = self.subjects.inbox(instance) + ".nr."
-        self.thinking = ThinkingStore.from_env()
+        self.thinking = thinking
         # The edge hears from us while we hold its request (docs/reliability.md).
         self.beats = Heartbeats(nc)
         self.chat = ChatPath(
@@ -211,12 +217,14 @@ async def main(stop: asyncio.Event) -> None:
     logs.setup("translator")
     cfg = load_config()
     metrics.serve(cfg.translator.metrics_listen)
+    subjects = from_env()
+    thinking = ThinkingStore.from_env()
     nc = await bus.connect("translator")
-    translator = Translator(nc, Catalogue(cfg))
+    translator = Translator(nc, subjects, Catalogue(cfg), thinking)
     await translator.start()
     log.info("translator ready")
     await stop.wait()
     log.info("translator stopping")
     await translator.stop(cfg.shutdown.drain_timeout)
     await nc.drain()
-    await translator.thinking.close()
+    await thinking.close()
