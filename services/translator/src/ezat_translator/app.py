@@ -29,7 +29,7 @@ from nats.aio.msg import Msg
 from . import metrics as m
 from .chat import NO_ROUTER_TAG, ChatPath
 from .core.messages import Prepared, encode_body, prepare_count, prepare_create
-from .routes import route_request
+from .route_request import route_request
 from .thinking_store import ThinkingStore
 
 log = logging.getLogger("ezat.translator")

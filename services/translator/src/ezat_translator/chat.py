@@ -54,7 +54,7 @@ from .core.chat_stream import ChatStream
 from .core.openai_to_anthropic import ChatTranslation, to_messages_request
 from .images import Images
 from .metrics import ROUTER_LOST
-from .routes import route_request
+from .route_request import route_request
 from .thinking_store import ThinkingStore
 
 log = logging.getLogger("ezat.translator.chat")
