@@ -26,7 +26,7 @@ DELTA = frame(delta_event())
 DELTA_DATA = DELTA.split(b"data: ", 1)[1].rstrip(b"\n")
 
 
-def test_translate_create_per_request(benchmark, catalogue, request_body):  # type: ignore[no-untyped-def]
+def test_prepare_create_per_request(benchmark, catalogue, request_body):  # type: ignore[no-untyped-def]
     result = benchmark(prepare_create, request_body, catalogue)
     assert result.stream
 

@@ -6,6 +6,7 @@ import msgspec
 import pytest
 from ezat_common.catalogue import Catalogue, prices_of
 from ezat_common.config import Price
+from ezat_common.errors import GatewayError
 from support.config import SONNET, model, parsed
 
 CFG = parsed(models=[model(SONNET, aliases=["claude-sonnet-5-5", "claude-sonnet-5.5"])])
@@ -29,6 +30,20 @@ def test_resolves_ids_and_aliases_in_any_case(name: str) -> None:
 @pytest.mark.parametrize("name", ["", "   ", "claude-sonnet", "x" * 129, "claude-sonnet-5-5x"])
 def test_unknown_names_do_not_resolve(name: str) -> None:
     assert Catalogue(CFG).resolve(name) is None
+
+
+def test_resolve_or_404_gives_the_model_or_the_error_the_client_sees() -> None:
+    assert Catalogue(CFG).resolve_or_404(" Claude-Sonnet-5-5 ").id == SONNET
+    with pytest.raises(GatewayError) as short:
+        Catalogue(CFG).resolve_or_404("")
+    assert (short.value.status, str(short.value)) == (400, "model: must be 1 to 128 characters")
+    with pytest.raises(GatewayError) as unknown:
+        Catalogue(CFG).resolve_or_404("claude-sonnet")
+    assert unknown.value.status == 404
+    assert unknown.value.reply.code == "model_not_found"
+    assert str(unknown.value) == (
+        "The model `claude-sonnet` does not exist or you do not have access to it."
+    )
 
 
 def test_cache_prices_default_from_input() -> None:

@@ -4,7 +4,7 @@ translators."""
 from __future__ import annotations
 
 import pytest
-from ezat_common.names import MAX_MODEL_NAME, normalise, valid_model_name
+from ezat_common.names import MAX_MODEL_NAME, name_problem, normalise, valid_model_name
 
 
 @pytest.mark.parametrize(
@@ -25,3 +25,8 @@ def test_valid_model_name(name: str, ok: bool) -> None:
 
 def test_normalise_ignores_case_and_surrounding_spaces() -> None:
     assert normalise("  Anthropic/Claude ") == "anthropic/claude"
+
+
+def test_name_problem_words_the_rule_for_a_field_error() -> None:
+    assert name_problem("x" * MAX_MODEL_NAME) is None
+    assert name_problem("  ") == "must be 1 to 128 characters"

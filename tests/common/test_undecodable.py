@@ -9,7 +9,7 @@ import msgspec
 import pytest
 from ezat_common import envelopes
 from ezat_common.outbox import acknowledged
-from ezat_common.undecodable import undecodable
+from ezat_common.undecodable import decoded, undecodable
 from nats.aio.msg import Msg
 from prometheus_client import REGISTRY
 
@@ -58,3 +58,17 @@ def test_a_pub_ack_that_is_not_json_is_counted_and_not_an_acknowledgement() -> N
     before = count("pub_ack")
     assert not acknowledged(msg(b"\x81\xa1t\xa3end"), "ezat_billing_outbox")
     assert count("pub_ack") == before + 1
+
+
+def test_decoded_gives_the_message_or_none_once_logged_and_counted(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    good = envelopes.encode(envelopes.CancelRequest(request_id="r", reason="client"))
+    assert decoded(envelopes.decode_cancel, "cancel", msg(good)) == envelopes.decode_cancel(good)
+    before = count("cancel")
+    with caplog.at_level(logging.WARNING, logger="ezat.undecodable"):
+        assert decoded(envelopes.decode_cancel, "cancel", msg(BAD_CANCEL)) is None
+    assert count("cancel") == before + 1
+    [record] = caplog.records
+    assert record.getMessage() == "undecodable cancel message on ezat.test.subject"
+    assert SECRET not in repr(record.__dict__)

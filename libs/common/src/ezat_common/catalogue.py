@@ -12,7 +12,8 @@ import msgspec
 from msgspec import Struct
 
 from .config import Config, ModelConfig, Price
-from .names import normalise, valid_model_name
+from .errors import invalid, model_not_found
+from .names import name_problem, normalise, valid_model_name
 
 
 class Prices(Struct, frozen=True):
@@ -58,6 +59,17 @@ class Catalogue:
         if not valid_model_name(name):
             return None
         return self._by_name.get(normalise(name))
+
+    def resolve_or_404(self, name: str) -> ModelConfig:
+        """The model a request names, or the error it gets: 400 ``model: …`` if the name breaks
+        the rule, 404 ``model_not_found`` if no model has it (docs/api.md)."""
+        problem = name_problem(name)
+        if problem is not None:
+            raise invalid("model", problem)
+        model = self.resolve(name)
+        if model is None:
+            raise model_not_found(name)
+        return model
 
     def openai_list(self) -> bytes:
         data = [

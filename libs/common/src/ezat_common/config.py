@@ -16,7 +16,7 @@ from msgspec import Struct, field
 
 from . import environment
 from .located import split_location
-from .names import normalise, valid_model_name
+from .names import NAME_LENGTH, normalise, valid_model_name
 
 DEFAULT_MAX_BODY = 32 * 1024 * 1024
 # Bytes the edge holds for one stream's client beyond what it has read (docs/reliability.md).
@@ -235,7 +235,7 @@ def _check(cfg: Config, file: str) -> None:
             key = normalise(name)
             where = f"models[{i}].id" if j == 0 else f"models[{i}].aliases[{j - 1}]"
             if not valid_model_name(name):
-                raise ConfigError(f"{file}: {where}: a model name needs 1 to 128 characters")
+                raise ConfigError(f"{file}: {where}: a model name needs {NAME_LENGTH}")
             if key in names:
                 raise ConfigError(f"{file}: {where}: `{name}` is already used by {names[key]}")
             names[key] = where

@@ -1,4 +1,5 @@
-"""What every service does first with a NATS message it cannot decode: ``undecodable``.
+"""What every service does first with a NATS message it cannot decode: ``undecodable``, or
+``decoded`` around the decoder.
 
 One warning line naming the message kind and its subject, never the payload (it may hold a
 client's prompt), and one count in ``ezat_undecodable_messages_total{message}``. Then the site
@@ -13,12 +14,17 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
+from typing import TypeVar
 
 import msgspec
+from nats.aio.msg import Msg
 
 from .metrics import UNDECODABLE
 
 log = logging.getLogger("ezat.undecodable")
+
+T = TypeVar("T")
 
 # msgspec quotes a refused value ("Invalid enum value '…' - at `$.reason`"): a piece of the payload.
 _QUOTED = re.compile(r"'.*'", re.DOTALL)
@@ -37,3 +43,13 @@ def undecodable(message: str, subject: str, exc: msgspec.DecodeError) -> None:
             "fields": {"message": message, "subject": subject, "err": _QUOTED.sub("…", str(exc))}
         },
     )
+
+
+def decoded(decode: Callable[[bytes], T], message: str, msg: Msg) -> T | None:
+    """``decode(msg.data)``, or None once it has been logged and counted as an undecodable
+    ``message`` (see ``undecodable``); the caller then answers, ``term()``s or drops."""
+    try:
+        return decode(msg.data)
+    except msgspec.DecodeError as exc:
+        undecodable(message, msg.subject, exc)
+        return None

@@ -146,12 +146,21 @@ class ResponseParser:
         return b""
 
     def feed(self, data: bytes) -> bytes:
-        """Parse ``data``; returns the body bytes it completed (``b""`` when none). One loop
-        over the framing states, inlined: it runs for every read of every stream."""
+        """Parse ``data``; returns the body bytes it completed (``b""`` when none)."""
         buf = self._buf + data if self._buf else data
+        out: list[bytes] = []
+        pos = self._unframe(buf, out)
+        self._buf = buf[pos:] if pos < len(buf) else b""
+        body = out[0] if len(out) == 1 else b"".join(out)
+        return body if self._decoder is None else self._decode(body, self._state == _DONE)
+
+    def _unframe(self, buf: bytes, out: list[bytes]) -> int:
+        """Walk the framing states over ``buf`` from where the last read left them, adding the
+        body bytes to ``out``; returns how far into ``buf`` it got. The body states are inlined:
+        they run for every read of every stream; the head and the trailers are steps of their
+        own, met once per response."""
         pos = 0
         end_of_buf = len(buf)
-        out: list[bytes] = []
         state = self._state
         while True:
             if state in (_DATA, _LENGTH):
@@ -181,33 +190,30 @@ class ResponseParser:
                     self._need, state = size, _DATA
                 else:
                     state = _TRAILER
-            elif state == _TRAILER:
-                end = _line_end(buf, pos, "trailer line")
-                if end < 0:
-                    break
-                empty = end == pos
-                pos = end + 2
-                if empty:  # the blank line after the last chunk and its trailers
-                    state = _DONE
-                    break
             elif state == _UNTIL_CLOSE:
                 if pos < end_of_buf:
                     out.append(buf[pos:] if pos else buf)
                     pos = end_of_buf
                 break
-            elif state == _HEAD:
-                end = buf.find(_HEAD_END, pos)
-                if end < 0:
-                    _limit(end_of_buf - pos, MAX_HEAD, "response head")
+            elif state in (_HEAD, _TRAILER):
+                step = self._head_step if state == _HEAD else _trailer_step
+                moved, state = step(buf, pos)
+                if moved == pos:  # the head or the line is not complete yet
                     break
-                state = self._head(buf[pos:end])
-                pos = end + 4
+                pos = moved
             else:  # _DONE: anything further stays in the buffer (``leftover``)
                 break
         self._state = state
-        self._buf = buf[pos:] if pos < end_of_buf else b""
-        body = out[0] if len(out) == 1 else b"".join(out)
-        return body if self._decoder is None else self._decode(body, state == _DONE)
+        return pos
+
+    def _head_step(self, buf: bytes, pos: int) -> tuple[int, int]:
+        """The status line and headers at ``pos``, once all arrived: ``(where the body starts,
+        its framing state)``; ``(pos, _HEAD)`` while incomplete."""
+        end = buf.find(_HEAD_END, pos)
+        if end < 0:
+            _limit(len(buf) - pos, MAX_HEAD, "response head")
+            return pos, _HEAD
+        return end + 4, self._head(buf[pos:end])
 
     def _decode(self, body: bytes, done: bool) -> bytes:
         """Undo the content coding of this read's body bytes (and finish it at the end)."""
@@ -278,6 +284,15 @@ class ResponseParser:
             keep_alive, state = False, _UNTIL_CLOSE
         self.head = Head(status, headers, keep_alive)
         return state
+
+
+def _trailer_step(buf: bytes, pos: int) -> tuple[int, int]:
+    """One trailer line at ``pos`` (``(pos, _TRAILER)`` while incomplete); the blank line after
+    the last chunk and its trailers ends the body."""
+    end = _line_end(buf, pos, "trailer line")
+    if end < 0:
+        return pos, _TRAILER
+    return end + 2, (_DONE if end == pos else _TRAILER)
 
 
 def _chunk_size(line: bytes) -> int:

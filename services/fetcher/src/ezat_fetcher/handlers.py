@@ -24,11 +24,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-import msgspec
 from ezat_common import bus, envelopes, lifecycle, logs
 from ezat_common.liveness import Heartbeats
 from ezat_common.subjects import QUEUE_FETCHER, Subjects
-from ezat_common.undecodable import undecodable
+from ezat_common.undecodable import decoded
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
@@ -139,10 +138,8 @@ class FetchService:
     async def _on_msg(self, msg: Msg) -> None:
         if not msg.reply:
             return  # request/reply only: with nobody to answer, a download is wasted
-        try:
-            req = envelopes.decode_fetch_request(msg.data)
-        except msgspec.DecodeError as exc:
-            undecodable("fetch_request", msg.subject, exc)
+        req = decoded(envelopes.decode_fetch_request, "fetch_request", msg)
+        if req is None:
             await self._respond(
                 msg, envelopes.FetchResult(request_id="", ok=False, error=UNREADABLE)
             )
@@ -265,10 +262,8 @@ class FetchService:
     # ---- cancellation ----------------------------------------------------------------------
 
     async def on_cancel(self, msg: Msg) -> None:
-        try:
-            cancel = envelopes.decode_cancel(msg.data)
-        except msgspec.DecodeError as exc:
-            undecodable("cancel", msg.subject, exc)
+        cancel = decoded(envelopes.decode_cancel, "cancel", msg)
+        if cancel is None:
             return
         request = cancel.uid
         if not self._cancel_request(request, "cancelled"):

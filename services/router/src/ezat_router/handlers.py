@@ -20,10 +20,9 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
-import msgspec
 from ezat_common import envelopes
 from ezat_common.liveness import Heartbeats
-from ezat_common.undecodable import undecodable
+from ezat_common.undecodable import decoded
 from nats.aio.msg import Msg
 
 from .routing import Router
@@ -56,10 +55,8 @@ class Handlers:
         self._cancelled: OrderedDict[str, float] = OrderedDict()
 
     async def on_route(self, msg: Msg) -> None:
-        try:
-            req = envelopes.decode_route_request(msg.data)
-        except msgspec.DecodeError as exc:
-            undecodable("route_request", msg.subject, exc)
+        req = decoded(envelopes.decode_route_request, "route_request", msg)
+        if req is None:
             return
         key = req.uid
         self._expire_cancels()
@@ -73,10 +70,8 @@ class Handlers:
         task.add_done_callback(lambda done: self._forget(key, done, reply_to))
 
     async def on_cancel(self, msg: Msg) -> None:
-        try:
-            cancel = envelopes.decode_cancel(msg.data)
-        except msgspec.DecodeError as exc:
-            undecodable("cancel", msg.subject, exc)
+        cancel = decoded(envelopes.decode_cancel, "cancel", msg)
+        if cancel is None:
             return
         key = cancel.uid
         task = self.tasks.get(key)

@@ -1,6 +1,10 @@
 """Translator wiring: takes ``ClientRequest``s from the edge, validates and translates them, and
 forwards ``RouteRequest``s to the router with the edge's inbox as the reply address, so that
-replies of the Anthropic API go straight back to the edge (no hop through here)."""
+replies of the Anthropic API go straight back to the edge (no hop through here).
+
+``main`` reads the configuration and the environment and hands ``Translator`` its connected
+collaborators (subjects, the thinking store), as every service's wiring does
+(docs/development.md)."""
 
 from __future__ import annotations
 
@@ -10,7 +14,6 @@ import time
 import uuid
 from typing import Any
 
-import msgspec
 from ezat_common import bus, envelopes, lifecycle, logs, metrics
 from ezat_common.bodies import TOO_DEEP
 from ezat_common.catalogue import Catalogue
@@ -18,31 +21,33 @@ from ezat_common.config import load_config
 from ezat_common.errors import GatewayError
 from ezat_common.liveness import OWNER_TIMEOUT, Heartbeats
 from ezat_common.periodic import Periodic
-from ezat_common.subjects import QUEUE_TRANSLATOR, from_env
+from ezat_common.subjects import QUEUE_TRANSLATOR, Subjects, from_env
 from ezat_common.tasks import TaskSet
-from ezat_common.undecodable import undecodable
+from ezat_common.undecodable import decoded
 from nats.aio.msg import Msg
 
 from . import metrics as m
 from .chat import NO_ROUTER_TAG, ChatPath
 from .core.messages import Prepared, encode_body, prepare_count, prepare_create
-from .routes import route_request
+from .route_request import route_request
 from .thinking_store import ThinkingStore
 
 log = logging.getLogger("ezat.translator")
 
 
 class Translator:
-    def __init__(self, nc: bus.Client, catalogue: Catalogue) -> None:
+    def __init__(
+        self, nc: bus.Client, subjects: Subjects, catalogue: Catalogue, thinking: ThinkingStore
+    ) -> None:
         self.nc = nc
         self.catalogue = catalogue
-        self.subjects = from_env()
+        self.subjects = subjects
         self.claims = bus.Claims(nc, self.subjects)
         instance = f"translator-{uuid.uuid4().hex[:12]}"
         # Publishing a route with this reply prefix makes NATS tell *us* when no router listens;
         # the edge's inbox is the rest of the subject, so we can tell the client.
         self.no_router_prefix = self.subjects.inbox(instance) + ".nr."
-        self.thinking = ThinkingStore.from_env()
+        self.thinking = thinking
         # The edge hears from us while we hold its request (docs/reliability.md).
         self.beats = Heartbeats(nc)
         self.chat = ChatPath(
@@ -90,10 +95,8 @@ class Translator:
         await self.beats.stop()
 
     async def on_cancel(self, msg: Msg) -> None:
-        try:
-            cancel = envelopes.decode_cancel(msg.data)
-        except msgspec.DecodeError as exc:
-            undecodable("cancel", msg.subject, exc)
+        cancel = decoded(envelopes.decode_cancel, "cancel", msg)
+        if cancel is None:
             return
         self.chat.cancel(cancel.uid)
 
@@ -101,11 +104,9 @@ class Translator:
         return None if self.nc.is_connected else "NATS is not connected"
 
     async def on_request(self, msg: Msg) -> None:
-        try:
-            req = envelopes.decode_client_request(msg.data)
-        except msgspec.DecodeError as exc:
+        req = decoded(envelopes.decode_client_request, "client_request", msg)
+        if req is None:
             # Where to answer is inside the message: the edge's first-reply timeout answers.
-            undecodable("client_request", msg.subject, exc)
             return
         if req.body_ref is not None or req.api == "chat":
             # Object-store reads, image downloads and Redis look-ups must not hold up the
@@ -216,12 +217,14 @@ async def main(stop: asyncio.Event) -> None:
     logs.setup("translator")
     cfg = load_config()
     metrics.serve(cfg.translator.metrics_listen)
+    subjects = from_env()
+    thinking = ThinkingStore.from_env()
     nc = await bus.connect("translator")
-    translator = Translator(nc, Catalogue(cfg))
+    translator = Translator(nc, subjects, Catalogue(cfg), thinking)
     await translator.start()
     log.info("translator ready")
     await stop.wait()
     log.info("translator stopping")
     await translator.stop(cfg.shutdown.drain_timeout)
     await nc.drain()
-    await translator.thinking.close()
+    await thinking.close()

@@ -46,7 +46,7 @@ from ezat_common.envelopes import (
 from ezat_common.liveness import OWNER_TIMEOUT, Heartbeats
 from ezat_common.subjects import Subjects
 from ezat_common.tasks import TaskSet
-from ezat_common.undecodable import undecodable
+from ezat_common.undecodable import decoded
 from nats.aio.msg import Msg
 
 from .core.anthropic_to_openai import ThinkingKept, to_chat_completion
@@ -54,7 +54,7 @@ from .core.chat_stream import ChatStream
 from .core.openai_to_anthropic import ChatTranslation, to_messages_request
 from .images import Images
 from .metrics import ROUTER_LOST
-from .routes import route_request
+from .route_request import route_request
 from .thinking_store import ThinkingStore
 
 log = logging.getLogger("ezat.translator.chat")
@@ -223,10 +223,8 @@ class ChatPath:
         state.heard = time.monotonic()
         rid = logs.request_id.set(state.request_id)
         try:
-            try:
-                reply = envelopes.decode_reply(msg.data)
-            except msgspec.DecodeError as exc:
-                undecodable("reply", msg.subject, exc)
+            reply = decoded(envelopes.decode_reply, "reply", msg)
+            if reply is None:
                 await self._abandon(token, state)
                 return
             if type(reply) is Heartbeat:

@@ -14,8 +14,7 @@ import msgspec
 from ezat_common.bodies import TOO_DEEP, decode_object
 from ezat_common.catalogue import Catalogue
 from ezat_common.config import ModelConfig
-from ezat_common.errors import GatewayError, invalid, model_not_found
-from ezat_common.names import valid_model_name
+from ezat_common.errors import GatewayError, invalid
 from msgspec import Struct
 
 from .openai_messages import ImageUrlPart
@@ -72,12 +71,7 @@ def resolve_model(data: dict[str, Any], catalogue: Catalogue) -> tuple[ModelConf
     name = data["model"]
     if not isinstance(name, str):
         raise invalid("model", "must be a string such as `anthropic/claude-sonnet-5-5`")
-    if not valid_model_name(name):
-        raise invalid("model", "must be 1 to 128 characters")
-    model = catalogue.resolve(name)
-    if model is None:
-        raise model_not_found(name)
-    return model, name
+    return catalogue.resolve_or_404(name), name
 
 
 def _check_messages(data: dict[str, Any]) -> None:
@@ -181,12 +175,22 @@ def encode_body(data: dict[str, Any]) -> bytes:
         raise GatewayError(400, TOO_DEEP) from None
 
 
-def prepare_create(body: bytes, catalogue: Catalogue) -> Prepared:
-    """``POST /v1/messages``: validate the four checked fields and prepare the upstream body."""
+def _checked(
+    body: bytes, catalogue: Catalogue, *, max_tokens: bool
+) -> tuple[dict[str, Any], ModelConfig, str]:
+    """What both endpoints do first: decode the object, resolve its model, check ``max_tokens``
+    (only where it is read) and ``messages``; the first failing step is the error reported."""
     data = decode_object(body)
     model, name = resolve_model(data, catalogue)
-    _check_max_tokens(data)
+    if max_tokens:
+        _check_max_tokens(data)
     _check_messages(data)
+    return data, model, name
+
+
+def prepare_create(body: bytes, catalogue: Catalogue) -> Prepared:
+    """``POST /v1/messages``: validate the four checked fields and prepare the upstream body."""
+    data, model, name = _checked(body, catalogue, max_tokens=True)
     stream = _check_stream(data)
     affinity = _prefix_hash(model.id, data)
     # Most requests carry no breakpoint: a byte search spares them the walk of every block.
@@ -214,9 +218,7 @@ def _prefix_hash(model_id: str, data: dict[str, Any]) -> str:
 
 def prepare_count(body: bytes, catalogue: Catalogue) -> Prepared:
     """``POST /v1/messages/count_tokens``: ``max_tokens`` and ``stream`` are ignored."""
-    data = decode_object(body)
-    model, name = resolve_model(data, catalogue)
-    _check_messages(data)
+    data, model, name = _checked(body, catalogue, max_tokens=False)
     data.pop("max_tokens", None)
     data.pop("stream", None)
     body = encode_body(_rewrite(data, model))

@@ -17,9 +17,8 @@ import msgspec
 from ezat_common.bodies import NOT_AN_OBJECT, decode_body
 from ezat_common.catalogue import Catalogue
 from ezat_common.config import ModelConfig
-from ezat_common.errors import GatewayError, invalid, model_not_found
+from ezat_common.errors import GatewayError, invalid
 from ezat_common.located import split_location
-from ezat_common.names import valid_model_name
 from ezat_common.schemas.openai import ChatRequest
 from msgspec import Struct
 
@@ -57,7 +56,7 @@ def to_messages_request(
     body: bytes, catalogue: Catalogue, *, session_header: str | None, cache_header: str | None
 ) -> ChatTranslation:
     req = decode_chat_request(body)
-    model = resolve(req.model, catalogue)
+    model = catalogue.resolve_or_404(req.model)
     refuse_unsupported(req)
     max_tokens = output_limit(req, model)
 
@@ -168,15 +167,6 @@ def located(text: str) -> GatewayError:
             return GatewayError(400, NOT_AN_OBJECT)
         return GatewayError(400, f"request body: {problem}")
     return invalid(path, problem)
-
-
-def resolve(name: str, catalogue: Catalogue) -> ModelConfig:
-    if not valid_model_name(name):
-        raise invalid("model", "must be 1 to 128 characters")
-    model = catalogue.resolve(name)
-    if model is None:
-        raise model_not_found(name)
-    return model
 
 
 # ---- fields ---------------------------------------------------------------------------------
