@@ -337,6 +337,19 @@ async def test_every_deployment_rate_limited_gives_429_with_retry_after(nats_url
         assert len(up.calls) == 2
 
 
+async def test_configured_cooldown_is_the_clients_retry_after_and_the_rest(nats_url: str) -> None:
+    async with running_stack(nats_url, [("a", "eu")], cooldown_default_seconds=7.0) as stack:
+        up = stack.upstream
+        up.scripts["a"] = up.status(429, error_body("rate_limit_error", "slow down"))
+        before = time.time()
+        [reply] = await stack.send(stack.request())
+        assert isinstance(reply, ReplyError)
+        assert (reply.status, reply.retry_after) == (429, 7.0)
+        assert reply.message.endswith("retry after 7 seconds")
+        rest_until = stack.service.shared.health("a").cooldown_until
+        assert before + 7.0 <= rest_until <= time.time() + 7.0
+
+
 async def test_mid_stream_error_event_ends_with_that_error(nats_url: str) -> None:
     async with running_stack(nats_url, [("a", "eu"), ("b", "us")]) as stack:
         up = stack.upstream

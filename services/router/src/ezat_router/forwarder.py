@@ -143,7 +143,9 @@ class Forwarder:
         if result.invalid:
             return from_transport("protocol", model, self._cfg.between_events_timeout)
         if result.error is not None:
-            return from_stream_error(result.error)
+            return from_stream_error(
+                result.error, cooldown_default=self._cfg.cooldown_default_seconds
+            )
         assert result.stop is not None
         return await self._complete(req, state, ReplyEnd(data=result.stop, seq=state.sent + 1))
 

@@ -326,6 +326,7 @@ class Router:
             data[:ERROR_BODY_LIMIT],
             resp.headers.get("retry-after"),
             req.response_model,
+            cooldown_default=self._cfg.cooldown_default_seconds,
         )
 
     async def _cancelled(self, req: RouteRequest, state: RequestState, gateway: bool) -> str:

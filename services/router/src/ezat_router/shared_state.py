@@ -48,16 +48,6 @@ HEALTH_KEY_TTL = 3600
 _FIELDS = ("cooldown_until", "failures", "open_until", "changed_at")
 
 
-def policy_of(cfg: RouterConfig) -> HealthPolicy:
-    return HealthPolicy(
-        breaker_failures=max(cfg.breaker_failures, 1),
-        breaker_open_seconds=cfg.breaker_open_seconds,
-        cooldown_default_seconds=cfg.cooldown_default_seconds,
-        cooldown_max_seconds=cfg.cooldown_max_seconds,
-        probe_lease_seconds=max(cfg.first_byte_timeout, 1.0),
-    )
-
-
 def _decode_health(raw: dict[bytes, bytes]) -> DeploymentHealth:
     def num(name: str) -> float:
         try:
@@ -89,7 +79,7 @@ class SharedState:
         self._keys = redis_keys.from_env()
         self._names = list(deployments)
         self._clock = clock
-        self.board = HealthBoard(policy_of(cfg))
+        self.board = HealthBoard(HealthPolicy.from_config(cfg))
         self._replica = uuid.uuid4().hex[:12]
         self._redis: aioredis.Redis | None = None
         if url:

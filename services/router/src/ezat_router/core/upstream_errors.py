@@ -22,7 +22,7 @@ from ezat_common.envelopes import ReplyError
 from ezat_common.errors import STATUS_OF_TYPE, type_for_status
 from ezat_common.schemas.anthropic import ErrorInfo, decode_error_body
 
-from .health import FAULT_COOLDOWN, RATE_LIMIT_COOLDOWN
+from .health import FAULT_COOLDOWN
 
 TransportKind = Literal["connect", "timeout", "stalled", "dropped", "protocol"]
 
@@ -53,12 +53,15 @@ def parse_retry_after(value: str | None) -> float | None:
     return seconds if math.isfinite(seconds) and seconds >= 0 else None
 
 
-def from_status(status: int, body: bytes, retry_after: str | None, model: str) -> AttemptFailure:
-    """An upstream response that is not 2xx."""
+def from_status(
+    status: int, body: bytes, retry_after: str | None, model: str, *, cooldown_default: float
+) -> AttemptFailure:
+    """An upstream response that is not 2xx. A 429 without retry-after rests the deployment for
+    ``cooldown_default`` (``[router] cooldown_default_seconds``), and the client is told so."""
     wait = parse_retry_after(retry_after)
     if status == 429:
         return AttemptFailure(
-            error=rate_limited(model, wait if wait is not None else RATE_LIMIT_COOLDOWN),
+            error=rate_limited(model, wait if wait is not None else cooldown_default),
             retryable=True,
             cooldown=wait,
             rate_limited=True,
@@ -180,15 +183,16 @@ def from_transport(kind: TransportKind, model: str, seconds: float) -> AttemptFa
     return AttemptFailure(error=error, retryable=True, fault=True, reason=kind)
 
 
-def from_stream_error(info: ErrorInfo) -> AttemptFailure:
+def from_stream_error(info: ErrorInfo, *, cooldown_default: float) -> AttemptFailure:
     """An ``event: error`` from the upstream stream, relayed with the status of its type.
 
     Retryable (when nothing was sent yet) for the types a healthy deployment would not send:
-    rate limits, overload and server errors.
+    rate limits, overload and server errors. A rate limit carries no retry-after, so the
+    deployment rests for ``cooldown_default`` and the client is told the same.
     """
     status = STATUS_OF_TYPE.get(info.type, 500)
     kind = info.type if info.type in STATUS_OF_TYPE else "api_error"
-    wait = RATE_LIMIT_COOLDOWN if status == 429 else FAULT_COOLDOWN if status >= 500 else None
+    wait = cooldown_default if status == 429 else FAULT_COOLDOWN if status >= 500 else None
     error = ReplyError(
         status=status,
         type=kind,
