@@ -6,6 +6,7 @@ import msgspec
 import pytest
 from ezat_common.config import RouterConfig
 from ezat_common.envelopes import ReplyError
+from ezat_common.errors import http_headers
 from ezat_common.schemas.anthropic import ErrorInfo
 from ezat_router.core.health import FAULT_COOLDOWN
 from ezat_router.core.upstream_errors import (
@@ -185,3 +186,13 @@ def test_a_429_without_retry_after_tells_the_client_the_configured_rest() -> Non
         ErrorInfo(type="rate_limit_error", message="x"), cooldown_default=7.0
     )
     assert streamed.error.retry_after == 7.0 and streamed.rate_limited
+
+
+@pytest.mark.parametrize(("wait", "told"), [(0.0, "1"), (0.2, "1"), (2.2, "3"), (3.0, "3")])
+@pytest.mark.parametrize("all_limited", [True, False])
+def test_all_down_says_the_wait_as_the_retry_after_header_does(
+    wait: float, told: str, all_limited: bool
+) -> None:
+    reply = all_down(MODEL, wait, all_limited=all_limited)
+    assert reply.message.endswith(f"retry after {told} seconds")
+    assert http_headers(reply)["retry-after"] == told

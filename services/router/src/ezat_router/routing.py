@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import time
 from collections.abc import Callable
 
@@ -259,9 +258,8 @@ class Router:
         metrics.ALL_DOWN.labels(req.model).inc()
         states = [self._shared.health(d.name) for d in deployments]
         wait = min(health.recovers_at(h, now) for h in states) - now
-        retry_after = float(max(1, math.ceil(wait)))
         all_limited = all(h.open_until <= now and h.cooldown_until > now for h in states)
-        reply = all_down(req.response_model, retry_after, all_limited=all_limited)
+        reply = all_down(req.response_model, wait, all_limited=all_limited)
         headers = {"x-ezat-region": self._region, "x-ezat-affinity": affinity}
         await self._publish(req, reply.with_headers(headers))
         state.final_sent = True

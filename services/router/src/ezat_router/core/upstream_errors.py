@@ -19,7 +19,7 @@ from typing import Literal
 
 import msgspec
 from ezat_common.envelopes import ReplyError
-from ezat_common.errors import STATUS_OF_TYPE, type_for_status
+from ezat_common.errors import STATUS_OF_TYPE, retry_after_seconds, type_for_status
 from ezat_common.schemas.anthropic import ErrorInfo, decode_error_body
 
 from .health import FAULT_COOLDOWN
@@ -102,24 +102,30 @@ def from_status(
 
 def rate_limited(model: str, pause: float) -> ReplyError:
     """429: the deployments of ``model`` are rate limited for ``pause`` seconds."""
+    return _rate_limited(model, pause, told=pause)
+
+
+def _rate_limited(model: str, pause: float, *, told: float) -> ReplyError:
     return ReplyError(
         status=429,
         type="rate_limit_error",
-        message=f"the deployments of `{model}` are rate limited; retry after {pause:g} seconds",
+        message=f"the deployments of `{model}` are rate limited; retry after {told:g} seconds",
         retry_after=pause,
     )
 
 
-def all_down(model: str, pause: float, *, all_limited: bool) -> ReplyError:
-    """Every deployment of ``model`` rests for at least ``pause`` seconds, so none is tried: 429
-    when every one is rate limited, else 529."""
+def all_down(model: str, wait: float, *, all_limited: bool) -> ReplyError:
+    """Every deployment of ``model`` rests for at least ``wait`` seconds, so none is tried: 429
+    when every one is rate limited, else 529. The message says the wait as the client's
+    ``retry-after`` header will (``errors.retry_after_seconds``)."""
+    told = retry_after_seconds(wait)
     if all_limited:
-        return rate_limited(model, pause)
+        return _rate_limited(model, wait, told=told)
     return ReplyError(
         status=529,
         type="overloaded_error",
-        message=f"every deployment of `{model}` is unavailable; retry after {pause:g} seconds",
-        retry_after=pause,
+        message=f"every deployment of `{model}` is unavailable; retry after {told} seconds",
+        retry_after=wait,
     )
 
 
