@@ -31,8 +31,11 @@ from ezat_common.envelopes import (
     UsageAck,
     UsageRecord,
 )
+from ezat_common.redis_keys import RedisKeys
 from ezat_common.subjects import Subjects
 from ezat_router.app import RouterService
+from ezat_router.shared_state import SharedState
+from ezat_router.upstream import Upstream, pool
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
@@ -170,7 +173,10 @@ async def running_stack(
     )
     nc = await nats.connect(nats_url)
     subjects = Subjects(prefix=f"t{uuid.uuid4().hex[:10]}")
-    stack = Stack(nc, subjects, RouterService(cfg, nc, subjects), upstream)
+    names = [d.name for d in deps]
+    shared = SharedState(cfg.router, "eu", names, None, RedisKeys(subjects.prefix), time.time)
+    service = RouterService(cfg, nc, subjects, Upstream(cfg.router, pool(cfg.router)), shared, "eu")
+    stack = Stack(nc, subjects, service, upstream)
 
     async def on_usage(msg: Msg) -> None:
         rec = envelopes.decode_usage_record(msg.data)
