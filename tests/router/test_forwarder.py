@@ -589,7 +589,7 @@ async def test_cancelled_count_tokens_records_nothing(nats_url: str, stopping: b
         await asyncio.sleep(0.2)
         release.set()
         assert stack.records == []
-        assert stack.service.billing.pending == 0
+        assert stack.service.usage_sink.pending == 0
 
 
 # ---- an edge that holds the final reply itself (RouteRequest.client_reply_to) -----------------

@@ -50,14 +50,14 @@ class RouterService:
         self._subjects = subjects
         self.region = region
         self.upstream = upstream
-        self.billing = UsageSink(nc, subjects)
+        self.usage_sink = UsageSink(nc, subjects)
         self.shared = shared
         self.router = Router(
             cfg,
             nc,
             Claims(nc, subjects),
             self.upstream,
-            self.billing,
+            self.usage_sink,
             self.shared,
             region=self.region,
         )
@@ -101,7 +101,7 @@ class RouterService:
         with contextlib.suppress(Exception):
             await cancel.unsubscribe()
         await self.beats.stop()
-        await self.billing.drain(CANCEL_GRACE_SECONDS)
+        await self.usage_sink.drain(CANCEL_GRACE_SECONDS)
         await self.upstream.close()
         await self.shared.close()
 

@@ -27,8 +27,8 @@ from nats.aio.client import Client
 
 from . import metrics
 from .core import health, selection, timeouts
-from .core.budget import RetryBudget
 from .core.payload import PayloadError, with_model
+from .core.retry_budget import RetryBudget
 from .core.upstream_errors import AttemptFailure, all_down, from_status, from_transport
 from .core.usage import UsageAccumulator
 from .forwarder import Forwarder, RequestState, usage_base
@@ -62,7 +62,7 @@ class Router:
         nc: Client,
         claims: Claims,
         upstream: Upstream,
-        billing: UsageSink,
+        usage_sink: UsageSink,
         shared: SharedState,
         region: str | None = None,
         clock: Callable[[], float] = time.time,
@@ -72,10 +72,10 @@ class Router:
         self._nc = nc
         self._claims = claims
         self._upstream = upstream
-        self._billing = billing
+        self._usage_sink = usage_sink
         self._shared = shared
         self._clock = clock
-        self._forwarder = Forwarder(nc, claims, upstream, billing, cfg.router, clock)
+        self._forwarder = Forwarder(nc, claims, upstream, usage_sink, cfg.router, clock)
         self._deployments = selection.by_model(cfg.deployments)
         self._endpoints = {dep.name: Endpoint(dep) for dep in cfg.deployments}
         self._max_attempts = max(cfg.router.max_attempts, 1)
@@ -227,7 +227,7 @@ class Router:
             record = state.usage.record(
                 usage_base(req, state, self._clock()), "failed", failure.error.type
             )
-            self._billing.record_later(record)
+            self._usage_sink.record_later(record)
         return failure.reason
 
     def _record_health(
@@ -344,7 +344,7 @@ class Router:
         # count_tokens is free and never recorded (docs/billing.md), cancelled or not.
         if state.upstream_started_at and req.api != "count_tokens":
             record = state.usage.record(usage_base(req, state, self._clock()), status)
-            self._billing.record_later(record)
+            self._usage_sink.record_later(record)
         return outcome
 
     async def _publish(self, req: RouteRequest, reply: Reply) -> None:
