@@ -31,8 +31,11 @@ from ezat_common.envelopes import (
     UsageAck,
     UsageRecord,
 )
+from ezat_common.redis_keys import RedisKeys
 from ezat_common.subjects import Subjects
 from ezat_router.app import RouterService
+from ezat_router.shared_state import SharedState
+from ezat_router.upstream import Upstream, pool
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
@@ -170,7 +173,10 @@ async def running_stack(
     )
     nc = await nats.connect(nats_url)
     subjects = Subjects(prefix=f"t{uuid.uuid4().hex[:10]}")
-    stack = Stack(nc, subjects, RouterService(cfg, nc, subjects), upstream)
+    names = [d.name for d in deps]
+    shared = SharedState(cfg.router, "eu", names, None, RedisKeys(subjects.prefix), time.time)
+    service = RouterService(cfg, nc, subjects, Upstream(cfg.router, pool(cfg.router)), shared, "eu")
+    stack = Stack(nc, subjects, service, upstream)
 
     async def on_usage(msg: Msg) -> None:
         rec = envelopes.decode_usage_record(msg.data)
@@ -335,6 +341,19 @@ async def test_every_deployment_rate_limited_gives_429_with_retry_after(nats_url
         assert (reply.status, reply.type, reply.retry_after) == (429, "rate_limit_error", 3.0)
         assert "claude-x" in reply.message.lower() and "127.0.0.1" not in reply.message
         assert len(up.calls) == 2
+
+
+async def test_configured_cooldown_is_the_clients_retry_after_and_the_rest(nats_url: str) -> None:
+    async with running_stack(nats_url, [("a", "eu")], cooldown_default_seconds=7.0) as stack:
+        up = stack.upstream
+        up.scripts["a"] = up.status(429, error_body("rate_limit_error", "slow down"))
+        before = time.time()
+        [reply] = await stack.send(stack.request())
+        assert isinstance(reply, ReplyError)
+        assert (reply.status, reply.retry_after) == (429, 7.0)
+        assert reply.message.endswith("retry after 7 seconds")
+        rest_until = stack.service.shared.health("a").cooldown_until
+        assert before + 7.0 <= rest_until <= time.time() + 7.0
 
 
 async def test_mid_stream_error_event_ends_with_that_error(nats_url: str) -> None:
@@ -570,7 +589,7 @@ async def test_cancelled_count_tokens_records_nothing(nats_url: str, stopping: b
         await asyncio.sleep(0.2)
         release.set()
         assert stack.records == []
-        assert stack.service.billing.pending == 0
+        assert stack.service.usage_sink.pending == 0
 
 
 # ---- an edge that holds the final reply itself (RouteRequest.client_reply_to) -----------------

@@ -166,7 +166,7 @@ class NoBilling:
         raise nats.errors.NoRespondersError
 
 
-def billing_with(outbox: FlakyOutbox, **kwargs: float) -> UsageSink:
+def sink_with(outbox: FlakyOutbox, **kwargs: float) -> UsageSink:
     return UsageSink(
         cast(Client, NoBilling()),
         Subjects(prefix="t"),
@@ -195,8 +195,8 @@ def closed_record(**fields: Any) -> UsageRecord:
 
 async def test_record_later_retries_until_the_outbox_is_back() -> None:
     outbox = FlakyOutbox(down=4)
-    billing = billing_with(outbox, retry_first=0.01, retry_max=0.04, retry_for=10.0)
-    billing.record_later(closed_record())
+    sink = sink_with(outbox, retry_first=0.01, retry_max=0.04, retry_for=10.0)
+    sink.record_later(closed_record())
     for _ in range(200):
         if outbox.stored:
             break
@@ -204,21 +204,21 @@ async def test_record_later_retries_until_the_outbox_is_back() -> None:
     assert outbox.stored == ["uid-1"]  # de-duplication key is the uid, not "rid"
     assert len(outbox.puts) == 5
     await asyncio.sleep(0.02)
-    assert billing.pending == 0
+    assert sink.pending == 0
 
 
 async def test_record_later_gives_up_after_its_time_and_says_so(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     outbox = FlakyOutbox(down=10**6)
-    billing = billing_with(outbox, retry_first=0.01, retry_max=0.02, retry_for=0.1)
+    sink = sink_with(outbox, retry_first=0.01, retry_max=0.02, retry_for=0.1)
     with caplog.at_level(logging.ERROR, logger="ezat.router.billing"):
-        billing.record_later(closed_record(uid="uid-lost"))
+        sink.record_later(closed_record(uid="uid-lost"))
         for _ in range(100):
-            if not billing.pending:
+            if not sink.pending:
                 break
             await asyncio.sleep(0.01)
-    assert billing.pending == 0 and len(outbox.puts) > 2
+    assert sink.pending == 0 and len(outbox.puts) > 2
     lost = [r for r in caplog.records if r.levelno == logging.ERROR]
     assert lost and getattr(lost[0], "fields", {})["uid"] == "uid-lost"
 
@@ -228,16 +228,16 @@ async def test_drain_retries_at_once_and_logs_what_stays_undurable(
 ) -> None:
     # Long backoff: without the drain waking them, the retries would sleep past the grace.
     outbox = FlakyOutbox(down=1)
-    billing = billing_with(outbox, retry_first=30.0, retry_max=30.0)
-    billing.record_later(closed_record(uid="uid-ok"))
+    sink = sink_with(outbox, retry_first=30.0, retry_max=30.0)
+    sink.record_later(closed_record(uid="uid-ok"))
     await asyncio.sleep(0.05)
     assert outbox.puts == ["uid-ok"] and not outbox.stored
-    await billing.drain(2.0)
+    await sink.drain(2.0)
     assert outbox.stored == ["uid-ok"]  # retried at once when the shutdown began
-    assert billing.pending == 0
+    assert sink.pending == 0
 
     dead = FlakyOutbox(down=10**6)
-    stuck = billing_with(dead, retry_first=30.0, retry_max=30.0)
+    stuck = sink_with(dead, retry_first=30.0, retry_max=30.0)
     with caplog.at_level(logging.ERROR, logger="ezat.router.billing"):
         stuck.record_later(closed_record(uid="uid-stuck"))
         await asyncio.sleep(0.01)

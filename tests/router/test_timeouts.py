@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from ezat_common.config import RouterConfig
-from ezat_router.core.timeouts import content_type_ok, first_byte_bound, media_type
+from ezat_router.core.timeouts import content_type, content_type_ok, first_byte_bound
 from ezat_router.core.upstream_errors import from_transport
 
 CFG = RouterConfig(first_byte_timeout=600.0, stream_first_byte_timeout=30.0)
@@ -45,8 +45,8 @@ def test_first_byte_bound(stream: bool, api: str, bound: float) -> None:
         (" application/json ;charset=UTF-8", "application/json"),
     ],
 )
-def test_media_type(value: str | None, kind: str) -> None:
-    assert media_type(value) == kind
+def test_content_type(value: str | None, kind: str) -> None:
+    assert content_type(value) == kind
 
 
 @pytest.mark.parametrize(

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import msgspec
 import pytest
+from ezat_common.config import RouterConfig
 from ezat_common.envelopes import ReplyError
+from ezat_common.errors import http_headers
 from ezat_common.schemas.anthropic import ErrorInfo
-from ezat_router.core.health import FAULT_COOLDOWN, RATE_LIMIT_COOLDOWN
+from ezat_router.core.health import FAULT_COOLDOWN
 from ezat_router.core.upstream_errors import (
     all_down,
     from_status,
@@ -16,6 +18,8 @@ from ezat_router.core.upstream_errors import (
 )
 
 MODEL = "claude-x"
+# What a 429 without retry-after rests for, and what its client is told, by default.
+COOLDOWN = RouterConfig().cooldown_default_seconds
 
 
 def body(kind: str, message: str) -> bytes:
@@ -26,7 +30,7 @@ def body(kind: str, message: str) -> bytes:
     ("status", "retry_after", "client_status", "client_type", "retryable", "health", "wait"),
     [
         # health: ("rest", seconds or None for the configured default), "fault" or None
-        (429, None, 429, "rate_limit_error", True, ("rest", None), RATE_LIMIT_COOLDOWN),
+        (429, None, 429, "rate_limit_error", True, ("rest", None), COOLDOWN),
         (429, "12", 429, "rate_limit_error", True, ("rest", 12.0), 12.0),
         (529, None, 529, "overloaded_error", True, "fault", FAULT_COOLDOWN),
         (503, "7", 529, "overloaded_error", True, "fault", 7.0),
@@ -50,7 +54,8 @@ def test_status_mapping(
     wait: float | None,
 ) -> None:
     kind = {400: "invalid_request_error", 404: "not_found_error", 413: "request_too_large"}
-    failure = from_status(status, body(kind.get(status, "api_error"), "m"), retry_after, MODEL)
+    raw = body(kind.get(status, "api_error"), "m")
+    failure = from_status(status, raw, retry_after, MODEL, cooldown_default=COOLDOWN)
     assert failure.error.status == client_status
     assert failure.error.type == client_type
     assert failure.retryable is retryable
@@ -64,20 +69,26 @@ def test_status_mapping(
 
 
 def test_client_error_relays_the_upstream_message() -> None:
-    failure = from_status(400, body("invalid_request_error", "max_tokens: too big"), None, MODEL)
+    failure = from_status(
+        400,
+        body("invalid_request_error", "max_tokens: too big"),
+        None,
+        MODEL,
+        cooldown_default=COOLDOWN,
+    )
     assert failure.error.message == "max_tokens: too big"
 
 
 @pytest.mark.parametrize("raw", [b"", b"not json", b'{"error": 5}', b"[]"])
 def test_client_error_with_unreadable_body_gets_a_generic_message(raw: bytes) -> None:
-    failure = from_status(422, raw, None, MODEL)
+    failure = from_status(422, raw, None, MODEL, cooldown_default=COOLDOWN)
     assert failure.error.status == 422
     assert failure.error.type == "invalid_request_error"
     assert "HTTP 422" in failure.error.message
 
 
 def test_unknown_error_type_falls_back_to_the_status() -> None:
-    failure = from_status(400, body("weird_error", "x"), None, MODEL)
+    failure = from_status(400, body("weird_error", "x"), None, MODEL, cooldown_default=COOLDOWN)
     assert failure.error.type == "invalid_request_error"
 
 
@@ -117,8 +128,10 @@ def test_messages_name_the_model_and_no_host() -> None:
     for failure in [
         from_transport("connect", MODEL, 30.0),
         from_transport("timeout", MODEL, 30.0),
-        from_status(502, b"<html>bad gateway at 10.0.0.7</html>", None, MODEL),
-        from_status(529, b"", None, MODEL),
+        from_status(
+            502, b"<html>bad gateway at 10.0.0.7</html>", None, MODEL, cooldown_default=COOLDOWN
+        ),
+        from_status(529, b"", None, MODEL, cooldown_default=COOLDOWN),
     ]:
         assert f"`{MODEL}`" in failure.error.message
         assert "://" not in failure.error.message
@@ -131,13 +144,13 @@ def test_messages_name_the_model_and_no_host() -> None:
     [
         ("overloaded_error", 529, True, FAULT_COOLDOWN),
         ("api_error", 500, True, None),
-        ("rate_limit_error", 429, True, RATE_LIMIT_COOLDOWN),
+        ("rate_limit_error", 429, True, COOLDOWN),
         ("invalid_request_error", 400, False, None),
         ("something_new", 500, True, None),
     ],
 )
 def test_stream_error_event(kind: str, status: int, retryable: bool, wait: float | None) -> None:
-    failure = from_stream_error(ErrorInfo(type=kind, message="boom"))
+    failure = from_stream_error(ErrorInfo(type=kind, message="boom"), cooldown_default=COOLDOWN)
     assert failure.error.status == status
     assert failure.error.type == (kind if kind != "something_new" else "api_error")
     assert failure.error.message == "boom"
@@ -154,7 +167,7 @@ def test_a_429_and_all_rate_limited_deployments_say_the_same() -> None:
         message=f"the deployments of `{MODEL}` are rate limited; retry after 12 seconds",
         retry_after=12.0,
     )
-    assert from_status(429, b"", "12", MODEL).error == limited
+    assert from_status(429, b"", "12", MODEL, cooldown_default=COOLDOWN).error == limited
     assert all_down(MODEL, 12.0, all_limited=True) == limited
     assert all_down(MODEL, 3.0, all_limited=False) == ReplyError(
         status=529,
@@ -162,3 +175,24 @@ def test_a_429_and_all_rate_limited_deployments_say_the_same() -> None:
         message=f"every deployment of `{MODEL}` is unavailable; retry after 3 seconds",
         retry_after=3.0,
     )
+
+
+def test_a_429_without_retry_after_tells_the_client_the_configured_rest() -> None:
+    failure = from_status(429, b"", None, MODEL, cooldown_default=7.0)
+    assert failure.error.retry_after == 7.0
+    assert failure.error.message.endswith("retry after 7 seconds")
+    assert failure.rate_limited and failure.cooldown is None  # the deployment rests the default
+    streamed = from_stream_error(
+        ErrorInfo(type="rate_limit_error", message="x"), cooldown_default=7.0
+    )
+    assert streamed.error.retry_after == 7.0 and streamed.rate_limited
+
+
+@pytest.mark.parametrize(("wait", "told"), [(0.0, "1"), (0.2, "1"), (2.2, "3"), (3.0, "3")])
+@pytest.mark.parametrize("all_limited", [True, False])
+def test_all_down_says_the_wait_as_the_retry_after_header_does(
+    wait: float, told: str, all_limited: bool
+) -> None:
+    reply = all_down(MODEL, wait, all_limited=all_limited)
+    assert reply.message.endswith(f"retry after {told} seconds")
+    assert http_headers(reply)["retry-after"] == told

@@ -6,7 +6,7 @@ import msgspec
 import pytest
 from ezat_common.envelopes import UsageRecord
 from ezat_common.schemas.anthropic import AnyEvent, Usage, decode_event
-from ezat_router.core.usage import UsageAccumulator, text_tokens
+from ezat_router.core.usage import UsageAccumulator
 
 BASE = UsageRecord(
     request_id="r1", key_id="k1", model="m", api="messages", stream=True, status="complete"
@@ -49,13 +49,6 @@ def delta_json(text: str) -> AnyEvent:
 
 def message_delta(**usage: object) -> AnyEvent:
     return ev({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": usage})
-
-
-@pytest.mark.parametrize(
-    ("chars", "tokens"), [(0, 0), (1, 1), (4, 1), (5, 2), (8, 2), (9, 3), (400, 100)]
-)
-def test_estimate_is_ceil_of_chars_over_four(chars: int, tokens: int) -> None:
-    assert text_tokens(chars) == tokens
 
 
 def test_complete_stream_uses_exact_counts() -> None:

@@ -135,12 +135,17 @@ class HttpError(NamedTuple):
     body: bytes
 
 
+def retry_after_seconds(wait: float) -> int:
+    """A wait as a client's ``retry-after`` says it: whole seconds, rounded up, at least 1."""
+    return max(1, math.ceil(wait))
+
+
 def http_headers(reply: ReplyError, base: dict[str, str] | None = None) -> dict[str, str]:
-    """``base`` (the edge's own headers), overridden by the reply's, and ``retry-after`` in whole
-    seconds, at least 1, when the reply says when to come back: the same in both formats."""
+    """``base`` (the edge's own headers), overridden by the reply's, and ``retry-after``
+    (``retry_after_seconds``) when the reply says when to come back: the same in both formats."""
     headers = {**(base or {}), **reply.headers}
     if reply.retry_after is not None:
-        headers["retry-after"] = str(max(1, math.ceil(reply.retry_after)))
+        headers["retry-after"] = str(retry_after_seconds(reply.retry_after))
     return headers
 
 

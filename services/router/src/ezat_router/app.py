@@ -1,5 +1,8 @@
 """Wiring of the router service: connections, subscriptions, health, metrics, shutdown.
 
+``main`` connects everything (NATS, the Redis client and keys, the upstream pool) and hands the
+connected collaborators to ``RouterService``, which subscribes and serves.
+
 Shutdown (``ezat_common.lifecycle``): stop taking new requests (drain the queue-group
 subscription, announce it), let in-flight responses finish for up to ``[shutdown]
 drain_timeout``, tell the rest to retry, flush pending usage records, then close the HTTP session
@@ -13,7 +16,7 @@ import contextlib
 import time
 from typing import Any
 
-from ezat_common import bus, environment, lifecycle, logs
+from ezat_common import bus, environment, kv, lifecycle, logs, redis_keys
 from ezat_common import metrics as common_metrics
 from ezat_common.bus import Claims
 from ezat_common.config import Config, load_config
@@ -24,7 +27,7 @@ from nats.aio.client import Client
 from .handlers import Handlers
 from .routing import Router
 from .shared_state import SharedState
-from .upstream import Upstream
+from .upstream import Upstream, pool
 from .usage_sink import UsageSink
 
 # After the drain, cancelled requests get this long to publish their error and usage.
@@ -39,23 +42,22 @@ class RouterService:
         cfg: Config,
         nc: Client,
         subjects: Subjects,
-        redis_url: str | None = None,
-        region: str | None = None,
+        upstream: Upstream,
+        shared: SharedState,
+        region: str,
     ) -> None:
         self._nc = nc
         self._subjects = subjects
-        self.region = region or cfg.router.region
-        self.upstream = Upstream(cfg.router)
-        self.billing = UsageSink(nc, subjects)
-        self.shared = SharedState(
-            cfg.router, self.region, [d.name for d in cfg.deployments], redis_url, time.time
-        )
+        self.region = region
+        self.upstream = upstream
+        self.usage_sink = UsageSink(nc, subjects)
+        self.shared = shared
         self.router = Router(
             cfg,
             nc,
             Claims(nc, subjects),
             self.upstream,
-            self.billing,
+            self.usage_sink,
             self.shared,
             region=self.region,
         )
@@ -99,7 +101,7 @@ class RouterService:
         with contextlib.suppress(Exception):
             await cancel.unsubscribe()
         await self.beats.stop()
-        await self.billing.drain(CANCEL_GRACE_SECONDS)
+        await self.usage_sink.drain(CANCEL_GRACE_SECONDS)
         await self.upstream.close()
         await self.shared.close()
 
@@ -107,9 +109,18 @@ class RouterService:
 async def main(stop: asyncio.Event) -> None:
     log = logs.setup("router")
     cfg = load_config()
-    nc = await bus.connect("router")
     region = environment.router_region() or cfg.router.region
-    service = RouterService(cfg, nc, from_env(), environment.redis_url(), region)
+    shared = SharedState(
+        cfg.router,
+        region,
+        [d.name for d in cfg.deployments],
+        kv.from_env(timeout=cfg.router.redis_timeout),
+        redis_keys.from_env(),
+        time.time,
+    )
+    nc = await bus.connect("router")
+    upstream = Upstream(cfg.router, pool(cfg.router))
+    service = RouterService(cfg, nc, from_env(), upstream, shared, region)
     await service.start()
     common_metrics.serve(environment.router_metrics_listen() or cfg.router.metrics_listen)
     log.info(

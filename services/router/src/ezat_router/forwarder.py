@@ -104,14 +104,14 @@ class Forwarder:
         nc: Client,
         claims: Claims,
         upstream: Upstream,
-        billing: UsageSink,
+        usage_sink: UsageSink,
         cfg: RouterConfig,
         clock: Callable[[], float],
     ) -> None:
         self._nc = nc
         self._claims = claims
         self._upstream = upstream
-        self._billing = billing
+        self._usage_sink = usage_sink
         self._cfg = cfg
         self._clock = clock
 
@@ -143,7 +143,9 @@ class Forwarder:
         if result.invalid:
             return from_transport("protocol", model, self._cfg.between_events_timeout)
         if result.error is not None:
-            return from_stream_error(result.error)
+            return from_stream_error(
+                result.error, cooldown_default=self._cfg.cooldown_default_seconds
+            )
         assert result.stop is not None
         return await self._complete(req, state, ReplyEnd(data=result.stop, seq=state.sent + 1))
 
@@ -240,10 +242,10 @@ class Forwarder:
         make the record durable here first (docs/billing.md)."""
         record = state.usage.record(usage_base(req, state, self._clock()), "complete")
         edge = req.client_reply_to
-        held = await self._billing.publish_held(record, ack_subject_of(edge)) if edge else None
+        held = await self._usage_sink.publish_held(record, ack_subject_of(edge)) if edge else None
         if held is not None:
             final.usage = held
-        elif not await self._billing.record(record):
+        elif not await self._usage_sink.record(record):
             return UNRECORDED_ATTEMPT
         if isinstance(final, ReplyBody):
             final.data, final.data_ref = await self._claims.pack(final.data)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import time
 from collections.abc import Callable
 
@@ -28,8 +27,8 @@ from nats.aio.client import Client
 
 from . import metrics
 from .core import health, selection, timeouts
-from .core.budget import RetryBudget
 from .core.payload import PayloadError, with_model
+from .core.retry_budget import RetryBudget
 from .core.upstream_errors import AttemptFailure, all_down, from_status, from_transport
 from .core.usage import UsageAccumulator
 from .forwarder import Forwarder, RequestState, usage_base
@@ -63,7 +62,7 @@ class Router:
         nc: Client,
         claims: Claims,
         upstream: Upstream,
-        billing: UsageSink,
+        usage_sink: UsageSink,
         shared: SharedState,
         region: str | None = None,
         clock: Callable[[], float] = time.time,
@@ -73,10 +72,10 @@ class Router:
         self._nc = nc
         self._claims = claims
         self._upstream = upstream
-        self._billing = billing
+        self._usage_sink = usage_sink
         self._shared = shared
         self._clock = clock
-        self._forwarder = Forwarder(nc, claims, upstream, billing, cfg.router, clock)
+        self._forwarder = Forwarder(nc, claims, upstream, usage_sink, cfg.router, clock)
         self._deployments = selection.by_model(cfg.deployments)
         self._endpoints = {dep.name: Endpoint(dep) for dep in cfg.deployments}
         self._max_attempts = max(cfg.router.max_attempts, 1)
@@ -228,7 +227,7 @@ class Router:
             record = state.usage.record(
                 usage_base(req, state, self._clock()), "failed", failure.error.type
             )
-            self._billing.record_later(record)
+            self._usage_sink.record_later(record)
         return failure.reason
 
     def _record_health(
@@ -259,9 +258,8 @@ class Router:
         metrics.ALL_DOWN.labels(req.model).inc()
         states = [self._shared.health(d.name) for d in deployments]
         wait = min(health.recovers_at(h, now) for h in states) - now
-        retry_after = float(max(1, math.ceil(wait)))
         all_limited = all(h.open_until <= now and h.cooldown_until > now for h in states)
-        reply = all_down(req.response_model, retry_after, all_limited=all_limited)
+        reply = all_down(req.response_model, wait, all_limited=all_limited)
         headers = {"x-ezat-region": self._region, "x-ezat-affinity": affinity}
         await self._publish(req, reply.with_headers(headers))
         state.final_sent = True
@@ -326,6 +324,7 @@ class Router:
             data[:ERROR_BODY_LIMIT],
             resp.headers.get("retry-after"),
             req.response_model,
+            cooldown_default=self._cfg.cooldown_default_seconds,
         )
 
     async def _cancelled(self, req: RouteRequest, state: RequestState, gateway: bool) -> str:
@@ -345,7 +344,7 @@ class Router:
         # count_tokens is free and never recorded (docs/billing.md), cancelled or not.
         if state.upstream_started_at and req.api != "count_tokens":
             record = state.usage.record(usage_base(req, state, self._clock()), status)
-            self._billing.record_later(record)
+            self._usage_sink.record_later(record)
         return outcome
 
     async def _publish(self, req: RouteRequest, reply: Reply) -> None:

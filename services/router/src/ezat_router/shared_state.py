@@ -29,9 +29,8 @@ from collections.abc import Callable, Coroutine, Sequence
 from hashlib import blake2b
 from typing import Any
 
-import ezat_common.kv as kv
-import ezat_common.redis_keys as redis_keys
 from ezat_common.config import RouterConfig
+from ezat_common.redis_keys import RedisKeys
 from ezat_common.tasks import TaskSet
 from redis import asyncio as aioredis
 from redis.exceptions import RedisError
@@ -46,16 +45,6 @@ _ERRORS = (RedisError, OSError, TimeoutError)
 # Health hashes outlive any state they can hold (max cooldown, open period) and then vanish.
 HEALTH_KEY_TTL = 3600
 _FIELDS = ("cooldown_until", "failures", "open_until", "changed_at")
-
-
-def policy_of(cfg: RouterConfig) -> HealthPolicy:
-    return HealthPolicy(
-        breaker_failures=max(cfg.breaker_failures, 1),
-        breaker_open_seconds=cfg.breaker_open_seconds,
-        cooldown_default_seconds=cfg.cooldown_default_seconds,
-        cooldown_max_seconds=cfg.cooldown_max_seconds,
-        probe_lease_seconds=max(cfg.first_byte_timeout, 1.0),
-    )
 
 
 def _decode_health(raw: dict[bytes, bytes]) -> DeploymentHealth:
@@ -74,26 +63,29 @@ def _decode_health(raw: dict[bytes, bytes]) -> DeploymentHealth:
 
 
 class SharedState:
-    """Bindings and health; works without Redis (``url`` None or Redis unreachable)."""
+    """Bindings and health; works without Redis (``redis`` None, or Redis unreachable).
+
+    ``redis`` is a client from ``ezat_common.kv`` (bounded by ``redis_timeout``), ``keys`` names
+    what this gateway keeps in it.
+    """
 
     def __init__(
         self,
         cfg: RouterConfig,
         region: str,
         deployments: Sequence[str],
-        url: str | None,
+        redis: aioredis.Redis | None,
+        keys: RedisKeys,
         clock: Callable[[], float],
     ) -> None:
         self._cfg = cfg
         self._region = region
-        self._keys = redis_keys.from_env()
+        self._keys = keys
         self._names = list(deployments)
         self._clock = clock
-        self.board = HealthBoard(policy_of(cfg))
+        self.board = HealthBoard(HealthPolicy.from_config(cfg))
         self._replica = uuid.uuid4().hex[:12]
-        self._redis: aioredis.Redis | None = None
-        if url:
-            self._redis = kv.connect(url, timeout=cfg.redis_timeout)
+        self._redis = redis
         # Until then, the hot path leaves Redis alone (set after an error; the sync loop clears it).
         self._down_until = 0.0
         self.up = self._redis is not None
@@ -167,13 +159,14 @@ class SharedState:
         return value.decode() if isinstance(value, bytes) else None
 
     def bind_later(self, model: str, session: str, deployment: str, ttl: float) -> None:
-        if self._usable() is not None:
-            self._background(self._bind(self._binding_key(model, session), deployment, ttl))
+        redis = self._usable()
+        if redis is not None:
+            key = self._binding_key(model, session)
+            self._background(self._bind(redis, key, deployment, ttl))
 
-    async def _bind(self, key: str, deployment: str, ttl: float) -> None:
-        assert self._redis is not None
+    async def _bind(self, redis: aioredis.Redis, key: str, deployment: str, ttl: float) -> None:
         try:
-            await self._redis.set(key, deployment, ex=max(int(ttl), 1))
+            await redis.set(key, deployment, ex=max(int(ttl), 1))
         except _ERRORS as exc:
             self._failed("binding_set", exc)
 
@@ -188,16 +181,18 @@ class SharedState:
     def rate_limited(self, name: str, now: float, seconds: float | None) -> None:
         h = self.board.rate_limited(name, now, seconds)
         metrics.HEALTH_EVENTS.labels(name, "cooldown").inc()
-        if self._usable() is not None:
+        redis = self._usable()
+        if redis is not None:
             fields = {"cooldown_until": h.cooldown_until, "changed_at": now}
-            self._background(self._write(name, fields))
+            self._background(self._write(redis, name, fields))
 
     def failed(self, name: str, now: float) -> None:
         before = self.board.get(name)
         after = self.board.failed(name, now)
         self._count_transition(name, before, after)
-        if self._usable() is not None:
-            self._background(self._failed_shared(name, now))
+        redis = self._usable()
+        if redis is not None:
+            self._background(self._failed_shared(redis, name, now))
 
     def succeeded(self, name: str, started_at: float) -> None:
         before = self.board.get(name)
@@ -206,8 +201,9 @@ class SharedState:
         if before.open_until > 0.0:
             metrics.HEALTH_EVENTS.labels(name, "breaker_closed").inc()
             log.info("breaker closed", extra={"fields": {"deployment": name}})
-        if self._usable() is not None:
-            self._background(self._cleared(name))
+        redis = self._usable()
+        if redis is not None:
+            self._background(self._cleared(redis, name))
 
     async def claim_probe(self, name: str, now: float) -> bool:
         """True when this request may be the half-open probe of ``name``."""
@@ -237,11 +233,10 @@ class SharedState:
                 extra={"fields": {"deployment": name, "failures": after.failures}},
             )
 
-    async def _failed_shared(self, name: str, now: float) -> None:
-        assert self._redis is not None
+    async def _failed_shared(self, redis: aioredis.Redis, name: str, now: float) -> None:
         key = self._keys.health(name)
         try:
-            async with self._redis.pipeline(transaction=True) as pipe:
+            async with redis.pipeline(transaction=True) as pipe:
                 pipe.hincrby(key, "failures", 1)
                 pipe.hget(key, "open_until")
                 pipe.hset(key, "changed_at", now)
@@ -258,26 +253,24 @@ class SharedState:
             self.board.put(name, after)
             self._count_transition(name, before, after)
             if after.open_until != float(open_until or 0.0):
-                await self._redis.hset(key, "open_until", after.open_until)
-                await self._redis.delete(self._keys.probe(name))
+                await redis.hset(key, "open_until", after.open_until)
+                await redis.delete(self._keys.probe(name))
         except _ERRORS as exc:
             self._failed("health_write", exc)
 
-    async def _cleared(self, name: str) -> None:
-        assert self._redis is not None
+    async def _cleared(self, redis: aioredis.Redis, name: str) -> None:
         try:
-            async with self._redis.pipeline(transaction=True) as pipe:
+            async with redis.pipeline(transaction=True) as pipe:
                 pipe.hset(name=self._keys.health(name), mapping={f: 0 for f in _FIELDS})
                 pipe.delete(self._keys.probe(name))
                 await pipe.execute()
         except _ERRORS as exc:
             self._failed("health_write", exc)
 
-    async def _write(self, name: str, fields: dict[str, float]) -> None:
-        assert self._redis is not None
+    async def _write(self, redis: aioredis.Redis, name: str, fields: dict[str, float]) -> None:
         key = self._keys.health(name)
         try:
-            async with self._redis.pipeline(transaction=True) as pipe:
+            async with redis.pipeline(transaction=True) as pipe:
                 pipe.hset(key, mapping=fields)  # type: ignore[arg-type]
                 pipe.expire(key, HEALTH_KEY_TTL)
                 await pipe.execute()

@@ -68,23 +68,28 @@ class Endpoint:
         return request_head(self.messages_prefix, own, length)
 
 
+def pool(cfg: RouterConfig) -> Pool:
+    """The connections every upstream call shares, under the router's connect timeout."""
+    return Pool(cfg.connect_timeout, KEEPALIVE_SECONDS)
+
+
 class Upstream:
-    def __init__(self, cfg: RouterConfig) -> None:
+    """Calls to the deployments over ``pool``; ``start`` sweeps its idle connections, ``close``
+    closes them."""
+
+    def __init__(self, cfg: RouterConfig, pool: Pool) -> None:
         self._cfg = cfg
-        self._pool: Pool | None = None
+        self._pool = pool
         self._sweeper: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        self._pool = Pool(self._cfg.connect_timeout, KEEPALIVE_SECONDS)
         self._sweeper = asyncio.create_task(self._sweep(self._pool))
 
     async def close(self) -> None:
         if self._sweeper is not None:
             self._sweeper.cancel()
             self._sweeper = None
-        if self._pool is not None:
-            self._pool.close()
-            self._pool = None
+        self._pool.close()
 
     @staticmethod
     async def _sweep(pool: Pool) -> None:
@@ -96,10 +101,8 @@ class Upstream:
         self, endpoint: Endpoint, head: bytes, payload: bytes, timeout: float
     ) -> Response:
         """POST and wait up to ``timeout`` s for the response headers; the caller must release
-        the response
-        (``Response.release``: pooled if read to its end, else aborted, which is how the
-        deployment learns at once that the client went away)."""
-        assert self._pool is not None, "Upstream.start() was not called"
+        the response (``Response.release``: pooled if read to its end, else aborted, which is how
+        the deployment learns at once that the client went away)."""
         try:
             async with asyncio.timeout(timeout):
                 return await self._pool.request(endpoint.origin, head, payload)

@@ -18,23 +18,37 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from ezat_common.config import RouterConfig
+
 Availability = Literal["up", "half_open", "cooling", "open"]
 
-# The first values the defaults of RouterConfig give; core functions take a policy instead.
-RATE_LIMIT_COOLDOWN = 5.0
 # What a client is told to wait after a fault that carried no retry-after.
 FAULT_COOLDOWN = 2.0
-# A half-open probe holds its claim this long at most (then another request may probe).
-PROBE_LEASE = 30.0
 
 
 @dataclass(frozen=True, slots=True)
 class HealthPolicy:
-    breaker_failures: int = 5
-    breaker_open_seconds: float = 10.0
-    cooldown_default_seconds: float = RATE_LIMIT_COOLDOWN
-    cooldown_max_seconds: float = 300.0
-    probe_lease_seconds: float = PROBE_LEASE
+    """The ``[router]`` health settings; ``from_config`` is the only place they are read, so
+    their defaults live in ``RouterConfig`` alone."""
+
+    breaker_failures: int
+    breaker_open_seconds: float
+    # A 429 without retry-after rests the deployment this long, and the client is told the same.
+    cooldown_default_seconds: float
+    cooldown_max_seconds: float
+    # A half-open probe holds its claim this long at most (then another request may probe).
+    probe_lease_seconds: float
+
+    @classmethod
+    def from_config(cls, cfg: RouterConfig) -> HealthPolicy:
+        return cls(
+            breaker_failures=max(cfg.breaker_failures, 1),
+            breaker_open_seconds=cfg.breaker_open_seconds,
+            cooldown_default_seconds=cfg.cooldown_default_seconds,
+            cooldown_max_seconds=cfg.cooldown_max_seconds,
+            # A probe is one request: it may take as long as a non-streamed answer may.
+            probe_lease_seconds=max(cfg.first_byte_timeout, 1.0),
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,7 +33,7 @@ def first_byte_bound(cfg: RouterConfig, *, stream: bool, api: str) -> float:
     return cfg.first_byte_timeout
 
 
-def media_type(value: str | None) -> str:
+def content_type(value: str | None) -> str:
     """``text/html; charset=utf-8`` -> ``text/html``; empty when absent."""
     if not value:
         return ""
@@ -44,7 +44,7 @@ def content_type_ok(events: bool, value: str | None) -> bool:
     """Whether a 2xx with this ``content-type`` can be the answer: an event stream when
     ``events``, else JSON. An absent header is given the benefit of the doubt (the body
     is parsed anyway)."""
-    kind = media_type(value)
+    kind = content_type(value)
     if not kind:
         return True
     if events:

@@ -19,10 +19,10 @@ from typing import Literal
 
 import msgspec
 from ezat_common.envelopes import ReplyError
-from ezat_common.errors import STATUS_OF_TYPE, type_for_status
+from ezat_common.errors import STATUS_OF_TYPE, retry_after_seconds, type_for_status
 from ezat_common.schemas.anthropic import ErrorInfo, decode_error_body
 
-from .health import FAULT_COOLDOWN, RATE_LIMIT_COOLDOWN
+from .health import FAULT_COOLDOWN
 
 TransportKind = Literal["connect", "timeout", "stalled", "dropped", "protocol"]
 
@@ -53,12 +53,15 @@ def parse_retry_after(value: str | None) -> float | None:
     return seconds if math.isfinite(seconds) and seconds >= 0 else None
 
 
-def from_status(status: int, body: bytes, retry_after: str | None, model: str) -> AttemptFailure:
-    """An upstream response that is not 2xx."""
+def from_status(
+    status: int, body: bytes, retry_after: str | None, model: str, *, cooldown_default: float
+) -> AttemptFailure:
+    """An upstream response that is not 2xx. A 429 without retry-after rests the deployment for
+    ``cooldown_default`` (``[router] cooldown_default_seconds``), and the client is told so."""
     wait = parse_retry_after(retry_after)
     if status == 429:
         return AttemptFailure(
-            error=rate_limited(model, wait if wait is not None else RATE_LIMIT_COOLDOWN),
+            error=rate_limited(model, wait if wait is not None else cooldown_default),
             retryable=True,
             cooldown=wait,
             rate_limited=True,
@@ -99,24 +102,30 @@ def from_status(status: int, body: bytes, retry_after: str | None, model: str) -
 
 def rate_limited(model: str, pause: float) -> ReplyError:
     """429: the deployments of ``model`` are rate limited for ``pause`` seconds."""
+    return _rate_limited(model, pause, told=pause)
+
+
+def _rate_limited(model: str, pause: float, *, told: float) -> ReplyError:
     return ReplyError(
         status=429,
         type="rate_limit_error",
-        message=f"the deployments of `{model}` are rate limited; retry after {pause:g} seconds",
+        message=f"the deployments of `{model}` are rate limited; retry after {told:g} seconds",
         retry_after=pause,
     )
 
 
-def all_down(model: str, pause: float, *, all_limited: bool) -> ReplyError:
-    """Every deployment of ``model`` rests for at least ``pause`` seconds, so none is tried: 429
-    when every one is rate limited, else 529."""
+def all_down(model: str, wait: float, *, all_limited: bool) -> ReplyError:
+    """Every deployment of ``model`` rests for at least ``wait`` seconds, so none is tried: 429
+    when every one is rate limited, else 529. The message says the wait as the client's
+    ``retry-after`` header will (``errors.retry_after_seconds``)."""
+    told = retry_after_seconds(wait)
     if all_limited:
-        return rate_limited(model, pause)
+        return _rate_limited(model, wait, told=told)
     return ReplyError(
         status=529,
         type="overloaded_error",
-        message=f"every deployment of `{model}` is unavailable; retry after {pause:g} seconds",
-        retry_after=pause,
+        message=f"every deployment of `{model}` is unavailable; retry after {told} seconds",
+        retry_after=wait,
     )
 
 
@@ -180,15 +189,16 @@ def from_transport(kind: TransportKind, model: str, seconds: float) -> AttemptFa
     return AttemptFailure(error=error, retryable=True, fault=True, reason=kind)
 
 
-def from_stream_error(info: ErrorInfo) -> AttemptFailure:
+def from_stream_error(info: ErrorInfo, *, cooldown_default: float) -> AttemptFailure:
     """An ``event: error`` from the upstream stream, relayed with the status of its type.
 
     Retryable (when nothing was sent yet) for the types a healthy deployment would not send:
-    rate limits, overload and server errors.
+    rate limits, overload and server errors. A rate limit carries no retry-after, so the
+    deployment rests for ``cooldown_default`` and the client is told the same.
     """
     status = STATUS_OF_TYPE.get(info.type, 500)
     kind = info.type if info.type in STATUS_OF_TYPE else "api_error"
-    wait = RATE_LIMIT_COOLDOWN if status == 429 else FAULT_COOLDOWN if status >= 500 else None
+    wait = cooldown_default if status == 429 else FAULT_COOLDOWN if status >= 500 else None
     error = ReplyError(
         status=status,
         type=kind,

@@ -3,8 +3,8 @@
 Exact counts come from ``message_start.message.usage`` and ``message_delta.usage`` (a later
 non-null value wins, so a cumulative ``message_delta`` corrects ``message_start``). When the
 final output count never arrived (the client closed the stream early), output is estimated
-from the characters generated so far: ``ceil(chars / 4)``, the usual ~4 characters per token
-of English text, counting text, thinking and tool-input JSON.
+from the characters generated so far (``ezat_common.tokens``), counting text, thinking and
+tool-input JSON.
 
 Input is only ever the upstream's own count. A request cut before ``message_start`` (or before a
 non-streamed response) arrived has no reported input: it is recorded with 0 input tokens,
@@ -15,7 +15,6 @@ a request abandoned before the model started is free.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from ezat_common.envelopes import UsageRecord, UsageStatus
@@ -32,13 +31,8 @@ from ezat_common.schemas.anthropic import (
     ThinkingDelta,
     Usage,
 )
+from ezat_common.tokens import reasoning_tokens, text_tokens
 from msgspec import structs
-
-CHARS_PER_TOKEN = 4
-
-
-def text_tokens(chars: int) -> int:
-    return math.ceil(chars / CHARS_PER_TOKEN)
 
 
 class UsageAccumulator:
@@ -158,7 +152,7 @@ class UsageAccumulator:
             estimated = True
         reasoning = self.reasoning
         if reasoning is None:
-            reasoning = min(text_tokens(self.thinking_chars), output)
+            reasoning = reasoning_tokens(self.thinking_chars, output)
         write_5m, write_1h = self.cache_writes()
         return structs.replace(
             base,

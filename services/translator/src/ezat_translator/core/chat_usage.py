@@ -2,8 +2,8 @@
 
 ``prompt_tokens`` counts all input: uncached + cache read + cache write. ``completion_tokens`` is
 the output, thinking included. ``reasoning_tokens`` is the deployment's own count when it reports
-one (the bundled simulator does); Anthropic does not, so it is estimated from the thinking text at
-four characters a token, never above the output.
+one (the bundled simulator does); Anthropic does not, so it is estimated from the thinking text
+(``ezat_common.tokens.reasoning_tokens``, never above the output).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from ezat_common.schemas.openai import (
     CompletionUsage,
     PromptTokensDetails,
 )
+from ezat_common.tokens import reasoning_tokens
 from msgspec import Struct
 
 
@@ -49,17 +50,12 @@ def cache_write_tokens(usage: Usage) -> int | None:
     return total
 
 
-def estimated_reasoning_tokens(thinking_chars: int, output_tokens: int) -> int:
-    """ceil(chars / 4), capped at the output (thinking is billed as output)."""
-    return min(-(-thinking_chars // 4), output_tokens)
-
-
 def to_chat_usage(counts: TokenCounts, thinking_chars: int) -> CompletionUsage:
     prompt = counts.input_tokens + counts.cache_read + counts.cache_write
     output = counts.output_tokens
     reasoning = counts.reasoning_tokens
     if reasoning is None:
-        reasoning = estimated_reasoning_tokens(thinking_chars, output)
+        reasoning = reasoning_tokens(thinking_chars, output)
     return CompletionUsage(
         prompt_tokens=prompt,
         completion_tokens=output,

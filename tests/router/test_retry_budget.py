@@ -1,8 +1,8 @@
-"""core.budget: extra attempts are a share of requests plus a floor per second."""
+"""core.retry_budget: extra attempts are a share of requests plus a floor per second."""
 
 from __future__ import annotations
 
-from ezat_router.core.budget import RetryBudget
+from ezat_router.core.retry_budget import RetryBudget
 
 
 def spend_all(budget: RetryBudget, now: float) -> int:
