@@ -14,7 +14,7 @@ from ezat_billing.core.cursor import (
     encode_cursor,
 )
 from ezat_billing.core.page import rfc3339, to_page
-from ezat_billing.core.query import MAX_LIMIT, QueryError, to_filters
+from ezat_billing.core.query import QueryError, to_filters
 from ezat_billing.core.rows import MAX_TOKENS, problem_of, to_row
 from ezat_common import envelopes, usage_page
 
@@ -102,7 +102,7 @@ def test_cursor_of_another_version_is_refused() -> None:
 
 def test_filters_clamp_limit_and_refuse_bad_cursor() -> None:
     assert to_filters(None, None, None, None, 0, None).limit == 1
-    assert to_filters(None, None, None, None, 10**6, None).limit == MAX_LIMIT
+    assert to_filters(None, None, None, None, 10**6, None).limit == usage_page.MAX_LIMIT
     with pytest.raises(QueryError, match=r"^cursor: "):
         to_filters("k", None, None, None, 10, "garbage")
 
