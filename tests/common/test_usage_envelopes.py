@@ -4,6 +4,7 @@ JSON, is the public ``GET /api/usage`` body."""
 from __future__ import annotations
 
 import msgspec
+import pytest
 from ezat_common import envelopes, usage_page
 from ezat_common.usage_page import DayTotal, UsageError, UsageItem, UsagePage, UsageTotals
 
@@ -67,3 +68,29 @@ def test_public_json_is_the_page_with_object_list_first() -> None:
     ]
     # The round trip over NATS changes no byte of what the client gets.
     assert body == usage_page.usage_page_json(PAGE)
+
+
+def test_a_page_holds_one_to_a_thousand_records() -> None:
+    # The edge refuses outside this range, billing clamps to it: one range for both.
+    assert (usage_page.MIN_LIMIT, usage_page.MAX_LIMIT) == (1, 1000)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2025-01-01T00:00:00Z", 1735689600.0),
+        ("2025-01-01T01:00:00+01:00", 1735689600.0),
+        ("2025-01-01T00:00:00", 1735689600.0),  # no offset: UTC
+        ("2025-01-01", 1735689600.0),
+    ],
+)
+def test_a_time_is_rfc3339_with_utc_when_no_offset_is_given(text: str, expected: float) -> None:
+    parsed = usage_page.parse_time(text)
+    assert parsed.tzinfo is not None
+    assert parsed.timestamp() == expected
+
+
+@pytest.mark.parametrize("text", ["yesterday", "1735689600", ""])
+def test_what_is_not_an_rfc3339_time_is_a_value_error(text: str) -> None:
+    with pytest.raises(ValueError):
+        usage_page.parse_time(text)

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import asyncpg
-from ezat_common import db, environment
+from ezat_common import db, environment, usage_page
 from ezat_common.config import ConfigError, load_config
 from ezat_common.subjects import from_env
 
@@ -217,10 +217,7 @@ def cmd_usage(args: argparse.Namespace) -> int:
 
 
 def _since(text: str | None) -> datetime.datetime | None:
-    if not text:
-        return None
-    parsed = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC)
+    return usage_page.parse_time(text) if text else None
 
 
 # ---- parser ---------------------------------------------------------------------------------

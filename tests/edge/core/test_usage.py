@@ -91,3 +91,21 @@ def test_billing_refusal_names_its_parameter() -> None:
     err = refused(UsageError(error="cursor: not a cursor this API returned"))
     assert (err.status, err.param) == (400, "cursor")
     assert err.message == "cursor: not a cursor this API returned"
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"limit": "1001"}, "limit: must be an integer from 1 to 1000"),
+        ({"from": "yesterday"}, "from: must be an RFC 3339 time or a Unix timestamp"),
+    ],
+)
+def test_refusals_say_what_a_parameter_must_be(params: dict[str, str], message: str) -> None:
+    with pytest.raises(GatewayError) as caught:
+        to_query("key_1", params)
+    assert caught.value.message == message
+
+
+def test_the_limit_bounds_are_a_page_size() -> None:
+    assert to_query("key_1", {"limit": "1"}).limit == 1
+    assert to_query("key_1", {"limit": "1000"}).limit == 1000

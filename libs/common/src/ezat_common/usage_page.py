@@ -1,4 +1,7 @@
-"""The usage query's reply (billing -> edge; docs/billing.md, "Queries"): a page or an error.
+"""The usage query's reply (billing -> edge; docs/billing.md, "Queries"): a page or an error;
+and the query's own rules that more than one member reads: the page size range (the edge
+refuses outside it, billing clamps to it) and how a time is read (``parse_time``: the edge's
+``from``/``to``, the CLI's ``--since``).
 
 Tagged by ``object`` rather than ``t`` as the other envelopes are: a page's tag is its public
 ``"object": "list"``, so the page encoded as JSON is the ``GET /api/usage`` body as it is
@@ -7,8 +10,21 @@ Tagged by ``object`` rather than ``t`` as the other envelopes are: a page's tag 
 
 from __future__ import annotations
 
+import datetime
+
 import msgspec
 from msgspec import Struct
+
+# Records per page (``UsageQuery.limit``; docs/api.md, ``GET /api/usage``).
+MIN_LIMIT = 1
+MAX_LIMIT = 1000
+
+
+def parse_time(text: str) -> datetime.datetime:
+    """The RFC 3339 time ``text`` (``Z`` or an offset; none means UTC); ValueError when it is
+    not one."""
+    parsed = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC)
 
 
 class UsageItem(Struct, kw_only=True):

@@ -74,13 +74,76 @@ async def watch_database(check: Callable[[], Awaitable[str | None]]) -> None:
     log.info("PostgreSQL reachable")
 
 
-async def serve(stop: asyncio.Event, settings: config.Settings | None = None) -> None:
-    """Run billing until ``stop`` is set."""
-    settings = settings or config.load()
-    subjects = subjects_mod.from_env()
-    common_metrics.serve(settings.cfg.billing.metrics_listen)
-    # min_size=0: creating the pool never needs the server, every acquire (re)connects on demand.
-    pool = await db.pool(min_size=0, max_size=10)
+class Billing:
+    """Billing's NATS side, built with connected collaborators (PostgreSQL's pool, a running
+    batcher, NATS): the handlers, the outbox drain and the settlement rounds."""
+
+    def __init__(
+        self,
+        settings: config.Settings,
+        subjects: subjects_mod.Subjects,
+        pool: asyncpg.Pool,
+        batcher: Batcher,
+        nc: bus.Client,
+    ) -> None:
+        self.settings = settings
+        self.subjects = subjects
+        self.batcher = batcher
+        self.nc = nc
+        outbox = Outbox(nc, subjects)
+        write = functools.partial(store.insert_batch, pool, timeout=settings.write_timeout)
+        confirm = functools.partial(settle.confirm, pool)
+        self.handlers = Handlers(settings, batcher, pool, outbox)
+        self.drainer = Drain(nc, subjects, outbox, self.handlers.row_for, write, confirm)
+        self.handlers.barrier = self.drainer.barrier
+        drained = functools.partial(drained_before, nc, subjects)
+        self.settler = Periodic(
+            "billing-settle",
+            settle.SETTLE_EVERY,
+            functools.partial(settle.settle_round, pool, settings.delivery_confirm, drained),
+        )
+        self.tasks = TaskSet()
+        self.subs: list[Any] = []
+        self.drain: asyncio.Task[None] | None = None
+
+    async def start(self, check: Callable[[], Awaitable[str | None]]) -> None:
+        """Drain the outbox, settle, take usage records and queries, answer health probes."""
+        self.drain = asyncio.create_task(self.drainer.run(), name="billing-outbox-drain")
+        self.settler.start()
+        nc, subjects, tasks, handlers = self.nc, self.subjects, self.tasks, self.handlers
+        self.subs = [
+            await nc.subscribe(
+                subjects.usage_record,
+                queue=subjects_mod.QUEUE_BILLING,
+                cb=spawning(tasks, handlers.on_usage_record),
+            ),
+            await nc.subscribe(
+                subjects.usage_query,
+                queue=subjects_mod.QUEUE_BILLING,
+                cb=spawning(tasks, handlers.on_usage_query),
+            ),
+        ]
+        await bus.serve_health(nc, subjects, "billing", check)
+
+    async def stop(self) -> None:
+        """No new messages (other replicas get them); the ones already delivered are still
+        answered, then the drain, the settlement rounds and the batcher stop."""
+        await lifecycle.stop_taking(*self.subs)
+        await self.tasks.wait(self.settings.cfg.shutdown.drain_timeout)
+        # Records waiting for their delivery confirmation are stored now; then, between batches or
+        # mid-batch alike, whatever was not acknowledged is redelivered later.
+        await self.drainer.flush(timeout=2.0)
+        if self.drain is not None:
+            self.drain.cancel()
+        await self.settler.stop()
+        if self.drain is not None:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.drain
+        await self.batcher.stop(timeout=STOP_TIMEOUT)
+
+
+def started_batcher(settings: config.Settings, pool: asyncpg.Pool) -> Batcher:
+    """The group-commit writer of usage rows, running (it needs no connection to start)."""
     batcher = Batcher(
         functools.partial(store.insert_batch, pool, timeout=settings.write_timeout),
         functools.partial(store.probe_stored, pool, timeout=settings.write_timeout),
@@ -88,58 +151,41 @@ async def serve(stop: asyncio.Event, settings: config.Settings | None = None) ->
         max_batch=settings.max_batch,
     )
     batcher.start()
-    check = database_check(pool, batcher)
-    watcher = asyncio.create_task(watch_database(check))
-    nc = await bus.connect("billing")
-    outbox = Outbox(nc, subjects)
-    write = functools.partial(store.insert_batch, pool, timeout=settings.write_timeout)
-    confirm = functools.partial(settle.confirm, pool)
-    handlers = Handlers(settings, batcher, pool, outbox)
-    drainer = Drain(nc, subjects, outbox, handlers.row_for, write, confirm)
-    handlers.barrier = drainer.barrier
-    drain = asyncio.create_task(drainer.run(), name="billing-outbox-drain")
-    drained = functools.partial(drained_before, nc, subjects)
-    settler = Periodic(
-        "billing-settle",
-        settle.SETTLE_EVERY,
-        functools.partial(settle.settle_round, pool, settings.delivery_confirm, drained),
-    )
-    settler.start()
-    tasks = TaskSet()
-    subs: list[Any] = [
-        await nc.subscribe(
-            subjects.usage_record,
-            queue=subjects_mod.QUEUE_BILLING,
-            cb=spawning(tasks, handlers.on_usage_record),
-        ),
-        await nc.subscribe(
-            subjects.usage_query,
-            queue=subjects_mod.QUEUE_BILLING,
-            cb=spawning(tasks, handlers.on_usage_query),
-        ),
-    ]
-    await bus.serve_health(nc, subjects, "billing", check)
-    log.info("billing serving on %s", subjects.usage_record)
-    await stop.wait()
-    log.info("billing stopping")
-    # No new messages (other replicas get them); the ones already delivered are still answered.
-    await lifecycle.stop_taking(*subs)
-    await tasks.wait(settings.cfg.shutdown.drain_timeout)
-    # Records waiting for their delivery confirmation are stored now; then, between batches or
-    # mid-batch alike, whatever was not acknowledged is redelivered later.
-    await drainer.flush(timeout=2.0)
-    drain.cancel()
-    await settler.stop()
-    with contextlib.suppress(asyncio.CancelledError, Exception):
-        await drain
-    await batcher.stop(timeout=STOP_TIMEOUT)
-    watcher.cancel()
+    return batcher
+
+
+async def disconnect(pool: asyncpg.Pool, nc: bus.Client) -> None:
+    """Close PostgreSQL's pool (terminated when it does not close in time), then drain NATS."""
     try:
         await asyncio.wait_for(pool.close(), 5.0)
     except (TimeoutError, Exception):
         pool.terminate()
     with contextlib.suppress(Exception):
         await nc.drain()
+
+
+async def serve(stop: asyncio.Event, settings: config.Settings | None = None) -> None:
+    """Run billing until ``stop`` is set: connect, build with the connections, serve, wait, stop.
+
+    PostgreSQL's side starts before NATS is connected: billing starts (and reports not-ready)
+    without PostgreSQL rather than crash-looping, and says when it becomes reachable."""
+    settings = settings or config.load()
+    subjects = subjects_mod.from_env()
+    common_metrics.serve(settings.cfg.billing.metrics_listen)
+    # min_size=0: creating the pool never needs the server, every acquire (re)connects on demand.
+    pool = await db.pool(min_size=0, max_size=10)
+    batcher = started_batcher(settings, pool)
+    check = database_check(pool, batcher)
+    watcher = asyncio.create_task(watch_database(check))
+    nc = await bus.connect("billing")
+    billing = Billing(settings, subjects, pool, batcher, nc)
+    await billing.start(check)
+    log.info("billing serving on %s", subjects.usage_record)
+    await stop.wait()
+    log.info("billing stopping")
+    await billing.stop()
+    watcher.cancel()
+    await disconnect(pool, nc)
     log.info("billing stopped")
 
 

@@ -129,13 +129,15 @@ class Handlers:
 
     async def on_usage_query(self, msg: Msg) -> None:
         if msg.reply:  # a query nobody waits for is not worth a database round trip
-            await msg.respond(await self.page_for(msg.data))
+            await msg.respond(await self.page_for(msg.data, msg.subject))
 
-    async def page_for(self, data: bytes) -> bytes:
-        """The encoded ``UsageReply`` for an encoded ``UsageQuery``: a page, or a ``UsageError``."""
+    async def page_for(self, data: bytes, subject: str = "") -> bytes:
+        """The encoded ``UsageReply`` for an encoded ``UsageQuery`` (received on ``subject``): a
+        page, or a ``UsageError``."""
         try:
             q = envelopes.decode_usage_query(data)
         except msgspec.DecodeError as exc:
+            undecodable("usage_query", subject, exc)
             metrics.QUERIES.labels("invalid").inc()
             return envelopes.encode(UsageError(error=f"invalid usage query: {exc}"))
         if q.fresh and self.barrier is not None:

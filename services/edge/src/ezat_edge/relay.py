@@ -140,18 +140,13 @@ class Relay:
         committed stream's next publish goes straight to the stream loop, whose replies are
         all in-stream (its status line has left)."""
         token, subject, queue = self.inbox.open()
-        env = call.envelope
-        env.reply_to = subject
         held = Held(token)
         try:
-            if publish == 1 or env.body_ref is not None:
-                # A claim is taken (read and deleted) by its reader: a new one for each publish.
-                env.body, env.body_ref = await self._claim(self.claims.pack(body))
-            data = envelopes.encode(env)
-            await self.nc.publish(self.subjects.translate, data, reply=subject)
+            data = await self._publish(call, body, publish, subject)
             may_retry = publish < PUBLISHES
             if committed is not None:
                 return await self._stream(call, None, queue, held, committed, may_retry)
+            env = call.envelope
             try:
                 first = await self.replies.first(call.started, queue, held)
                 if nobody_took(first, env):
@@ -169,27 +164,7 @@ class Relay:
                     return None
                 m.OWNER_LOST_BY("failed").inc()
                 return self._reply_error(call, OWNER_LOST)
-            match first:
-                case None:
-                    m.STREAMS_COMMITTED_EARLY.inc()
-                    return await self._stream(call, None, queue, held, None, may_retry)
-                case ReplyHead():
-                    return await self._stream(call, first, queue, held)
-                case ReplyBody():
-                    if first.usage and not await self.holder.durable(queue, held, first.usage):
-                        return self._reply_error(call, UNRECORDED)
-                    data = await self._claim(self.claims.unpack(first.data, first.data_ref))
-                    headers = {**call.extra_headers, **first.headers}
-                    # Handed to aiohttp, which writes it as the handler returns: delivered.
-                    self._delivered(call)
-                    return web.Response(
-                        status=first.status, body=data, content_type=JSON, headers=headers
-                    )
-                case ReplyError():
-                    return self._reply_error(call, first)
-                case _:
-                    log.error("unexpected first reply %s", type(first).__name__)
-                    return self._error(call, 500, "api_error", "internal error; retry")
+            return await self._answer(call, first, queue, held, may_retry)
         except asyncio.CancelledError:
             m.DISCONNECTS.inc()
             self._delivered(call)  # the client left: what the router records is billed
@@ -197,6 +172,50 @@ class Relay:
             raise
         finally:
             self.holder.close(queue, held)
+
+    async def _publish(self, call: Call, body: bytes, publish: int, subject: str) -> bytes:
+        """Publish the request (its replies to ``subject``); the encoded envelope, for a publish
+        that nobody took to be sent again."""
+        env = call.envelope
+        env.reply_to = subject
+        if publish == 1 or env.body_ref is not None:
+            # A claim is taken (read and deleted) by its reader: a new one for each publish.
+            env.body, env.body_ref = await self._claim(self.claims.pack(body))
+        data = envelopes.encode(env)
+        await self.nc.publish(self.subjects.translate, data, reply=subject)
+        return data
+
+    async def _answer(
+        self,
+        call: Call,
+        first: envelopes.Reply | None,
+        queue: asyncio.Queue[Msg],
+        held: Held,
+        may_retry: bool,
+    ) -> web.StreamResponse | Committed:
+        """The client's answer from the request's ``first`` reply (None: a stream committed on
+        its holder's heartbeat before any reply)."""
+        match first:
+            case None:
+                m.STREAMS_COMMITTED_EARLY.inc()
+                return await self._stream(call, None, queue, held, None, may_retry)
+            case ReplyHead():
+                return await self._stream(call, first, queue, held)
+            case ReplyBody():
+                if first.usage and not await self.holder.durable(queue, held, first.usage):
+                    return self._reply_error(call, UNRECORDED)
+                data = await self._claim(self.claims.unpack(first.data, first.data_ref))
+                headers = {**call.extra_headers, **first.headers}
+                # Handed to aiohttp, which writes it as the handler returns: delivered.
+                self._delivered(call)
+                return web.Response(
+                    status=first.status, body=data, content_type=JSON, headers=headers
+                )
+            case ReplyError():
+                return self._reply_error(call, first)
+            case _:
+                log.error("unexpected first reply %s", type(first).__name__)
+                return self._error(call, 500, "api_error", "internal error; retry")
 
     @staticmethod
     async def _claim(op: Awaitable[_T]) -> _T:
@@ -223,10 +242,10 @@ class Relay:
         on from an earlier publish (``committed``). With ``may_retry``, a committed stream
         whose holder dies before any of its answer was written is handed back to be published
         again, instead of ending with the error event."""
-        head_headers = head.headers if head is not None else {}
         if committed is not None:
             resp: web.StreamResponse = committed.resp
         else:
+            head_headers = head.headers if head is not None else {}
             resp = SseResponse(headers={**SSE_HEADERS, **call.extra_headers, **head_headers})
             m.ACTIVE_STREAMS.inc()
         now = time.monotonic()
@@ -235,10 +254,47 @@ class Relay:
         step = Collector(call.fmt, call.rid, state, keep_ack, self.inbox.is_ack, decode)
         # The watchdog runs from ReplyHead on: a stream can stall before its first chunk too.
         dog = asyncio.create_task(watchdog(queue, state, self.ping_interval, self.owner_timeout))
+        handed_back: Committed | None = None
+        try:
+            first = ping_for(call.fmt) if head is None else head.data
+            handed_back = await self._write_replies(
+                call, resp, first, step, queue, held, committed, may_retry
+            )
+        except (ConnectionError, RuntimeError):
+            # The client went away (aiohttp raises ConnectionResetError, or RuntimeError on a
+            # closed transport).
+            m.DISCONNECTS.inc()
+            self._delivered(call)  # an early close is billed as the router records it
+            await self._cancel(call)
+        except Exception:
+            await self._cancel(call)
+            if not resp.prepared:
+                raise  # the middleware answers with a JSON 500
+            log.exception("stream relay failed")
+        finally:
+            dog.cancel()
+            if handed_back is None:
+                m.ACTIVE_STREAMS.dec()
+        return resp if handed_back is None else handed_back
+
+    async def _write_replies(
+        self,
+        call: Call,
+        resp: web.StreamResponse,
+        first: bytes,
+        step: Collector,
+        queue: asyncio.Queue[Msg],
+        held: Held,
+        committed: Committed | None,
+        may_retry: bool,
+    ) -> Committed | None:
+        """The stream's loop, its only writer: ``first``, then each batch of what its queue
+        holds, until its final write; the ``Committed`` stream when it is handed back (the
+        outlet then stays open for the next publish)."""
+        state = step.state
         outlet: Outlet | None = committed.outlet if committed is not None else None
         handed_back = False
         try:
-            first = ping_for(call.fmt) if head is None else head.data
             if first and outlet is None:
                 # The first read of the upstream travels with the head: write it at once. A
                 # stream committed early starts with a ping.
@@ -269,30 +325,15 @@ class Relay:
                         await outlet.write(data)  # no bytes yet: the headers go out on their own
                 if final:
                     await self._finish(call, outlet, data, state)
-                    break
+                    return None
                 if data:
                     if not await outlet.write(data):
                         await self._cut(call, outlet)
-                        break
+                        return None
                     state.written = time.monotonic()
-        except (ConnectionError, RuntimeError):
-            # The client went away (aiohttp raises ConnectionResetError, or RuntimeError on a
-            # closed transport).
-            m.DISCONNECTS.inc()
-            self._delivered(call)  # an early close is billed as the router records it
-            await self._cancel(call)
-        except Exception:
-            await self._cancel(call)
-            if not resp.prepared:
-                raise  # the middleware answers with a JSON 500
-            log.exception("stream relay failed")
         finally:
-            dog.cancel()
-            if not handed_back:
-                m.ACTIVE_STREAMS.dec()
-                if outlet is not None:
-                    outlet.close()
-        return resp
+            if outlet is not None and not handed_back:
+                outlet.close()
 
     async def _finish(self, call: Call, outlet: Outlet, data: bytes, state: StreamState) -> None:
         """The stream's last write, with the end of its body; a cut if it does not fit."""

@@ -5,11 +5,11 @@ from __future__ import annotations
 import datetime
 import math
 
+from ezat_common.usage_page import MAX_LIMIT, MIN_LIMIT
 from msgspec import Struct
 
 from .cursor import CURSOR_ERROR, InvalidCursor, Position, decode_cursor
 
-MAX_LIMIT = 1000
 # Python datetimes end at year 9999; anything later means "no bound" for a usage query.
 _MIN_EPOCH = -62_135_596_800.0
 _MAX_EPOCH = 253_402_300_799.0
@@ -52,7 +52,7 @@ def to_filters(
 
 def clamp_limit(limit: int) -> int:
     # Out-of-range limits are clamped rather than refused: a page size is a hint, not a contract.
-    return max(1, min(limit, MAX_LIMIT))
+    return max(MIN_LIMIT, min(limit, MAX_LIMIT))
 
 
 def _at(name: str, epoch: float | None) -> datetime.datetime | None:

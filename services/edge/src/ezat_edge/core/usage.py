@@ -4,16 +4,17 @@
 from __future__ import annotations
 
 import csv
-import datetime
 import io
 from collections.abc import Mapping, Sequence
 
 import msgspec
 from ezat_common import envelopes, usage_page
 from ezat_common.errors import GatewayError, invalid
+from ezat_common.usage_page import MAX_LIMIT, MIN_LIMIT
 
 
 def parse_time(name: str, value: str | None) -> float | None:
+    """Parameter ``name``'s time in seconds since the epoch, from Unix seconds or RFC 3339."""
     if value is None or value == "":
         return None
     try:
@@ -21,19 +22,16 @@ def parse_time(name: str, value: str | None) -> float | None:
     except ValueError:
         pass
     try:
-        parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        return usage_page.parse_time(value).timestamp()
     except ValueError:
         raise invalid(name, "must be an RFC 3339 time or a Unix timestamp") from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=datetime.UTC)
-    return parsed.timestamp()
 
 
 def to_query(key_id: str, q: Mapping[str, str]) -> envelopes.UsageQuery:
     """The usage query of the request's parameters ``q``; a 400 naming a bad one."""
     limit_text = q.get("limit", "100")
-    if not limit_text.isdigit() or not 1 <= int(limit_text) <= 1000:
-        raise invalid("limit", "must be an integer from 1 to 1000")
+    if not limit_text.isdigit() or not MIN_LIMIT <= int(limit_text) <= MAX_LIMIT:
+        raise invalid("limit", f"must be an integer from {MIN_LIMIT} to {MAX_LIMIT}")
     return envelopes.UsageQuery(
         key_id=key_id,
         since=parse_time("from", q.get("from")),

@@ -7,7 +7,7 @@ import msgspec
 from ezat_billing.core.pairing import Pairing
 from ezat_billing.core.rows import UsageRow
 
-from . import factories
+from .. import factories
 
 
 def row(uid: str, status: str = "complete") -> UsageRow:

@@ -26,7 +26,7 @@ from nats.aio.client import Client
 from support.config import SONNET, model, parsed
 
 from .factories import count_rows, record
-from .test_billing_settle import age, rows_of
+from .test_settle import age, rows_of
 
 # Cache prices from the default multipliers.
 CONFIG = parsed(models=[model(SONNET, aliases=["claude-sonnet-5-5"])])

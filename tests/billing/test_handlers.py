@@ -1,12 +1,16 @@
-"""Handlers.ack_for without NATS nor PostgreSQL: an ok=false answer only when not stored."""
+"""Handlers without NATS nor PostgreSQL: ``ack_for`` answers ok=false only when not stored;
+``page_for`` answers an undecodable query through the shared handler."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 from typing import cast
 
 import asyncpg
+import msgspec
+import pytest
 from ezat_billing import config
 from ezat_billing.batcher import Batcher
 from ezat_billing.core.rows import UsageRow
@@ -14,6 +18,8 @@ from ezat_billing.handlers import Handlers
 from ezat_billing.store import Stored
 from ezat_common import envelopes
 from ezat_common.outbox import Outbox
+from ezat_common.usage_page import UsageError
+from prometheus_client import REGISTRY
 from support.config import SONNET, model, parsed
 
 from .factories import record
@@ -114,3 +120,26 @@ async def test_billing_stopping_mid_write_does_not_answer_not_stored() -> None:
         else:
             assert ack is not None and ack.ok  # the outbox copy is idempotent on the uid
         assert outbox.puts == ["uid-doubt"]
+
+
+async def test_an_undecodable_usage_query_is_logged_once_counted_and_answered(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The shared handler (ezat_common.undecodable) names kind and subject; the answer is the
+    same ``UsageError`` as before."""
+    db = SlowStore(delay=0)
+    h = handlers(Batcher(db.write, db.probe), DeadOutbox(), ack_deadline=0.1)
+    before = undecodable_count("usage_query")
+    with caplog.at_level(logging.WARNING, logger="ezat.undecodable"):
+        reply = await h.page_for(b"\x93not msgpack", "ezat.billing.usage.query")
+    assert undecodable_count("usage_query") == before + 1
+    [warning] = caplog.records
+    assert warning.getMessage() == "undecodable usage_query message on ezat.billing.usage.query"
+    with pytest.raises(msgspec.DecodeError) as caught:
+        envelopes.decode_usage_query(b"\x93not msgpack")
+    assert reply == envelopes.encode(UsageError(error=f"invalid usage query: {caught.value}"))
+
+
+def undecodable_count(message: str) -> float:
+    labels = {"message": message}
+    return REGISTRY.get_sample_value("ezat_undecodable_messages_total", labels) or 0.0

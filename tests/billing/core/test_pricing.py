@@ -11,7 +11,7 @@ from ezat_common.config import Price
 from hypothesis import given
 from hypothesis import strategies as st
 
-from .factories import SONNET, record
+from ..factories import SONNET, record
 
 TOKEN_FIELDS = (
     "input_tokens",
