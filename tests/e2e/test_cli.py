@@ -92,3 +92,13 @@ async def test_bad_config_names_the_key_and_file(tmp_path: Path, gateway: Gatewa
     out = await asyncio.to_thread(ezat, gateway, "up", "--config", str(bad))
     assert out.returncode == 2
     assert f"{bad}: edge.listen: Expected `str`, got `int`" in out.stderr
+
+
+async def test_usage_since_filters_and_a_bad_time_is_a_usage_error(gateway: Gateway) -> None:
+    out = await asyncio.to_thread(ezat, gateway, "usage", "--since", "2999-01-01T00:00:00Z")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == ""  # nothing was received in 2999
+    out = await asyncio.to_thread(ezat, gateway, "usage", "--since", "yesterday")
+    assert out.returncode == 2
+    assert "argument --since: `yesterday` is not an RFC 3339 time" in out.stderr
+    assert "Traceback" not in out.stderr

@@ -200,7 +200,7 @@ def cmd_usage(args: argparse.Namespace) -> int:
                 "SELECT * FROM usage_records WHERE ($1::text IS NULL OR key_id = $1)"
                 " AND ($2::timestamptz IS NULL OR received_at >= $2) ORDER BY received_at",
                 args.key,
-                _since(args.since),
+                args.since,
             )
         finally:
             await conn.close()
@@ -216,8 +216,14 @@ def cmd_usage(args: argparse.Namespace) -> int:
     return 0
 
 
-def _since(text: str | None) -> datetime.datetime | None:
-    return usage_page.parse_time(text) if text else None
+def since(text: str) -> datetime.datetime:
+    """``--since``: an RFC 3339 time, or argparse's usage error naming the option (exit 2)."""
+    try:
+        return usage_page.parse_time(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"`{text}` is not an RFC 3339 time, such as 2026-11-01T00:00:00Z"
+        ) from None
 
 
 # ---- parser ---------------------------------------------------------------------------------
@@ -255,7 +261,7 @@ def parser() -> argparse.ArgumentParser:
 
     usage = sub.add_parser("usage", help="usage records, one line each")
     usage.add_argument("--key", help="only this key id")
-    usage.add_argument("--since", help="RFC 3339 time")
+    usage.add_argument("--since", type=since, help="RFC 3339 time")
     usage.set_defaults(func=cmd_usage)
     return p
 
