@@ -94,3 +94,17 @@ def test_a_time_is_rfc3339_with_utc_when_no_offset_is_given(text: str, expected:
 def test_what_is_not_an_rfc3339_time_is_a_value_error(text: str) -> None:
     with pytest.raises(ValueError):
         usage_page.parse_time(text)
+
+
+def test_the_token_fields_are_the_records_and_the_pages() -> None:
+    """TOKEN_FIELDS names every token count, in the record's field order; the page's items and
+    totals carry the same names (billing copies them by name)."""
+    from ezat_common.envelopes import TOKEN_FIELDS, UsageRecord
+    from ezat_common.usage_page import UsageItem, UsageTotals
+    from msgspec import structs
+
+    record = [f.name for f in structs.fields(UsageRecord) if f.name.endswith("_tokens")]
+    assert tuple(record) == TOKEN_FIELDS
+    for page_struct in (UsageItem, UsageTotals):
+        names = {f.name for f in structs.fields(page_struct)}
+        assert set(TOKEN_FIELDS) <= names

@@ -234,6 +234,16 @@ class CancelRequest(Struct, _Identified, kw_only=True, tag_field="t", tag="cance
 
 
 UsageStatus = Literal["complete", "client_closed", "failed"]
+# The token counts a usage record carries, in the order of its fields and of billing's columns
+# (the usage page and its totals carry the same names).
+TOKEN_FIELDS = (
+    "input_tokens",
+    "cache_read_tokens",
+    "cache_write_5m_tokens",
+    "cache_write_1h_tokens",
+    "output_tokens",
+    "reasoning_tokens",
+)
 
 
 class UsageRecord(Struct, _Identified, kw_only=True, tag_field="t", tag="usage"):

@@ -15,10 +15,11 @@ from typing import Any
 
 import asyncpg
 import msgspec
+from ezat_common.envelopes import TOKEN_FIELDS
 from ezat_common.usage_page import UsagePage
 from msgspec import Struct
 
-from .core.page import TOKEN_COLUMNS, to_page
+from .core.page import to_page
 from .core.query import Filters, to_filters
 from .core.rows import UsageRow
 
@@ -181,9 +182,9 @@ async def _rollback(conn: asyncpg.Connection) -> None:
 
 _RECORD_COLUMNS = (
     "uid, request_id, model, api, stream, status, deployment, region, "
-    f"{', '.join(TOKEN_COLUMNS)}, estimated, cost_micros, received_at, ttft_ms, total_ms"
+    f"{', '.join(TOKEN_FIELDS)}, estimated, cost_micros, received_at, ttft_ms, total_ms"
 )
-_SUMS = ", ".join(f"sum({c})::int8 AS {c}" for c in TOKEN_COLUMNS)
+_SUMS = ", ".join(f"sum({c})::int8 AS {c}" for c in TOKEN_FIELDS)
 
 
 async def query_usage(

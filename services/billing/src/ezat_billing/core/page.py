@@ -11,18 +11,10 @@ import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ezat_common.envelopes import TOKEN_FIELDS
 from ezat_common.usage_page import DayTotal, UsageItem, UsagePage, UsageTotals
 
 from .cursor import Position, encode_cursor
-
-TOKEN_COLUMNS = (
-    "input_tokens",
-    "cache_read_tokens",
-    "cache_write_5m_tokens",
-    "cache_write_1h_tokens",
-    "output_tokens",
-    "reasoning_tokens",
-)
 
 
 def to_page(
@@ -57,7 +49,7 @@ def to_item(row: Mapping[str, Any]) -> UsageItem:
         status=row["status"],
         deployment=row["deployment"],
         region=row["region"],
-        **{c: int(row[c]) for c in TOKEN_COLUMNS},
+        **{c: int(row[c]) for c in TOKEN_FIELDS},
         estimated=row["estimated"],
         cost_micros=cost,
         cost_usd=usd(cost),
@@ -74,7 +66,7 @@ def to_totals(row: Mapping[str, Any] | None) -> UsageTotals:
     cost = int(row["cost_micros"] or 0)
     return UsageTotals(
         requests=int(row["requests"] or 0),
-        **{c: int(row[c] or 0) for c in TOKEN_COLUMNS},
+        **{c: int(row[c] or 0) for c in TOKEN_FIELDS},
         cost_micros=cost,
         cost_usd=usd(cost),
     )

@@ -13,7 +13,7 @@ import datetime
 import math
 
 from ezat_common.catalogue import Prices
-from ezat_common.envelopes import UsageRecord
+from ezat_common.envelopes import TOKEN_FIELDS, UsageRecord
 from msgspec import Struct
 
 from .pricing import prices_json
@@ -100,14 +100,7 @@ def problem_of(record: UsageRecord) -> str | None:
         return "uid: must have at most 256 characters"
     if not record.key_id:
         return "key_id: must not be empty"
-    for name in (
-        "input_tokens",
-        "cache_read_tokens",
-        "cache_write_5m_tokens",
-        "cache_write_1h_tokens",
-        "output_tokens",
-        "reasoning_tokens",
-    ):
+    for name in TOKEN_FIELDS:
         value = getattr(record, name)
         if not 0 <= value <= MAX_TOKENS:
             return f"{name}: must be between 0 and {MAX_TOKENS}"
