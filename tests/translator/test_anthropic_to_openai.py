@@ -223,7 +223,7 @@ def test_reported_reasoning_tokens_win_over_the_estimate() -> None:
 
 # ---- finish reasons ---------------------------------------------------------------------------
 
-SPEC_FINISH = {
+DOCUMENTED_FINISH = {
     "end_turn": "stop",
     "stop_sequence": "stop",
     "max_tokens": "length",
@@ -236,7 +236,7 @@ SPEC_FINISH = {
 }
 
 
-@pytest.mark.parametrize(("stop_reason", "finish_reason"), SPEC_FINISH.items())
+@pytest.mark.parametrize(("stop_reason", "finish_reason"), DOCUMENTED_FINISH.items())
 def test_finish_reason_mapping(stop_reason: str | None, finish_reason: str) -> None:
     assert to_finish_reason(stop_reason) == finish_reason
     out, _ = translate(anthropic_message([{"type": "text", "text": "x"}], stop_reason))
@@ -245,4 +245,4 @@ def test_finish_reason_mapping(stop_reason: str | None, finish_reason: str) -> N
 
 
 def test_every_known_stop_reason_is_in_the_spec_table() -> None:
-    assert {k: v for k, v in SPEC_FINISH.items() if k in FINISH_REASONS} == FINISH_REASONS
+    assert {k: v for k, v in DOCUMENTED_FINISH.items() if k in FINISH_REASONS} == FINISH_REASONS

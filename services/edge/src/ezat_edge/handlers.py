@@ -16,7 +16,7 @@ from ezat_common.subjects import Subjects
 
 from . import metrics as m
 from .auth import Authenticator, ascii_header
-from .bodies import read_limited
+from .body_reader import read_limited
 from .budgets import Budgets
 from .core.admission import Admission, overloaded
 from .core.routes import Format, api_format

@@ -95,24 +95,31 @@ class ConnectionGuard:
 
 
 def raw_error(
-    fmt: Format, status: int, reason: str, type: str, message: str, **extra: str
+    fmt: Format,
+    status: int,
+    reason: str,
+    type: str,
+    message: str,
+    retry_after: float | None = None,
 ) -> bytes:
     """A whole HTTP/1.1 error response, for the moments no aiohttp response exists yet."""
     rid = new_uuid4()
     code = "request_timeout" if status == 408 else None
-    reply = ReplyError(status=status, type=type, message=message, code=code)
+    reply = ReplyError(
+        status=status, type=type, message=message, code=code, retry_after=retry_after
+    )
     renderer = errors.RENDERERS[fmt]
     body = renderer.body(reply, rid)
     status = renderer.status(reply)
-    headers = {
+    own = {
         "content-type": "application/json",
         "content-length": str(len(body)),
         "connection": "close",
         "server": SERVER,
         "request-id": rid,
         "x-request-id": rid,
-        **extra,
     }
+    headers = errors.http_headers(reply, own)
     head = f"HTTP/1.1 {status} {reason}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
     raw: bytes = head.encode() + b"\r\n" + body
     return raw
@@ -182,7 +189,7 @@ class EdgeProtocol(RequestHandler):
                     "Service Unavailable",
                     "overloaded_error",
                     "the gateway has too many open connections; retry shortly",
-                    **{"retry-after": "1"},
+                    retry_after=1,
                 )
             )
             transport.close()

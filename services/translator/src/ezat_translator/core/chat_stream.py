@@ -26,7 +26,8 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from ezat_common.errors import STATUS_OF_TYPE, openai_sse
+from ezat_common.envelopes import ReplyError
+from ezat_common.errors import OPENAI, STATUS_OF_TYPE, type_for_status
 from ezat_common.schemas.anthropic import (
     ContentBlockDelta,
     ContentBlockStart,
@@ -197,8 +198,8 @@ class ChatStream:
         if self.done:
             return b""
         self.done = True
-        body: bytes = openai_sse(status, message)
-        return body
+        reply = ReplyError(status=status, type=type_for_status(status), message=message)
+        return OPENAI.event(reply, "")
 
     def finish(self) -> bytes:
         """End of input: b"" after [DONE]; a stream cut before ``message_stop`` is a failure."""
