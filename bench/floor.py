@@ -47,9 +47,9 @@ from ezat_common.settlement import ACK_TIMEOUT
 from ezat_common.sse import SseError, SseParser
 from ezat_common.subjects import from_env
 from ezat_edge.streams import SSE_HEADERS, SseResponse
+from ezat_router.core.accounting import UsageAccumulator
 from ezat_router.core.payload import PayloadError, response_with_model
 from ezat_router.core.stream import StreamStep
-from ezat_router.core.usage import UsageAccumulator
 from nats.aio.msg import Msg
 
 TRANSLATE, ROUTE = "floor.translate", "floor.route"

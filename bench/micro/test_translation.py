@@ -15,8 +15,8 @@ from __future__ import annotations
 from conftest import delta_event, frame, stream_frames
 from ezat_common.schemas.anthropic import decode_event
 from ezat_common.sse import SseParser
+from ezat_router.core.accounting import UsageAccumulator
 from ezat_router.core.stream import StreamStep
-from ezat_router.core.usage import UsageAccumulator
 from ezat_translator.core.anthropic_to_openai import to_chat_completion
 from ezat_translator.core.chat_stream import ChatStream
 from ezat_translator.core.messages import prepare_create

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import msgspec
 from ezat_common.sse import Frame, SseParser
+from ezat_router.core.accounting import UsageAccumulator
 from ezat_router.core.stream import StreamStep
-from ezat_router.core.usage import UsageAccumulator
 
 
 def frame(event: str, obj: object) -> bytes:

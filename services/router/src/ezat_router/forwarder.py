@@ -34,10 +34,10 @@ from ezat_http1 import Response, UpstreamError
 from nats.aio.client import Client
 
 from . import metrics
+from .core.accounting import UsageAccumulator
 from .core.payload import PayloadError, read_response, response_with_model
 from .core.stream import StepResult, StreamStep
 from .core.upstream_errors import AttemptFailure, TransportKind, from_stream_error, from_transport
-from .core.usage import UsageAccumulator
 from .upstream import Endpoint, Upstream
 from .usage_sink import UsageSink
 

@@ -27,10 +27,10 @@ from nats.aio.client import Client
 
 from . import metrics
 from .core import health, selection, timeouts
+from .core.accounting import UsageAccumulator
 from .core.payload import PayloadError, with_model
 from .core.retry_budget import RetryBudget
 from .core.upstream_errors import AttemptFailure, all_down, from_status, from_transport
-from .core.usage import UsageAccumulator
 from .forwarder import Forwarder, RequestState, usage_base
 from .shared_state import SharedState
 from .upstream import Endpoint, Upstream, UpstreamUnavailable

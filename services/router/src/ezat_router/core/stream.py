@@ -22,7 +22,7 @@ from ezat_common.schemas.anthropic import (
 from ezat_common.sse import Frame
 
 from .payload import PayloadError, message_start_frame
-from .usage import UsageAccumulator
+from .accounting import UsageAccumulator
 
 _UNDECODABLE = (msgspec.DecodeError, msgspec.ValidationError)
 

@@ -1,4 +1,4 @@
-"""core.usage: exact counts from usage objects, estimates from generated characters."""
+"""core.accounting: exact counts from usage objects, estimates from generated characters."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import msgspec
 import pytest
 from ezat_common.envelopes import UsageRecord
 from ezat_common.schemas.anthropic import AnyEvent, Usage, decode_event
-from ezat_router.core.usage import UsageAccumulator
+from ezat_router.core.accounting import UsageAccumulator
 
 BASE = UsageRecord(
     request_id="r1", key_id="k1", model="m", api="messages", stream=True, status="complete"
