@@ -21,8 +21,8 @@ from ezat_common.schemas.anthropic import (
 )
 from ezat_common.sse import Frame
 
-from .payload import PayloadError, message_start_frame
 from .accounting import UsageAccumulator
+from .payload import PayloadError, message_start_frame
 
 _UNDECODABLE = (msgspec.DecodeError, msgspec.ValidationError)
 
