@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ezat_common.metrics import LATENCY_BUCKETS
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 # Tokens, money and records, counted once per row when it is settled (ledger.py): their sums
 # over any set of labels are the sums of the settled rows of usage_records.
@@ -35,6 +35,15 @@ OUTBOX_STORE_DELAY = Histogram(
     "Time from JetStream storing a usage record in the outbox to the drain's commit of it in "
     "PostgreSQL (the NATS server's clock against billing's)",
     buckets=LATENCY_BUCKETS,
+)
+OUTBOX_MESSAGES = Gauge(
+    "ezat_billing_outbox_messages",
+    "Messages the usage outbox holds (records and delivery confirmations not yet stored), "
+    "read every few seconds (backlog.py)",
+)
+OUTBOX_OLDEST_AGE = Gauge(
+    "ezat_billing_outbox_oldest_message_age_seconds",
+    "Age of the oldest message the usage outbox holds (0 when empty), from the last reading",
 )
 DUPLICATES = Counter(
     "ezat_billing_duplicate_records_total",
