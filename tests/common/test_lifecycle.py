@@ -11,13 +11,13 @@ import time
 from pathlib import Path
 
 import pytest
-from ezat_common import lifecycle
+from ezat_common import environment, lifecycle
 
 
 async def test_nothing_is_written_without_a_supervisor(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.delenv(lifecycle.ENV_DRAIN_DIR, raising=False)
+    monkeypatch.delenv(environment.DRAIN_DIR, raising=False)
     assert lifecycle.marker() is None
     lifecycle.announce_draining()
     await lifecycle.stop_taking(None)  # no subscription, no folder: nothing to do
@@ -27,7 +27,7 @@ async def test_nothing_is_written_without_a_supervisor(
 async def test_stop_taking_drains_then_announces(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setenv(lifecycle.ENV_DRAIN_DIR, str(tmp_path))
+    monkeypatch.setenv(environment.DRAIN_DIR, str(tmp_path))
     seen: list[bool] = []
 
     class Sub:
@@ -61,15 +61,15 @@ async def test_wait_turn_waits_for_the_old_process_to_stop_taking_work(
 ) -> None:
     old = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
-        monkeypatch.setenv(lifecycle.ENV_DRAIN_DIR, str(tmp_path))
-        monkeypatch.setenv(lifecycle.ENV_TAKE_OVER, str(old.pid))
+        monkeypatch.setenv(environment.DRAIN_DIR, str(tmp_path))
+        monkeypatch.setenv(environment.TAKE_OVER_FROM, str(old.pid))
         waiting = asyncio.ensure_future(lifecycle.wait_turn())
         await asyncio.sleep(0.2)
         assert not waiting.done()
         assert (tmp_path / f"{os.getpid()}.waiting").exists()  # warm, told the supervisor
         (tmp_path / f"{old.pid}.draining").write_text("0\n")
         await asyncio.wait_for(waiting, 1.0)
-        assert lifecycle.ENV_TAKE_OVER not in os.environ  # only the first connect waits
+        assert environment.TAKE_OVER_FROM not in os.environ  # only the first connect waits
         await asyncio.wait_for(lifecycle.wait_turn(), 0.1)
     finally:
         old.kill()
@@ -81,6 +81,6 @@ async def test_wait_turn_stops_waiting_when_the_old_process_is_gone(
 ) -> None:
     old = subprocess.Popen([sys.executable, "-c", "pass"])
     old.wait()
-    monkeypatch.setenv(lifecycle.ENV_DRAIN_DIR, str(tmp_path))
-    monkeypatch.setenv(lifecycle.ENV_TAKE_OVER, str(old.pid))
+    monkeypatch.setenv(environment.DRAIN_DIR, str(tmp_path))
+    monkeypatch.setenv(environment.TAKE_OVER_FROM, str(old.pid))
     await asyncio.wait_for(lifecycle.wait_turn(), 1.0)

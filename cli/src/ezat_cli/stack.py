@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import asyncpg
-from ezat_common import db, lifecycle
+from ezat_common import db, environment, lifecycle
 from ezat_common.config import Config, load_config, split_listen
 
 from . import infra as infra_mod
@@ -76,7 +76,7 @@ class Stack:
         assert self.infra is not None
         env = {**os.environ, **self.infra.env(), **self.extra_env}
         env["EZAT_CONFIG"] = str(self.config_path.resolve())
-        env[lifecycle.ENV_DRAIN_DIR] = str(self.drain_dir)
+        env[environment.DRAIN_DIR] = str(self.drain_dir)
         env.setdefault("PYTHONUNBUFFERED", "1")
         return env
 
@@ -116,7 +116,7 @@ class Stack:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self._edge_socket = socket.create_server((host, port), family=family, backlog=1024)
         fd = self._edge_socket.fileno()
-        child.env = {**child.env, lifecycle.ENV_LISTEN_FD: str(fd)}
+        child.env = {**child.env, environment.EDGE_LISTEN_FD: str(fd)}
         child.pass_fds = (fd,)
 
     def add_service(
@@ -284,7 +284,7 @@ class Stack:
         self, child: Child, old: subprocess.Popen[bytes], state: str, timeout: float
     ) -> None:
         """Start the replacement while ``old`` still serves, until it announces ``state``."""
-        extra = {lifecycle.ENV_TAKE_OVER: str(old.pid)} if state == "waiting" else None
+        extra = {environment.TAKE_OVER_FROM: str(old.pid)} if state == "waiting" else None
         child.start(extra)
         try:
             self._wait_state(child, state, timeout)

@@ -40,10 +40,6 @@ from .envelopes import ReplyError
 
 log = logging.getLogger("ezat.lifecycle")
 
-# The names the supervisor (cli/stack.py) sets for the processes it starts; read in environment.py.
-ENV_DRAIN_DIR = environment.DRAIN_DIR
-ENV_TAKE_OVER = environment.TAKE_OVER_FROM
-ENV_LISTEN_FD = environment.EDGE_LISTEN_FD
 # A replacement waits at most this long for the process it replaces to stop taking work.
 TAKE_OVER_WAIT = 60.0
 DEFAULT_DRAIN_TIMEOUT = 30.0

@@ -32,8 +32,6 @@ from .config import ConfigError
 
 log = logging.getLogger("ezat.nats")
 
-ENV_URL = environment.NATS_URL
-ENV_REPLICAS = environment.JETSTREAM_REPLICAS
 MAX_REPLICAS = 5  # JetStream's own limit
 SCHEMES = ("nats", "tls")
 RECONCILE_TIMEOUT = 5.0
@@ -62,10 +60,12 @@ def parse_servers(value: str) -> tuple[list[str], str | None, str | None]:
     the user part. ``ConfigError`` names the variable and the entry at fault."""
     servers = [part.strip() for part in value.split(",")]
     if not any(servers):
-        raise ConfigError(f"{ENV_URL}: names no server (expected nats://HOST:PORT[,…])")
+        raise ConfigError(
+            f"{environment.NATS_URL}: names no server (expected nats://HOST:PORT[,…])"
+        )
     credentials: set[tuple[str | None, str | None]] = set()
     for i, server in enumerate(servers):
-        where = f"{ENV_URL}[{i}]"
+        where = f"{environment.NATS_URL}[{i}]"
         if not server:
             raise ConfigError(f"{where}: empty entry in `{value}`")
         parts = urlsplit(server if "://" in server else f"nats://{server}")
@@ -81,7 +81,7 @@ def parse_servers(value: str) -> tuple[list[str], str | None, str | None]:
             secret = unquote(parts.password) if parts.password else None
             credentials.add((unquote(parts.username), secret))
     if len(credentials) > 1:
-        raise ConfigError(f"{ENV_URL}: the servers carry different credentials")
+        raise ConfigError(f"{environment.NATS_URL}: the servers carry different credentials")
     user, password = credentials.pop() if credentials else (None, None)
     return servers, user, password
 
@@ -92,9 +92,14 @@ def parse_replicas(value: str | None) -> int:
     try:
         replicas = int(value)
     except ValueError:
-        raise ConfigError(f"{ENV_REPLICAS}: `{value}` is not a whole number") from None
+        raise ConfigError(
+            f"{environment.JETSTREAM_REPLICAS}: `{value}` is not a whole number"
+        ) from None
     if not 1 <= replicas <= MAX_REPLICAS:
-        raise ConfigError(f"{ENV_REPLICAS}: must be between 1 and {MAX_REPLICAS}, not {replicas}")
+        raise ConfigError(
+            f"{environment.JETSTREAM_REPLICAS}: must be between 1 and {MAX_REPLICAS}, "
+            f"not {replicas}"
+        )
     return replicas
 
 
@@ -124,7 +129,7 @@ async def reconcile_replicas(js: JetStreamContext, stream: str, wanted: int) -> 
                 "stream %s has %s replicas, %s wants %d: updating it",
                 stream,
                 config.num_replicas,
-                ENV_REPLICAS,
+                environment.JETSTREAM_REPLICAS,
                 wanted,
             )
             config.num_replicas = wanted

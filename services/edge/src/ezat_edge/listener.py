@@ -14,7 +14,6 @@ import socket
 
 from aiohttp import web
 from ezat_common import environment
-from ezat_common.environment import EDGE_LISTEN_FD as ENV_LISTEN_FD
 
 log = logging.getLogger("ezat.edge.listener")
 
@@ -37,9 +36,9 @@ def inherited_socket() -> socket.socket | None:
     if value is None:
         return None
     if not value.isdigit():
-        raise SystemExit(f"{ENV_LISTEN_FD}={value!r} is not a file descriptor number")
+        raise SystemExit(f"{environment.EDGE_LISTEN_FD}={value!r} is not a file descriptor number")
     sock = socket.socket(fileno=int(value))
     if sock.type != socket.SOCK_STREAM:
-        raise SystemExit(f"{ENV_LISTEN_FD}={value} is not a stream socket")
+        raise SystemExit(f"{environment.EDGE_LISTEN_FD}={value} is not a stream socket")
     sock.setblocking(False)
     return sock
