@@ -13,8 +13,9 @@ the response body.
 where aiohttp itself decides the same things:
 
 * ``connection_made``: beyond ``max_connections`` open connections, a new one is answered 503
-  (overloaded) and closed at once, so existing connections keep working. Otherwise one timer is
-  armed: the first head must be complete within ``header_timeout`` of the connection opening.
+  (overloaded) and closed without a reset (``refusal.py``), so existing connections keep
+  working. Otherwise one timer is armed: the first head must be complete within
+  ``header_timeout`` of the connection opening.
 * ``data_received``: the parser (aiohttp's C parser) counts the heads it completes in
   ``_request_count``. When bytes arrive while the handler waits for a head and no head
   completed, the same timer is armed for a kept-alive connection's next request; when a head
@@ -52,6 +53,7 @@ from ezat_common.envelopes import ReplyError
 from . import metrics as m
 from .core.routes import api_format
 from .ids import new_uuid4
+from .refusal import refuse
 from .responses import Format, error_response
 
 log = logging.getLogger("ezat.edge.http")
@@ -181,8 +183,8 @@ class EdgeProtocol(RequestHandler):
             # Refused before aiohttp sees it: nothing to unregister later.
             self._manager = None
             m.CONNECTIONS_REFUSED.inc()
-            transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
-            transport.write(
+            refuse(
+                cast(asyncio.Transport, transport),  # uvloop's is not a subclass
                 raw_error(
                     "anthropic",
                     503,
@@ -190,9 +192,8 @@ class EdgeProtocol(RequestHandler):
                     "overloaded_error",
                     "the gateway has too many open connections; retry shortly",
                     retry_after=1,
-                )
+                ),
             )
-            transport.close()
             return
         guard.open += 1
         self._counted = True
