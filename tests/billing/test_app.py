@@ -18,6 +18,7 @@ import pytest_asyncio
 from ezat_billing import app, config, settle
 from ezat_cli.infra import free_port
 from ezat_common import envelopes, usage_page
+from ezat_common.config import Config
 from ezat_common.envelopes import Delivered, UsageAck, UsageQuery
 from ezat_common.outbox import Outbox
 from ezat_common.subjects import Subjects
@@ -80,13 +81,17 @@ class Running:
 
 @contextlib.asynccontextmanager
 async def running_billing(
-    nats_url: str, database_url: str, monkeypatch: pytest.MonkeyPatch, ack_deadline: float = 2.0
+    nats_url: str,
+    database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    ack_deadline: float = 2.0,
+    cfg: Config = CONFIG,
 ) -> AsyncIterator[Running]:
     prefix = f"t{uuid.uuid4().hex[:8]}"
     monkeypatch.setenv("NATS_URL", nats_url)
     monkeypatch.setenv("DATABASE_URL", database_url)
     monkeypatch.setenv("EZAT_SUBJECT_PREFIX", prefix)
-    settings = config.from_config(CONFIG, ack_deadline=ack_deadline)
+    settings = config.from_config(cfg, ack_deadline=ack_deadline)
     stop = asyncio.Event()
     task = asyncio.create_task(app.serve(stop, settings))
     nc = await nats.connect(nats_url)

@@ -18,13 +18,14 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import nats
+import nats.errors
 from nats.aio.client import Client as Client  # re-exported: services annotate with bus.Client
 from nats.aio.msg import Msg
 from nats.js.api import ObjectStoreConfig
 from nats.js.errors import BucketNotFoundError
 from nats.js.object_store import ObjectStore
 
-from . import envelopes, lifecycle, nats_env
+from . import envelopes, lifecycle, metrics, nats_env
 from .subjects import Subjects
 
 log = logging.getLogger("ezat.bus")
@@ -45,18 +46,58 @@ async def _on_error(exc: Exception) -> None:
     log.warning("nats error: %s", exc)
 
 
+_Callback = Callable[[], Awaitable[None]]
+
+
+def _callbacks(nc: Client) -> tuple[_Callback, _Callback, _Callback]:
+    """nats-py's disconnected, reconnected and closed callbacks for ``nc``: they count into
+    ezat_common.metrics and say so in the log."""
+
+    async def disconnected() -> None:
+        if nc.is_closed:  # our own close (shutdown): not a lost connection
+            return
+        metrics.NATS_DISCONNECTS.inc()
+        log.warning("nats disconnected; reconnecting")
+
+    async def reconnected() -> None:
+        metrics.NATS_RECONNECTS.inc()
+        url = nc.connected_url  # its netloc may hold credentials: host and port only
+        where = f"{url.hostname}:{url.port}" if url else "?"
+        log.info("nats reconnected to %s", where)
+
+    async def closed() -> None:
+        log.info("nats connection closed")
+
+    return disconnected, reconnected, closed
+
+
+async def _on_service_error(exc: Exception) -> None:
+    # nats-py drops the message and reports it here, once per message it dropped.
+    if isinstance(exc, nats.errors.SlowConsumerError):
+        metrics.NATS_SLOW_CONSUMER_ERRORS.inc()
+    await _on_error(exc)
+
+
 async def connect(name: str) -> Client:
     """A service's connection: reconnects forever (every 0.5 s, to any server of the list or
-    discovered from the cluster) and buffers what is published meanwhile."""
+    discovered from the cluster) and buffers what is published meanwhile. Its state, losses,
+    reconnects and dropped messages are exported (docs/observability.md)."""
     settings = nats_env.from_env()
-    nc = await nats.connect(
+    nc = Client()
+    disconnected, reconnected, closed = _callbacks(nc)
+    await nc.connect(
         **settings.connect_options(),
         name=name,
         max_reconnect_attempts=-1,
-        reconnect_time_wait=0.5,
-        error_cb=_on_error,
+        reconnect_time_wait=0.5,  # type: ignore[arg-type]  # annotated int; a float is slept
+        error_cb=_on_service_error,
         pending_size=64 * 1024 * 1024,
+        disconnected_cb=disconnected,
+        reconnected_cb=reconnected,
+        closed_cb=closed,
     )
+    # Read at scrape time (from the metrics server's thread): the client's own state, never stale.
+    metrics.NATS_CONNECTED.set_function(lambda: 1.0 if nc.is_connected else 0.0)
     # A replacement started early by a rolling restart subscribes once its predecessor stopped.
     await lifecycle.wait_turn()
     return nc

@@ -1,18 +1,23 @@
 """Prometheus helpers shared by the services: the metrics HTTP endpoint, common buckets, and the
 instruments of rules that live in ``ezat_common``.
 
-Each service declares its own instruments once, in its own ``metrics.py``.
+Each service declares its own instruments once, in its own ``metrics.py``. Everything is in the
+default registry, which also holds prometheus_client's process, platform and GC collectors, so
+every service's ``/metrics`` carries ``process_resident_memory_bytes`` and the like. Shared series
+have no label naming the service: each process is its own scrape target (docs/observability.md).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     REGISTRY,
     Counter,
+    Gauge,
     generate_latest,
     start_http_server,
 )
@@ -28,15 +33,38 @@ UNDECODABLE = Counter(
 )
 
 
+# The NATS connection of a service (bus.connect; CLI connections are not counted).
+NATS_CONNECTED = Gauge(
+    "ezat_nats_connected",
+    "1 while the process's NATS connection is up, 0 while it is reconnecting or not made yet",
+)
+NATS_DISCONNECTS = Counter(
+    "ezat_nats_disconnects_total",
+    "NATS connections lost (not counting the process's own close at shutdown)",
+)
+NATS_RECONNECTS = Counter(
+    "ezat_nats_reconnects_total",
+    "NATS connections re-established after a loss, to the same server or another of the cluster",
+)
+NATS_SLOW_CONSUMER_ERRORS = Counter(
+    "ezat_nats_slow_consumer_errors_total",
+    "Messages the NATS client dropped because a subscription's pending limits were full "
+    "(nats-py reports one slow-consumer error per dropped message)",
+)
+
+
 def exposition() -> tuple[bytes, str]:
     return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
 
 
-def serve(listen: str | None) -> None:
-    """Expose /metrics on its own port (what a pod's scrape annotation points at)."""
-    if listen:
-        host, port = split_listen(listen)
-        start_http_server(port, addr=host)
+def serve(listen: str | None) -> WSGIServer | None:
+    """Expose /metrics on its own port (what a pod's scrape annotation points at), from a thread
+    of its own; the server is returned for whoever wants to stop it (a test)."""
+    if not listen:
+        return None
+    host, port = split_listen(listen)
+    server, _thread = start_http_server(port, addr=host)
+    return server
 
 
 def labelled(metric: Any) -> Callable[..., Any]:

@@ -21,6 +21,7 @@ loses no record); a stream found with another count is updated to it in the back
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
 import time
 from collections.abc import Callable
@@ -214,25 +215,68 @@ async def wait_drained(
     return True
 
 
+# ---- the stream's state ------------------------------------------------------------------------
+# JetStream's stream-info reply read directly: nats-py's ``StreamState`` drops ``first_ts``, the
+# store time of the oldest message, which is all the drain point and the backlog gauges need (one
+# request, and no message-get permission, which billing does not have in deploy/k8s).
+
+_STREAM_INFO = "$JS.API.STREAM.INFO."  # JetStream's API under the client's default prefix
+_NOT_FOUND = 404
+
+
+class BacklogState(Struct):
+    """How many messages the outbox holds, and when the oldest of them was stored."""
+
+    messages: int = 0
+    first_ts: datetime.datetime | None = None
+
+    def oldest(self) -> float | None:
+        """The oldest message's store time (Unix seconds), or None when there is none."""
+        return self.first_ts.timestamp() if self.messages and self.first_ts else None
+
+
+class _ApiError(Struct):
+    code: int = 0
+    description: str = ""
+
+
+class _StreamInfo(Struct):
+    state: BacklogState | None = None
+    error: _ApiError | None = None
+
+
+_decode_info = msgspec.json.Decoder(_StreamInfo).decode
+
+
+class BacklogUnknown(Exception):
+    """JetStream did not say (no answer, an error, an unreadable reply)."""
+
+
+async def backlog(nc: Client, subjects: Subjects, timeout: float) -> BacklogState:
+    """The outbox's state now; a stream not created yet (nothing published) reads as empty."""
+    try:
+        reply = await nc.request(_STREAM_INFO + subjects.outbox_stream, b"", timeout=timeout)
+        info = _decode_info(reply.data)
+    except (nats.errors.Error, TimeoutError, OSError, msgspec.DecodeError) as exc:
+        raise BacklogUnknown(repr(exc)) from None
+    if info.error is not None and info.error.code != _NOT_FOUND:
+        raise BacklogUnknown(info.error.description)
+    return info.state or BacklogState()
+
+
 async def drained_before(nc: Client, subjects: Subjects, timeout: float = 2.0) -> float | None:
     """A time (Unix seconds) before which everything published to the outbox has been drained
     into PostgreSQL: the store time of the oldest message the stream still holds (work-queue
     retention removes a message once billing acknowledged it after its commit), or the time of
     asking when it holds none. None when JetStream does not answer. Billing settles a record only
-    once the confirmations published within its window are past this point (docs/billing.md)."""
-    js = nc.jetstream(timeout=timeout)
+    once the confirmations published within its window are past this point (docs/billing.md).
+    The oldest message seen may be acknowledged a moment later: its time is then earlier than
+    the true point, which only delays settling."""
     asked = time.time()
     try:
-        info = await js.stream_info(subjects.outbox_stream)
-        if not info.state.messages:
-            return asked
-        # The first one still there (the one seen by stream_info may be acknowledged by now).
-        oldest = await js.get_msg(
-            subjects.outbox_stream, info.state.first_seq, subjects.usage_outbox, next=True
-        )
-    except nats.js.errors.NotFoundError:
-        return asked  # no stream yet, or drained meanwhile: nothing published before is left
-    except (nats.errors.Error, TimeoutError, OSError) as exc:
-        log.info("outbox backlog unknown: %r", exc)
+        state = await backlog(nc, subjects, timeout)
+    except BacklogUnknown as exc:
+        log.info("outbox backlog unknown: %s", exc)
         return None
-    return oldest.time.timestamp() if oldest.time is not None else None
+    oldest = state.oldest()
+    return asked if oldest is None else oldest

@@ -20,7 +20,7 @@ from ezat_common.runtime import run_service
 from ezat_common.tasks import TaskSet
 from nats.aio.msg import Msg
 
-from . import config, settle, store
+from . import backlog, config, settle, store
 from .batcher import Batcher
 from .drain import Drain
 from .handlers import Handlers
@@ -76,7 +76,8 @@ async def watch_database(check: Callable[[], Awaitable[str | None]]) -> None:
 
 class Billing:
     """Billing's NATS side, built with connected collaborators (PostgreSQL's pool, a running
-    batcher, NATS): the handlers, the outbox drain and the settlement rounds."""
+    batcher, NATS): the handlers, the outbox drain, the settlement rounds and the outbox's backlog
+    gauges."""
 
     def __init__(
         self,
@@ -102,6 +103,10 @@ class Billing:
             settle.SETTLE_EVERY,
             functools.partial(settle.settle_round, pool, settings.delivery_confirm, drained),
         )
+        self.backlog = backlog.Backlog(nc, subjects)
+        self.backlog_reader = Periodic(
+            "billing-outbox-backlog", backlog.READ_EVERY, self.backlog.read
+        )
         self.tasks = TaskSet()
         self.subs: list[Any] = []
         self.drain: asyncio.Task[None] | None = None
@@ -110,6 +115,7 @@ class Billing:
         """Drain the outbox, settle, take usage records and queries, answer health probes."""
         self.drain = asyncio.create_task(self.drainer.run(), name="billing-outbox-drain")
         self.settler.start()
+        self.backlog_reader.start()
         nc, subjects, tasks, handlers = self.nc, self.subjects, self.tasks, self.handlers
         self.subs = [
             await nc.subscribe(
@@ -136,6 +142,7 @@ class Billing:
         if self.drain is not None:
             self.drain.cancel()
         await self.settler.stop()
+        await self.backlog_reader.stop()
         if self.drain is not None:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self.drain

@@ -235,7 +235,7 @@ class Batcher:
         metrics.BATCH_SIZE.observe(len(batch))
         for waiter in batch:
             result = stored[waiter.row.uid]
-            _count(waiter.row, result)
+            _count(result)
             _resolve(waiter, result)
         return True
 
@@ -288,8 +288,7 @@ def _stopped(waiter: _Waiter) -> str:
     return "billing stopped before the record was stored; not charged"
 
 
-def _count(row: UsageRow, result: Stored) -> None:
-    if result.inserted:
-        metrics.RECORDS_WRITTEN.labels(row.status).inc()
-    else:
+def _count(result: Stored) -> None:
+    # Stored rows are counted by the store, from what it inserted (ledger.py).
+    if not result.inserted:
         metrics.DUPLICATES.inc()

@@ -9,7 +9,8 @@ message is terminated (logged, never retried). Prices are those of the config wh
 The stream also carries the edge's delivery confirmations (``Delivered``, settle.py). A complete
 record waits (unacknowledged) up to ``pairing.HOLD`` for its confirmation, so that the two are
 stored as one confirmed row (``core/pairing.py``); confirmations of records stored earlier are
-applied in the same round, all acknowledged after the commits.
+applied in the same round, all acknowledged after the commits. The time each record waited in
+the outbox is observed (``ezat_billing_outbox_store_delay_seconds``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 import msgspec
@@ -206,6 +208,7 @@ class Drain:
             return False
         for msg in acks:  # committed: from now on a redelivery is only a duplicate
             await msg.ack()
+        _observe_delays(batch.tokens, time.time())
         self.drained += len(batch.rows)
         metrics.DRAINED.inc(len(batch.rows))
         log.info(
@@ -215,3 +218,10 @@ class Drain:
             len(batch.unmatched),
         )
         return True
+
+
+def _observe_delays(msgs: Sequence[Msg], now: float) -> None:
+    """How long each stored record waited in the outbox: JetStream's store time to our commit."""
+    for msg in msgs:  # the stored time travels in the message's ack subject
+        stored = msg.metadata.timestamp.timestamp()
+        metrics.OUTBOX_STORE_DELAY.observe(max(now - stored, 0.0))

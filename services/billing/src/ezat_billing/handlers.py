@@ -16,6 +16,7 @@ times out, the documented "lost acknowledgement" window, instead of a false "not
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 
 import asyncpg
@@ -66,19 +67,23 @@ class Handlers:
 
     async def ack_for(self, data: bytes, subject: str = "") -> UsageAck | None:
         """Store the encoded record (received on ``subject``) and say whether (and at what cost)
-        it is durable; None when that cannot be known (then nothing must be answered)."""
+        it is durable; None when that cannot be known (then nothing must be answered). The time
+        it took is observed by outcome (``ezat_billing_ack_seconds``)."""
+        started = time.perf_counter()
         try:
             record = envelopes.decode_usage_record(data)
         except msgspec.DecodeError as exc:
             undecodable("usage_record", subject, exc)
             metrics.ACK_FAILURES.labels("invalid").inc()
-            return UsageAck(request_id="", ok=False, error=f"invalid usage record: {exc}")
+            ack = UsageAck(request_id="", ok=False, error=f"invalid usage record: {exc}")
+            return _answered(started, ack, "refused")
         logs.request_id.set(record.request_id)
         problem = problem_of(record)
         if problem is not None:
             metrics.ACK_FAILURES.labels("invalid").inc()
             log.error("usage record refused: %s", problem)
-            return UsageAck(request_id=record.request_id, ok=False, error=problem)
+            ack = UsageAck(request_id=record.request_id, ok=False, error=problem)
+            return _answered(started, ack, "refused")
         row = self.row_for(record)
         settings = self._settings
         deadline = settings.ack_deadline if self._batcher.healthy else settings.degraded_deadline
@@ -88,7 +93,8 @@ class Handlers:
             # would answer "not stored" for a row that may still commit. submit itself gives up
             # only on a row that is certainly not stored (DeadlineExceeded, BatcherStopped).
             stored = await self._batcher.submit(row, deadline=deadline)
-            return UsageAck(request_id=record.request_id, ok=True, cost_micros=stored.cost_micros)
+            ack = UsageAck(request_id=record.request_id, ok=True, cost_micros=stored.cost_micros)
+            return _answered(started, ack, "stored")
         except StoppedInDoubt:
             reason, in_doubt = "stopping", True
         except BatcherStopped:
@@ -98,7 +104,8 @@ class Handlers:
         # Not stored (or, in doubt, perhaps stored): the outbox copy is idempotent on the uid.
         if await self._outbox.put(row.uid, data, timeout=settings.outbox_timeout):
             metrics.OUTBOXED.labels(reason).inc()
-            return UsageAck(request_id=record.request_id, ok=True, cost_micros=row.cost_micros)
+            ack = UsageAck(request_id=record.request_id, ok=True, cost_micros=row.cost_micros)
+            return _answered(started, ack, "outboxed")
         metrics.ACK_FAILURES.labels(reason).inc()
         if in_doubt:
             log.error(
@@ -106,9 +113,11 @@ class Handlers:
                 "not answered",
                 extra={"fields": {"uid": row.uid}},
             )
+            _ACK_OBSERVE["unanswered"](time.perf_counter() - started)
             return None
         log.warning("usage record not stored: %s", NOT_DURABLE, extra={"fields": {"uid": row.uid}})
-        return UsageAck(request_id=record.request_id, ok=False, error=NOT_DURABLE)
+        ack = UsageAck(request_id=record.request_id, ok=False, error=NOT_DURABLE)
+        return _answered(started, ack, "refused")
 
     def row_for(self, record: UsageRecord) -> UsageRow:
         """The priced row of a valid record (prices of the config in force now)."""
@@ -159,3 +168,16 @@ class Handlers:
             return envelopes.encode(UsageError(error=UNAVAILABLE))
         metrics.QUERIES.labels("ok").inc()
         return envelopes.encode(page)
+
+
+# Bound once: a label lookup takes a lock, and this runs for every record.
+_ACK_OBSERVE = {
+    outcome: metrics.ACK_SECONDS.labels(outcome).observe
+    for outcome in ("stored", "outboxed", "refused", "unanswered")
+}
+
+
+def _answered(started: float, ack: UsageAck, outcome: str) -> UsageAck:
+    """``ack``, its time since ``started`` (``perf_counter``) observed under ``outcome``."""
+    _ACK_OBSERVE[outcome](time.perf_counter() - started)
+    return ack

@@ -3,12 +3,47 @@
 from __future__ import annotations
 
 from ezat_common.metrics import LATENCY_BUCKETS
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
-RECORDS_WRITTEN = Counter(
-    "ezat_billing_records_written_total",
-    "Usage records newly stored in PostgreSQL",
-    ["status"],
+# Tokens, money and records, counted once per row when it is settled (ledger.py): their sums
+# over any set of labels are the sums of the settled rows of usage_records.
+TOKENS = Counter(
+    "ezat_billing_tokens_total",
+    "Tokens of the settled usage records, by kind (input is uncached input; reasoning is part of "
+    "output), canonical model, deployment and region; failed records' tokens included",
+    ["kind", "model", "deployment", "region"],
+)
+COST = Counter(
+    "ezat_billing_cost_micros_total",
+    "Micro-dollars charged by the settled usage records (0 for failed and undelivered ones)",
+    ["model", "region"],
+)
+RECORDS = Counter(
+    "ezat_billing_records_total",
+    "Settled usage records, by their final status (complete, client_closed, failed) and whether "
+    "their token counts are estimated",
+    ["status", "estimated"],
+)
+ACK_SECONDS = Histogram(
+    "ezat_billing_ack_seconds",
+    "Time from decoding a usage record on the request/reply path to billing's answer",
+    ["outcome"],  # "stored", "outboxed", "refused" (ok=false), "unanswered" (outcome unknown)
+    buckets=LATENCY_BUCKETS,
+)
+OUTBOX_STORE_DELAY = Histogram(
+    "ezat_billing_outbox_store_delay_seconds",
+    "Time from JetStream storing a usage record in the outbox to the drain's commit of it in "
+    "PostgreSQL (the NATS server's clock against billing's)",
+    buckets=LATENCY_BUCKETS,
+)
+OUTBOX_MESSAGES = Gauge(
+    "ezat_billing_outbox_messages",
+    "Messages the usage outbox holds (records and delivery confirmations not yet stored), "
+    "read every few seconds (backlog.py)",
+)
+OUTBOX_OLDEST_AGE = Gauge(
+    "ezat_billing_outbox_oldest_message_age_seconds",
+    "Age of the oldest message the usage outbox holds (0 when empty), from the last reading",
 )
 DUPLICATES = Counter(
     "ezat_billing_duplicate_records_total",

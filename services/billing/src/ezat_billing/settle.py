@@ -10,7 +10,8 @@ the outbox's drain point (``outbox.drained_before``: the oldest message it still
 a confirmation waits in the outbox behind the same backlog as the records (PostgreSQL or billing
 down), so a record's time counts only up to what the drain has applied. Confirmed ones stay as
 they are, the others become ``failed`` with cost 0 and error_type ``undelivered``. Settling is one
-idempotent UPDATE; replicas running it at once skip each other's rows (``SKIP LOCKED``).
+idempotent UPDATE; replicas running it at once skip each other's rows (``SKIP LOCKED``). Both
+UPDATEs return the rows they settle, for the tokens and money metrics (ledger.py).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import asyncpg
 
-from . import metrics
+from . import ledger, metrics
 
 log = logging.getLogger("ezat.billing.settle")
 
@@ -35,8 +36,8 @@ UNDELIVERED = "undelivered"
 DrainedBefore = Callable[[], Awaitable[float | None]]
 
 _CLEAR = (
-    "UPDATE usage_records SET awaiting_delivery = false"
-    " WHERE uid = ANY($1::text[]) AND awaiting_delivery RETURNING uid"
+    "UPDATE usage_records r SET awaiting_delivery = false"
+    f" WHERE r.uid = ANY($1::text[]) AND r.awaiting_delivery RETURNING {ledger.RETURNING}, r.uid"
 )
 # The confirmations that cleared nothing: records not stored yet (or that never awaited one, an
 # early close: kept needlessly, and pruned with the rest).
@@ -57,7 +58,7 @@ UPDATE usage_records r SET
     cost_micros = CASE WHEN due.delivered THEN r.cost_micros ELSE 0 END,
     error_type = CASE WHEN due.delivered THEN r.error_type ELSE '{UNDELIVERED}' END
 FROM due WHERE r.uid = due.uid
-RETURNING due.delivered
+RETURNING {ledger.RETURNING}, due.delivered
 """
 _PRUNE = f"DELETE FROM usage_deliveries WHERE delivered_at < now() - interval '{KEEP_DELIVERIES}'"
 
@@ -69,10 +70,12 @@ async def confirm(pool: asyncpg.Pool, uids: Sequence[str], timeout: float = 5.0)
         return
     unique = list(set(uids))
     async with pool.acquire(timeout=timeout) as conn, conn.transaction():
-        cleared = {r["uid"] for r in await conn.fetch(_CLEAR, unique, timeout=timeout)}
+        settled = await conn.fetch(_CLEAR, unique, timeout=timeout)
+        cleared = {r["uid"] for r in settled}
         rest = [uid for uid in unique if uid not in cleared]
         if rest:
             await conn.execute(_KEEP, rest, timeout=timeout)
+    ledger.count(settled)  # committed
 
 
 async def settle_due(
@@ -85,6 +88,7 @@ async def settle_due(
     while True:
         async with pool.acquire(timeout=timeout) as conn, conn.transaction():
             rows = await conn.fetch(_SETTLE, after, drained_before, timeout=timeout)
+        ledger.count(rows)  # committed, with their final status and cost
         batch_voided = sum(1 for r in rows if not r["delivered"])
         kept += len(rows) - batch_voided
         voided += batch_voided

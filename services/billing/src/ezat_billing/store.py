@@ -4,7 +4,8 @@ Idempotency comes from the table's primary key on ``uid`` (the request's identit
 client-chosen ``request_id``, which a client may reuse; migration 0002): a batch is one
 ``INSERT … SELECT FROM unnest(…) ON CONFLICT (uid) DO NOTHING`` in one transaction, and a
 duplicate reports the cost already stored, so every retry of a record answers the same amount.
-Results are keyed by uid.
+Results are keyed by uid. Rows newly stored settled (awaiting no delivery confirmation) are
+counted in the tokens and money metrics (ledger.py).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ezat_common.envelopes import TOKEN_FIELDS
 from ezat_common.usage_page import UsagePage
 from msgspec import Struct
 
+from . import ledger
 from .core.page import to_page
 from .core.query import Filters, to_filters
 from .core.rows import UsageRow
@@ -94,6 +96,11 @@ async def insert_batch(
             new = await conn.fetch(_INSERT, *_columns(unique), timeout=left())
             stored = {r["uid"]: Stored(r["cost_micros"], True) for r in new}
             # Committed from here on: a failure below must not read as "nothing written".
+            ledger.count(
+                ledger.of_row(row)
+                for row in unique
+                if row.uid in stored and not row.awaiting_delivery
+            )
             await _add_existing(conn, unique, stored, left)
         except Exception as exc:
             if _not_written(exc):

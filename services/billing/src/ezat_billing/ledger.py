@@ -1,0 +1,67 @@
+"""Tokens, money and records counted from the rows as PostgreSQL holds them, so that the
+dashboards and the invoices agree (docs/observability.md, "Billing: tokens and money").
+
+A row is counted once, when it is **settled**: when its ``awaiting_delivery`` is false, which is
+final (no statement changes a settled row, docs/billing.md). Exactly one statement settles a row,
+and each returns what it settled, counted once that statement committed:
+
+- the INSERT (``store.insert_batch``) of a row that awaits no delivery confirmation
+  (``client_closed``, ``failed``, or a complete record paired with its confirmation in the drain).
+  A duplicate (``ON CONFLICT DO NOTHING``) returns nothing, so it counts nothing;
+- the UPDATE that applies a confirmation to a stored complete row (``settle.confirm``);
+- the settling UPDATE (``settle.settle_due``): the row kept ``complete``, or re-marked ``failed``
+  with cost 0 (undelivered), counted with those final values.
+
+So a counter's sum over any labels equals the sum of the same column over the settled rows with
+those values. It can fall short of the table (never exceed it) by a statement that committed but
+whose answer was lost (``ezat_billing_write_failures_total{outcome="unknown"}``), and it lags a
+complete record whose confirmation is late until it is settled (``delivery_confirm_seconds``).
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ezat_common.envelopes import TOKEN_FIELDS
+
+from . import metrics
+from .core.rows import UsageRow
+
+if TYPE_CHECKING:
+    from asyncpg import Record
+
+# The columns counted, in the order ``count`` reads them.
+COLUMNS = ("model", "deployment", "region", "status", "estimated", *TOKEN_FIELDS, "cost_micros")
+# The same columns of the row aliased ``r``, for the RETURNING clause of a settling statement.
+RETURNING = ", ".join(f"r.{name}" for name in COLUMNS)
+KINDS = tuple(name.removesuffix("_tokens") for name in TOKEN_FIELDS)
+_TOKENS = slice(5, 5 + len(TOKEN_FIELDS))
+_COST = 5 + len(TOKEN_FIELDS)
+
+
+def of_row(row: UsageRow) -> tuple[Any, ...]:
+    """The counted columns of a row as it was inserted."""
+    return tuple(getattr(row, name) for name in COLUMNS)
+
+
+def count(rows: Iterable[Sequence[Any] | Record]) -> None:
+    """Add settled rows (their ``COLUMNS``, in order: a tuple or an asyncpg record of a
+    ``RETURNING`` that starts with them) to the counters, one increment per series."""
+    tokens: collections.Counter[tuple[str, str, str, str]] = collections.Counter()
+    cost: collections.Counter[tuple[str, str]] = collections.Counter()
+    records: collections.Counter[tuple[str, str]] = collections.Counter()
+    for row in rows:
+        model, deployment, region, status, estimated = row[0], row[1], row[2], row[3], row[4]
+        for kind, n in zip(KINDS, row[_TOKENS], strict=True):
+            if n:
+                tokens[kind, model, deployment, region] += n
+        cost[model, region] += row[_COST]
+        records[status, "true" if estimated else "false"] += 1
+    for series, n in tokens.items():
+        metrics.TOKENS.labels(*series).inc(n)
+    for pair, n in cost.items():
+        metrics.COST.labels(*pair).inc(n)
+    for pair, n in records.items():
+        metrics.RECORDS.labels(*pair).inc(n)
