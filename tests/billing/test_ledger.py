@@ -160,3 +160,28 @@ async def test_token_cost_and_record_counters_equal_the_sums_of_the_stored_rows(
     # Four answers on the request/reply path; five record messages stored from the outbox.
     assert sample("ezat_billing_ack_seconds_count", outcome="stored") - acks_before == 4
     assert sample("ezat_billing_outbox_store_delay_seconds_count") - delays_before == 5
+
+
+async def test_a_running_billing_exports_the_price_list_it_charges_with(
+    nats_url: str, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    priced = parsed(
+        models=[
+            model(f"anthropic/priced-{uuid.uuid4().hex[:6]}", price={"input": 2.5, "output": 12.0})
+        ]
+    )
+    model_id = priced.models[0].id
+    async with running_billing(nats_url, database_url, monkeypatch, cfg=priced) as running:
+        await wait_ready(running)
+        prices = {
+            kind: sample("ezat_billing_price_micros_per_million_tokens", model=model_id, kind=kind)
+            for kind in ("input", "output", "cache_read", "cache_write_5m", "cache_write_1h")
+        }
+    # The config's USD per million tokens in micro-dollars, cache prices from the input price.
+    assert prices == {
+        "input": 2_500_000,
+        "output": 12_000_000,
+        "cache_read": 250_000,
+        "cache_write_5m": 3_125_000,
+        "cache_write_1h": 5_000_000,
+    }

@@ -20,7 +20,7 @@ from ezat_common.runtime import run_service
 from ezat_common.tasks import TaskSet
 from nats.aio.msg import Msg
 
-from . import backlog, config, settle, store
+from . import backlog, config, ledger, settle, store
 from .batcher import Batcher
 from .drain import Drain
 from .handlers import Handlers
@@ -95,6 +95,7 @@ class Billing:
         write = functools.partial(store.insert_batch, pool, timeout=settings.write_timeout)
         confirm = functools.partial(settle.confirm, pool)
         self.handlers = Handlers(settings, batcher, pool, outbox)
+        ledger.publish_prices(settings.prices)
         self.drainer = Drain(nc, subjects, outbox, self.handlers.row_for, write, confirm)
         self.handlers.barrier = self.drainer.barrier
         drained = functools.partial(drained_before, nc, subjects)

@@ -21,9 +21,11 @@ complete record whose confirmation is late until it is settled (``delivery_confi
 from __future__ import annotations
 
 import collections
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+from ezat_common.catalogue import Prices
 from ezat_common.envelopes import TOKEN_FIELDS
 
 from . import metrics
@@ -65,3 +67,11 @@ def count(rows: Iterable[Sequence[Any] | Record]) -> None:
         metrics.COST.labels(*pair).inc(n)
     for pair, n in records.items():
         metrics.RECORDS.labels(*pair).inc(n)
+
+
+def publish_prices(prices: Mapping[str, Prices]) -> None:
+    """The price list as gauges, one per model and token kind (the kinds of the token counter
+    that have a price: reasoning is output). The dashboards price cache savings with them."""
+    for model, price in prices.items():
+        for kind in msgspec.structs.fields(price):
+            metrics.PRICES.labels(model, kind.name).set(getattr(price, kind.name))

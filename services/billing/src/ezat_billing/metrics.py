@@ -24,6 +24,12 @@ RECORDS = Counter(
     "their token counts are estimated",
     ["status", "estimated"],
 )
+PRICES = Gauge(
+    "ezat_billing_price_micros_per_million_tokens",
+    "The price list billing charges with (the config's [[models]] price, in micro-dollars per "
+    "million tokens), by canonical model and token kind: what the dashboards price savings with",
+    ["model", "kind"],
+)
 ACK_SECONDS = Histogram(
     "ezat_billing_ack_seconds",
     "Time from decoding a usage record on the request/reply path to billing's answer",
