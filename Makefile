@@ -8,7 +8,7 @@ export UV_PYTHON := $(shell command -v $(PY))
 export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := $(CURDIR)/$(VENV)
 
-.PHONY: install run test test-faults lint fmt bench clean
+.PHONY: install run test test-faults lint fmt bench clean dashboards
 
 $(UV):
 	$(PY) -m venv $(TOOLS)
@@ -33,7 +33,12 @@ test-faults: install
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy libs/*/src services/*/src cli/src simulator/src bench
+	$(VENV)/bin/mypy libs/*/src services/*/src cli/src simulator/src bench deploy/grafana
+
+# The Grafana dashboards (deploy/grafana/*.json and the ConfigMaps of deploy/k8s/dashboards.yaml),
+# built from deploy/grafana/dashboards.py; a test fails while the committed ones differ.
+dashboards: install
+	$(VENV)/bin/python deploy/grafana/dashboards.py
 
 fmt: install
 	$(VENV)/bin/ruff format .

@@ -13,11 +13,11 @@ from typing import Any
 import aiohttp
 import asyncpg
 import pytest
-from aiohttp import web
 from ezat_common import db
+from support import images
+from support.images import PNG
 
 from .conftest import Gateway
-from .test_openai import PNG
 
 MODEL = "anthropic/claude-sonnet-5-5"
 
@@ -200,20 +200,8 @@ async def test_deeply_nested_body_is_a_400(
 
 @pytest.fixture
 async def image_server() -> AsyncIterator[str]:
-    async def image(request: web.Request) -> web.Response:
-        return web.Response(body=PNG, content_type="application/octet-stream")
-
-    app = web.Application()
-    app.router.add_get("/photo.png", image)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        await runner.cleanup()
+    async with images.serving() as url:
+        yield url
 
 
 async def test_messages_url_images_are_downloaded_and_sent_inline(

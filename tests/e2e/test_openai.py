@@ -10,13 +10,12 @@ import aiohttp
 import msgspec
 import openai
 import pytest
+from support import images
+from support.images import PNG
 
 from .conftest import Gateway
 
 MODEL = "anthropic/claude-sonnet-5-5"
-PNG = base64.b64decode(
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
-)
 WEATHER_TOOL = {
     "type": "function",
     "function": {
@@ -442,19 +441,7 @@ async def test_second_turn_reads_the_cache(gateway: Gateway) -> None:
 
 
 async def test_images_data_url_and_http_url(gateway: Gateway) -> None:
-    from aiohttp import web
-
-    async def image(request: web.Request) -> web.Response:
-        return web.Response(body=PNG, content_type="application/octet-stream")
-
-    app = web.Application()
-    app.router.add_get("/photo.png", image)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
+    async with images.serving() as server:
         rid = f"oa-images-{time.time_ns()}"
         data_url = "data:image/png;base64," + base64.b64encode(PNG).decode()
         await gateway.openai().chat.completions.create(
@@ -467,7 +454,7 @@ async def test_images_data_url_and_http_url(gateway: Gateway) -> None:
                         {"type": "image_url", "image_url": {"url": data_url, "detail": "high"}},
                         {
                             "type": "image_url",
-                            "image_url": {"url": f"http://127.0.0.1:{port}/photo.png"},
+                            "image_url": {"url": f"{server}/photo.png"},
                         },
                     ],
                 }
@@ -475,9 +462,9 @@ async def test_images_data_url_and_http_url(gateway: Gateway) -> None:
             extra_headers=rid_header(rid),
         )
         blocks = (await gateway.sent_upstream(rid))["body"]["messages"][0]["content"]
-        images = [b for b in blocks if b["type"] == "image"]
-        assert len(images) == 2
-        for block in images:
+        sent_images = [b for b in blocks if b["type"] == "image"]
+        assert len(sent_images) == 2
+        for block in sent_images:
             assert block["source"]["type"] == "base64"
             assert block["source"]["media_type"] == "image/png"
             assert base64.b64decode(block["source"]["data"]) == PNG
@@ -494,7 +481,7 @@ async def test_images_data_url_and_http_url(gateway: Gateway) -> None:
                             {"type": "text", "text": "y"},
                             {
                                 "type": "image_url",
-                                "image_url": {"url": f"http://127.0.0.1:{port}/missing.png"},
+                                "image_url": {"url": f"{server}/missing.png"},
                             },
                         ],
                     }
@@ -503,8 +490,6 @@ async def test_images_data_url_and_http_url(gateway: Gateway) -> None:
         assert info.value.body["message"] == (  # type: ignore[index]
             "messages[0].content[2].image_url.url: could not download the image (HTTP 404)"
         )
-    finally:
-        await runner.cleanup()
 
 
 async def test_pdf_file_part(gateway: Gateway) -> None:

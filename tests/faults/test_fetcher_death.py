@@ -6,7 +6,6 @@ request, and images are served again once the supervisor restarted the fetcher
 from __future__ import annotations
 
 import asyncio
-import base64
 import signal
 import time
 import uuid
@@ -16,12 +15,11 @@ from typing import Any
 import openai
 import pytest
 from aiohttp import web
+from support import images
+from support.images import PNG
 
 from .load import Gateway, History, attach_rows, check, run_load, summary
 
-PNG = base64.b64decode(
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
-)
 IMAGES = 40
 KEY_SHARE = 8  # [fetcher] max_per_key: downloads of one key at once
 OTHERS = 80
@@ -44,17 +42,8 @@ async def image_host() -> AsyncIterator[tuple[str, list[float]]]:
         await asyncio.sleep(delay["s"] if request.query.get("slow") else 0.0)
         return web.Response(body=PNG, content_type="image/png")
 
-    app = web.Application()
-    app.router.add_get("/photo.png", image)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        yield f"http://127.0.0.1:{port}/photo.png", asked
-    finally:
-        await runner.cleanup()
+    async with images.serving(image) as server:
+        yield f"{server}/photo.png", asked
 
 
 async def image_request(t: Gateway, url: str) -> History:
