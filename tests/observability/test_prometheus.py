@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import math
 import re
+import subprocess
 import sys
 import time
 import uuid
@@ -196,3 +197,31 @@ def test_token_and_cost_counters_equal_the_usage_rows(after_traffic: Observed) -
     assert table.pop("awaiting") == 0
     assert table["cache_read_tokens"] > 0 and table["cost_micros"] > 0  # the traffic's
     assert _counted(after_traffic) == table
+
+
+def test_ezat_top_shows_the_traffic_of_its_window(after_traffic: Observed) -> None:
+    ezat = str(Path(sys.executable).parent / "ezat")
+    config = str(after_traffic.stack.config_path)
+    top = subprocess.Popen(
+        [ezat, "top", "--once", "--interval", "3", "--config", config],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+    async def ask() -> None:
+        claude = anthropic.AsyncAnthropic(base_url=after_traffic.url, api_key=after_traffic.key)
+        await asyncio.sleep(0.5)  # after top's first reading
+        for _ in range(4):
+            await claude.messages.create(model=MODEL, max_tokens=8, messages=HELLO)
+
+    asyncio.run(ask())
+    screen, _ = top.communicate(timeout=30)
+    assert top.returncode == 0, screen
+    lines = screen.splitlines()
+    assert lines[0] == "EZAT Router: 5 of 5 targets answering", screen
+    (sonnet,) = [line for line in lines if line.startswith("anthropic/claude-sonnet-5-5 ")]
+    assert float(sonnet.split()[1]) > 0, screen  # its requests per second
+    deployments = {line.split()[0]: line for line in lines if line.startswith("failover-")}
+    assert set(deployments) == {"failover-dead", "failover-live"}, screen
+    assert deployments["failover-live"].split()[1] == "up", screen

@@ -1,4 +1,4 @@
-"""`ezat` command line (README.md, "Operating it"): up, serve, keys, usage, migrate."""
+"""`ezat` command line (README.md, "Operating it"): up, serve, keys, usage, migrate, top."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from ezat_common.config import ConfigError, load_config
 from ezat_common.subjects import from_env
 
 from . import infra as infra_mod
+from . import top
 from .stack import MODULES, SERVICES, Stack, saved_infra
 
 DEFAULT_CONFIG = "config/ezat.toml"
@@ -216,6 +217,23 @@ def cmd_usage(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_top(args: argparse.Namespace) -> int:
+    if args.target:
+        targets = {url: url for url in args.target}
+    else:
+        config = args.config or environment.config_path() or DEFAULT_CONFIG
+        try:
+            targets = top.targets_of(load_config(config))
+        except ConfigError as exc:
+            print(f"ezat: configuration error: {exc}", file=sys.stderr)
+            return 2
+    try:
+        asyncio.run(top.run(targets, interval=args.interval, window=args.window, once=args.once))
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
 def since(text: str) -> datetime.datetime:
     """``--since``: an RFC 3339 time, or argparse's usage error naming the option (exit 2)."""
     try:
@@ -263,6 +281,16 @@ def parser() -> argparse.ArgumentParser:
     usage.add_argument("--key", help="only this key id")
     usage.add_argument("--since", type=since, help="RFC 3339 time")
     usage.set_defaults(func=cmd_usage)
+
+    top_ = sub.add_parser("top", help="requests, errors, TTFT, tokens and cost, live")
+    top_.add_argument("--config", help="read the services' metrics addresses from this config")
+    top_.add_argument(
+        "--target", action="append", help="a /metrics URL (repeatable; instead of the config)"
+    )
+    top_.add_argument("--interval", type=float, default=1.0, help="seconds between readings")
+    top_.add_argument("--window", type=float, default=10.0, help="seconds the rates cover")
+    top_.add_argument("--once", action="store_true", help="print one screen after two readings")
+    top_.set_defaults(func=cmd_top)
     return p
 
 

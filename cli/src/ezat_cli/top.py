@@ -1,0 +1,69 @@
+"""`ezat top`: the gateway on one terminal screen, for someone without Grafana at hand
+(docs/observability.md, "`ezat top`"). Reads every service's /metrics once a second (the targets of
+the config, or those given with ``--target``), and shows rates over the last ``--window``
+seconds (top_view.py computes them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import sys
+import time
+from collections import deque
+
+import aiohttp
+from ezat_common.config import Config
+
+from .top_view import Reading, render, view
+
+CLEAR = "\x1b[H\x1b[2J"
+READ_TIMEOUT = 0.8  # a target slower than this reads as not answering this second
+
+
+def targets_of(cfg: Config) -> dict[str, str]:
+    """name -> /metrics URL of every service the config gives an address to."""
+    found = {"edge": f"http://{_local(cfg.edge.listen)}/metrics"}
+    for name in ("translator", "router", "billing", "fetcher"):
+        listen = getattr(cfg, name).metrics_listen
+        if listen:
+            found[name] = f"http://{_local(listen)}/metrics"
+    return found
+
+
+def _local(listen: str) -> str:
+    # A service listening on every interface is read on loopback.
+    host, _, port = listen.rpartition(":")
+    return f"{'127.0.0.1' if host in ('', '0.0.0.0', '::', '[::]') else host}:{port}"
+
+
+async def read(session: aiohttp.ClientSession, targets: dict[str, str]) -> Reading:
+    async def one(url: str) -> str | None:
+        try:
+            async with session.get(url, timeout=aiohttp.ClientTimeout(total=READ_TIMEOUT)) as r:
+                return await r.text() if r.status == 200 else None
+        except (aiohttp.ClientError, TimeoutError, OSError):
+            return None
+
+    texts = await asyncio.gather(*(one(url) for url in targets.values()))
+    reading = Reading(at=time.monotonic())
+    for name, text in zip(targets, texts, strict=True):
+        reading.add(name, text)
+    return reading
+
+
+async def run(targets: dict[str, str], *, interval: float, window: float, once: bool) -> None:
+    readings: deque[Reading] = deque()
+    async with aiohttp.ClientSession() as session:
+        while True:
+            readings.append(await read(session, targets))
+            while readings[-1].at - readings[0].at > window and len(readings) > 2:
+                readings.popleft()
+            if len(readings) >= 2:
+                lines = render(view(readings[0], readings[-1]), shutil.get_terminal_size().columns)
+                if once:
+                    print("\n".join(lines))
+                    return
+                sys.stdout.write(CLEAR + "\n".join(lines) + "\n")
+                sys.stdout.flush()
+            await asyncio.sleep(interval)
