@@ -1,0 +1,117 @@
+"""Traces with OpenTelemetry (docs/observability.md, "Traces"): off unless an OTLP endpoint is
+configured, and then one span per hop of a request, parented across the processes through the
+W3C ``traceparent`` that travels in NATS message headers and on to the upstream.
+
+Off (no ``OTEL_EXPORTER_OTLP_ENDPOINT`` nor ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``, or
+``OTEL_SDK_DISABLED=true``), nothing here is imported beyond this module and ``ENABLED`` is
+False: the services create no span object, and only pass a client's ``traceparent`` along, as
+they received it. On, the SDK reads the standard ``OTEL_*`` variables itself (endpoint, headers,
+timeout, ``OTEL_TRACES_SAMPLER``, ``OTEL_BSP_*``, ``OTEL_RESOURCE_ATTRIBUTES``);
+``OTEL_SERVICE_NAME`` defaults to ``ezat-<service>``. Spans are exported in batches over OTLP/HTTP
+(protobuf) from the SDK's own thread, and flushed when the process stops.
+
+Attributes follow the OpenTelemetry GenAI semantic conventions (``gen_ai.*``) plus the request id
+and cost; never a prompt, a completion or a key.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span, SpanKind, Tracer
+
+HEADER = "traceparent"  # W3C Trace Context, in HTTP and in NATS headers alike
+
+ENABLED = False
+_tracer: Tracer | None = None
+_provider: Any = None
+
+
+def wanted(env: Mapping[str, str] = os.environ) -> bool:
+    """Whether the environment asks for traces."""
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    return bool(
+        env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    )
+
+
+def setup(service: str) -> bool:
+    """Start exporting this process's spans if the environment asks for it; whether it does."""
+    global ENABLED, _tracer, _provider
+    if not wanted():
+        return False
+    from opentelemetry import trace
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    name = os.environ.get("OTEL_SERVICE_NAME") or f"ezat-{service}"
+    _provider = TracerProvider(resource=Resource.create({SERVICE_NAME: name}))
+    _provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    trace.set_tracer_provider(_provider)
+    _tracer = trace.get_tracer("ezat." + service)
+    ENABLED = True
+    return True
+
+
+def shutdown() -> None:
+    """Export what is left (the SDK waits up to its export timeout)."""
+    global ENABLED
+    if _provider is not None:
+        _provider.shutdown()
+    ENABLED = False
+
+
+def start(
+    name: str,
+    traceparent: str | None,
+    kind: SpanKind | None = None,
+    attributes: Mapping[str, Any] | None = None,
+) -> Span:
+    """A started span, child of ``traceparent`` (a new trace without one). Only when ENABLED."""
+    from opentelemetry.trace import SpanKind as Kind
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    assert _tracer is not None, "tracing.start called with tracing off"
+    context = (
+        TraceContextTextMapPropagator().extract({HEADER: traceparent}) if traceparent else None
+    )
+    return _tracer.start_span(
+        name, context=context, kind=kind or Kind.INTERNAL, attributes=dict(attributes or {})
+    )
+
+
+def traceparent(span: Span) -> str:
+    """``span``'s context as a W3C ``traceparent`` value, for the next hop."""
+    ctx = span.get_span_context()
+    return f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{int(ctx.trace_flags):02x}"
+
+
+def headers(value: str | None) -> dict[str, str] | None:
+    """NATS headers carrying ``value`` (None, and no header at all, without one)."""
+    return {HEADER: value} if value else None
+
+
+def received(msg_headers: Mapping[str, str] | None) -> str | None:
+    """The ``traceparent`` a NATS message carried."""
+    return msg_headers.get(HEADER) if msg_headers else None
+
+
+def exemplar(span: Span | None) -> dict[str, str] | None:
+    """A histogram exemplar naming ``span``'s trace (what Grafana links to the trace)."""
+    if span is None:
+        return None
+    ctx = span.get_span_context()
+    return {"trace_id": f"{ctx.trace_id:032x}", "span_id": f"{ctx.span_id:016x}"}
+
+
+def failed(span: Span, description: str) -> None:
+    """Mark ``span`` as an error (the description names a status or error type, never content)."""
+    from opentelemetry.trace import Status, StatusCode
+
+    span.set_status(Status(StatusCode.ERROR, description))
