@@ -16,6 +16,7 @@ from ezat_fetcher.core.addresses import parse_networks
 from ezat_fetcher.download import Fetcher
 from ezat_fetcher.handlers import UNREADABLE, FetchService
 from nats.aio.client import Client
+from prometheus_client import REGISTRY
 
 from .conftest import BIG_PNG, PNG, ImageServer
 
@@ -100,3 +101,39 @@ async def test_a_slow_download_does_not_hold_up_others(
     assert fast.ok and time.monotonic() - started < 0.5
     assert not slow.done()
     assert (await slow).error == "could not download the image (timed out after 1 s)"
+
+
+def fetched_bytes(suffix: str, le: float | None = None) -> float:
+    """A sample of the histogram; ``le`` picks a bucket by its bound (whatever its spelling)."""
+    for family in REGISTRY.collect():
+        for sample in family.samples:
+            if sample.name != f"ezat_fetcher_fetched_bytes{suffix}":
+                continue
+            if le is None or float(sample.labels["le"]) == le:
+                return sample.value
+    return 0.0
+
+
+MIB = 1024 * 1024
+
+
+async def test_each_accepted_download_lands_in_fetched_bytes_by_its_size(
+    wired: tuple[Client, Subjects], image_server: ImageServer
+) -> None:
+    nc, subjects = wired
+    count, total = fetched_bytes("_count"), fetched_bytes("_sum")
+    small = fetched_bytes("_bucket", le=1024)
+    below_big = fetched_bytes("_bucket", le=2 * MIB)
+    within_big = fetched_bytes("_bucket", le=5 * MIB)
+
+    assert (await ask(nc, subjects, image_server.url("/png"))).ok
+    assert (await ask(nc, subjects, image_server.url("/big.png"))).ok
+    # Refused downloads are no accepted size.
+    assert not (await ask(nc, subjects, image_server.url("/png"), max_bytes=10)).ok
+    assert not (await ask(nc, subjects, image_server.url("/status/404"))).ok
+
+    assert fetched_bytes("_count") - count == 2
+    assert fetched_bytes("_sum") - total == len(PNG) + len(BIG_PNG)
+    assert fetched_bytes("_bucket", le=1024) - small == 1  # the 64-byte PNG
+    assert fetched_bytes("_bucket", le=2 * MIB) - below_big == 1  # 2 MiB + 8 is above
+    assert fetched_bytes("_bucket", le=5 * MIB) - within_big == 2

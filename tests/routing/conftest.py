@@ -81,6 +81,8 @@ class Routing:
     redis_dir: Path
     redis_proc: Any
     router_logs: list[Path]
+    # Each router replica's /metrics.
+    metrics_urls: list[str]
     _clients: dict[int, anthropic.AsyncAnthropic] = field(default_factory=dict)
 
     def anthropic(self) -> anthropic.AsyncAnthropic:
@@ -137,12 +139,13 @@ def routing(infra: Infra, database_url: str, data_dir: Path) -> Iterator[Routing
     redis_url, redis_proc = start_redis(redis_dir, redis_port)
     sim_ports = free_ports(*(f"sim{i}" for i in range(1, 7)))
     edge = free_port()
-    config = routing_config(folder / "routing.toml", edge, free_port(), sim_ports)
+    metrics_ports = [free_port(), free_port()]
+    config = routing_config(folder / "routing.toml", edge, metrics_ports[0], sim_ports)
     second: list[Path] = []
 
     def add_second_router(stack: Stack) -> None:
         # A second replica, region from the environment (the same one here: affinity must agree).
-        env = {"EZAT_ROUTER_REGION": "eu", "EZAT_ROUTER_METRICS_LISTEN": listen(free_port())}
+        env = {"EZAT_ROUTER_REGION": "eu", "EZAT_ROUTER_METRICS_LISTEN": listen(metrics_ports[1])}
         second.append(stack.add_service("router-2", "router", env).log_path)
         _wait_for_line(second[0], "router ready", 30)
 
@@ -162,6 +165,7 @@ def routing(infra: Infra, database_url: str, data_dir: Path) -> Iterator[Routing
                 redis_dir=redis_dir,
                 redis_proc=redis_proc,
                 router_logs=[stack.children["router"].log_path, *second],
+                metrics_urls=[f"{base_url(port)}/metrics" for port in metrics_ports],
             )
             yield handle
     finally:

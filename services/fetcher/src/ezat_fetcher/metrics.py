@@ -1,4 +1,4 @@
-"""Fetcher instruments, declared once."""
+"""Fetcher instruments, declared once (docs/observability.md, "Fetcher")."""
 
 from ezat_common.metrics import LATENCY_BUCKETS
 from prometheus_client import Counter, Gauge, Histogram
@@ -16,6 +16,14 @@ DURATION = Histogram(
     ["outcome"],
     buckets=LATENCY_BUCKETS,
 )
+# Accepted downloads' sizes: a few KiB (icons) to the 10 MiB default limit, and the 32 MiB a
+# request may carry in all.
+FETCHED_BYTES_BUCKETS = tuple(k * 1024 for k in (1, 4, 16, 64, 256, 1024, 2048, 5120, 10240, 32768))
+FETCHED_BYTES = Histogram(
+    "ezat_fetcher_fetched_bytes",
+    "Sizes of accepted downloads, in bytes",
+    buckets=FETCHED_BYTES_BUCKETS,
+)
 IN_FLIGHT = Gauge("ezat_fetcher_in_flight", "Downloads running now")
 QUEUED = Gauge("ezat_fetcher_queued", "Downloads waiting for a fair share of the download slots")
 
@@ -25,3 +33,4 @@ def record(outcome: str, seconds: float, size: int = 0) -> None:
     DURATION.labels(outcome).observe(seconds)
     if size:
         BYTES.inc(size)
+        FETCHED_BYTES.observe(size)

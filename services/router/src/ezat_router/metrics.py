@@ -1,13 +1,23 @@
-"""Every Prometheus instrument of the router, declared once.
+"""Every Prometheus instrument of the router, declared once (docs/observability.md, "Router").
 
-Labels stay low-cardinality: deployment names come from the configuration, outcomes and
-reasons from fixed vocabularies. Per-event counters are incremented once per upstream read.
+Labels stay low-cardinality: deployment names, kinds and models come from the configuration,
+outcomes and reasons from fixed vocabularies. Per-event counters are incremented once per
+upstream read; the per-deployment children an attempt touches are bound once
+(``DeploymentSeries``), and the health gauges are read from the health board at scrape time
+(``watch_health``), so routing does no metric work for them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+
+from ezat_common.config import DeploymentConfig
 from ezat_common.metrics import LATENCY_BUCKETS, labelled
 from prometheus_client import Counter, Gauge, Histogram
+
+from .core.accounting import UsageAccumulator
+from .core.health import DeploymentHealth, availability
+from .core.upstream_errors import AttemptFailure
 
 REQUESTS = Counter(
     "ezat_router_requests_total",
@@ -71,8 +81,121 @@ OUTSTANDING = Gauge(
     ["deployment"],
 )
 
+ATTEMPTS = Counter(
+    "ezat_router_attempts_total",
+    "Upstream attempts (failed ones and those failed over from included), by deployment, its"
+    " kind and how the attempt ended: ok, error_4xx, error_5xx, overloaded, rate_limited,"
+    " timeout, connect_error, cancelled.",
+    ["deployment", "kind", "outcome"],
+)
+PROMPT_TOKENS = Counter(
+    "ezat_router_prompt_tokens_total",
+    "Input tokens the deployments reported (once per attempt that reported usage), by kind:"
+    " uncached, cache_read, cache_write.",
+    ["deployment", "kind"],
+)
+DEPLOYMENT_UP = Gauge(
+    "ezat_router_deployment_up",
+    "1 while this replica sends the deployment traffic, 0 while it cools down (429) or its"
+    " breaker is open or half-open; read from this replica's health board at scrape time.",
+    ["deployment", "model"],
+)
+BREAKER_OPEN = Gauge(
+    "ezat_router_breaker_open",
+    "1 while the deployment's circuit breaker is open or half-open (not yet closed by a probe).",
+    ["deployment"],
+)
+COOLDOWN_REMAINING = Gauge(
+    "ezat_router_cooldown_remaining_seconds",
+    "Seconds until the deployment's rate-limit cooldown (429) ends, 0 when it is not cooling.",
+    ["deployment"],
+)
+
+# AttemptFailure.reason -> attempt outcome. "auth" is the deployment's 401/403; "stalled" is a
+# stream gone silent; "dropped" a connection cut mid-response; "protocol" a response that was not
+# SSE/JSON; "unrecorded" a deployment that answered whose usage record could not be made durable.
+ATTEMPT_OUTCOMES = (
+    "ok",
+    "error_4xx",
+    "error_5xx",
+    "overloaded",
+    "rate_limited",
+    "timeout",
+    "connect_error",
+    "cancelled",
+)
+OUTCOME_OF_REASON = {
+    "429": "rate_limited",
+    "529": "overloaded",
+    "5xx": "error_5xx",
+    "4xx": "error_4xx",
+    "auth": "error_4xx",
+    "timeout": "timeout",
+    "stalled": "timeout",
+    "connect": "connect_error",
+    "dropped": "connect_error",
+    "protocol": "error_5xx",
+    "unrecorded": "ok",
+}
+
+
+class DeploymentSeries:
+    """One deployment's attempt and prompt-token children, bound once: an attempt costs a dict
+    look-up and one to four counter increments, no ``labels()`` call."""
+
+    __slots__ = ("_attempts", "cache_read", "cache_write", "first_byte", "uncached")
+
+    def __init__(self, deployment: str, kind: str) -> None:
+        self._attempts = {o: ATTEMPTS.labels(deployment, kind, o) for o in ATTEMPT_OUTCOMES}
+        self.first_byte = FIRST_BYTE.labels(deployment)
+        self.uncached = PROMPT_TOKENS.labels(deployment, "uncached")
+        self.cache_read = PROMPT_TOKENS.labels(deployment, "cache_read")
+        self.cache_write = PROMPT_TOKENS.labels(deployment, "cache_write")
+
+    def attempted(self, failure: AttemptFailure | None) -> None:
+        outcome = "ok" if failure is None else OUTCOME_OF_REASON.get(failure.reason, "error_5xx")
+        self._attempts[outcome].inc()
+
+    def cancelled(self) -> None:
+        self._attempts["cancelled"].inc()
+
+    def prompt(self, usage: UsageAccumulator) -> None:
+        """The attempt's input tokens as the deployment reported them (nothing if it did not)."""
+        if usage.input_tokens is None:
+            return
+        self.uncached.inc(usage.input_tokens)
+        if usage.cache_read:
+            self.cache_read.inc(usage.cache_read)
+        written = sum(usage.cache_writes())
+        if written:
+            self.cache_write.inc(written)
+
+
+def watch_health(
+    deployments: Iterable[DeploymentConfig],
+    health: Callable[[str], DeploymentHealth],
+    clock: Callable[[], float],
+) -> None:
+    """Bind the health gauges of ``deployments`` to ``health`` (the router's board), evaluated
+    when Prometheus scrapes. A later call (another router in the same process: a test) rebinds."""
+    for dep in deployments:
+        name = dep.name
+
+        def up(name: str = name) -> float:
+            return 1.0 if availability(health(name), clock()) == "up" else 0.0
+
+        def breaker(name: str = name) -> float:
+            return 1.0 if health(name).open_until > 0.0 else 0.0
+
+        def cooling(name: str = name) -> float:
+            return max(health(name).cooldown_until - clock(), 0.0)
+
+        DEPLOYMENT_UP.labels(name, dep.model).set_function(up)
+        BREAKER_OPEN.labels(name).set_function(breaker)
+        COOLDOWN_REMAINING.labels(name).set_function(cooling)
+
+
 # Memoised children for the per-request hot path.
 REQUESTS_BY = labelled(REQUESTS)
 AFFINITY_BY = labelled(AFFINITY)
 OUTSTANDING_BY = labelled(OUTSTANDING)
-FIRST_BYTE_BY = labelled(FIRST_BYTE)

@@ -78,6 +78,10 @@ class Router:
         self._forwarder = Forwarder(nc, claims, upstream, usage_sink, cfg.router, clock)
         self._deployments = selection.by_model(cfg.deployments)
         self._endpoints = {dep.name: Endpoint(dep) for dep in cfg.deployments}
+        self._series = {
+            name: metrics.DeploymentSeries(name, e.kind) for name, e in self._endpoints.items()
+        }
+        metrics.watch_health(cfg.deployments, shared.health, clock)
         self._max_attempts = max(cfg.router.max_attempts, 1)
         self._budget = RetryBudget(
             cfg.router.retry_budget_ratio, cfg.router.retry_budget_min_per_second, clock()
@@ -270,7 +274,7 @@ class Router:
     ) -> AttemptFailure | None:
         state.attempts += 1
         state.endpoint = endpoint
-        state.usage = UsageAccumulator()
+        state.usage = usage = UsageAccumulator()
         try:
             payload = with_model(endpoint.body_prefix, body)
         except PayloadError:
@@ -279,6 +283,28 @@ class Router:
             head = endpoint.request_head(req, len(payload))
         except ValueError:  # a header value that would break the request head: never sent
             return AttemptFailure(error=INTERNAL, retryable=False, reason="bad_header")
+        # Counted once the attempt ends, whichever way: its outcome, and the input tokens the
+        # deployment reported (in message_start or the body) once per attempt, not per event.
+        series = self._series[endpoint.dep.name]
+        try:
+            failure = await self._send(req, state, endpoint, head, payload)
+        except asyncio.CancelledError:
+            series.cancelled()
+            raise
+        finally:
+            series.prompt(usage)
+        series.attempted(failure)
+        return failure
+
+    async def _send(
+        self,
+        req: RouteRequest,
+        state: RequestState,
+        endpoint: Endpoint,
+        head: bytes,
+        payload: bytes,
+    ) -> AttemptFailure | None:
+        """The attempt on the wire: headers, then the stream or body relayed (``Forwarder``)."""
         state.upstream_started_at = started = self._clock()
         tick = time.perf_counter()
         name = endpoint.dep.name
@@ -293,7 +319,7 @@ class Router:
                 resp = await self._upstream.open(endpoint, head, payload, bound)
             except UpstreamUnavailable as exc:
                 return from_transport(exc.kind, req.response_model, bound)
-            metrics.FIRST_BYTE_BY(name).observe(time.perf_counter() - tick)
+            self._series[name].first_byte.observe(time.perf_counter() - tick)
             try:
                 if resp.status >= 300:
                     return await self._refused(req, resp)

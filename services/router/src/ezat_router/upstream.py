@@ -35,10 +35,21 @@ class UpstreamUnavailable(Exception):
 class Endpoint:
     """One deployment with everything per-request work needs, computed once."""
 
-    __slots__ = ("body_prefix", "count_prefix", "dep", "messages_prefix", "origin", "reply_headers")
+    __slots__ = (
+        "body_prefix",
+        "count_prefix",
+        "dep",
+        "kind",
+        "messages_prefix",
+        "origin",
+        "reply_headers",
+    )
 
     def __init__(self, dep: DeploymentConfig) -> None:
         self.dep = dep
+        # The API the deployment speaks (a metric label): the only one until DeploymentConfig
+        # has a kind (docs/development.md, "How to add a deployment kind").
+        self.kind = "anthropic"
         # Config checked: http(s), a host, a valid port, no query.
         self.origin, host, base = address(dep.base_url.rstrip("/"))
         headers = {

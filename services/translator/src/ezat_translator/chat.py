@@ -49,11 +49,11 @@ from ezat_common.tasks import TaskSet
 from ezat_common.undecodable import decoded
 from nats.aio.msg import Msg
 
+from . import metrics as m
 from .core.anthropic_to_openai import ThinkingKept, to_chat_completion
 from .core.chat_stream import ChatStream
 from .core.openai_to_anthropic import ChatTranslation, to_messages_request
 from .images import Images
-from .metrics import ROUTER_LOST
 from .route_request import route_request
 from .thinking_store import ThinkingStore
 
@@ -82,6 +82,8 @@ class ChatState:
     # sent to the edge (the conversion may drop a chunk, so the two differ).
     seq_in: int = 0
     seq_out: int = 0
+    # Time spent converting this stream's chunks (one observation when it ends).
+    stream_seconds: float = 0.0
 
 
 class ChatPath:
@@ -119,8 +121,12 @@ class ChatPath:
     # ---- request -> router ----------------------------------------------------------------
 
     async def route(self, req: envelopes.ClientRequest, body: bytes) -> None:
-        ct = to_messages_request(
-            body, self.catalogue, session_header=req.session, cache_header=req.cache
+        ct = m.REQUEST.run(
+            to_messages_request,
+            body,
+            self.catalogue,
+            session_header=req.session,
+            cache_header=req.cache,
         )
         # From here until the state is forgotten the edge hears from us.
         self.beats.open(req.reply_to, ct.stream)
@@ -136,7 +142,7 @@ class ChatPath:
                 req.request_id, ct.body, ct.image_urls, key_id=req.key_id, uid=req.uid
             )
         if ct.thinking_requested and ct.tool_turns:
-            await self._restore_thinking(req.key_id, ct)
+            await self.thinking.restore(req.key_id, ct)
         token = str(next(self.seq))
         created = int(time.time())
         inline, ref = await self.claims.pack(_encode_json(ct.body))
@@ -194,25 +200,6 @@ class ChatPath:
         self._forget(token)
         return state.edge_reply_to
 
-    async def _restore_thinking(self, key_id: str, ct: ChatTranslation) -> None:
-        """Put each tool-calling turn's thinking back; if any is gone, drop thinking instead."""
-        restored: list[tuple[int, list[dict[str, object]]]] = []
-        for index, call_ids in ct.tool_turns:
-            blocks = await self.thinking.find(key_id, call_ids)
-            if blocks is None:
-                log.info("thinking blocks of an earlier turn are gone; thinking off for this turn")
-                ct.body.pop("thinking", None)
-                config = ct.body.get("output_config")
-                if isinstance(config, dict):
-                    config.pop("effort", None)
-                    if not config:
-                        ct.body.pop("output_config", None)
-                return
-            restored.append((index, blocks))
-        for index, blocks in restored:
-            content = ct.body["messages"][index]["content"]
-            content[:0] = blocks
-
     # ---- router -> edge -------------------------------------------------------------------
 
     async def on_reply(self, msg: Msg) -> None:
@@ -262,22 +249,21 @@ class ChatPath:
         """The reply to publish now (None: nothing, or a task publishes it later)."""
         match reply:
             case ReplyHead():
-                assert state.stream is not None
-                return ReplyHead(headers=reply.headers, data=state.stream.feed(reply.data))
+                return ReplyHead(headers=reply.headers, data=self._feed(state, reply.data))
             case ReplyChunk() | ReplyEnd() if self._skipped(state, reply.seq):
                 self._forget(token)
                 return envelopes.PART_LOST
             case ReplyChunk():
-                assert state.stream is not None
-                data = state.stream.feed(reply.data)
+                data = self._feed(state, reply.data)
                 if not data:
                     return None
                 state.seq_out += 1
                 return ReplyChunk(data=data, seq=state.seq_out)
             case ReplyEnd():
-                assert state.stream is not None
-                data = state.stream.feed(reply.data)
+                data = self._feed(state, reply.data)
+                m.STREAM.done(state.stream_seconds)
                 self._forget(token)
+                assert state.stream is not None
                 kept = state.stream.kept_thinking
                 # The edge holds the converted end until its usage is durable (``usage``).
                 end = ReplyEnd(data=data, usage=reply.usage, seq=state.seq_out + 1)
@@ -302,10 +288,24 @@ class ChatPath:
                 return reply
         return None
 
+    @staticmethod
+    def _feed(state: ChatState, data: bytes) -> bytes:
+        """The OpenAI bytes for these Anthropic frames, timed into the stream's total."""
+        assert state.stream is not None
+        started = time.perf_counter()
+        try:
+            return state.stream.feed(data)
+        except Exception:
+            m.STREAM.error.inc()
+            raise
+        finally:
+            state.stream_seconds += time.perf_counter() - started
+
     def _completion(
         self, state: ChatState, anthropic_body: bytes
     ) -> tuple[bytes, ThinkingKept | None]:
-        return to_chat_completion(
+        return m.RESPONSE.run(
+            to_chat_completion,
             anthropic_body,
             request_id=state.request_id,
             response_model=state.response_model,
@@ -378,12 +378,12 @@ class ChatPath:
                 continue  # finished or cancelled while we were publishing
             route, state.route = state.route, None
             if route is None:
-                ROUTER_LOST.labels("failed").inc()
+                m.ROUTER_LOST.labels("failed").inc()
                 self._forget(token)
                 with contextlib.suppress(Exception):
                     await self.nc.publish(state.edge_reply_to, envelopes.encode(OWNER_LOST))
                 continue
-            ROUTER_LOST.labels("retried").inc()
+            m.ROUTER_LOST.labels("retried").inc()
             # A new token: anything the silent router still sends is dropped, not mixed in.
             del self.states[token]
             new = str(next(self.seq))

@@ -1,7 +1,14 @@
-"""Translator instruments, declared once."""
+"""Translator instruments, declared once (docs/observability.md, "Translator")."""
 
+from __future__ import annotations
+
+from collections.abc import Callable
+from time import perf_counter
+from typing import ParamSpec, TypeVar
+
+from ezat_common.errors import GatewayError
 from ezat_common.metrics import labelled
-from prometheus_client import Counter
+from prometheus_client import Counter, Histogram
 
 REQUESTS = Counter("ezat_translator_requests_total", "Client requests translated", ["api"])
 REJECTED = Counter(
@@ -13,6 +20,75 @@ ROUTER_LOST = Counter(
     ["outcome"],
 )
 NO_ROUTER = Counter("ezat_translator_no_router_total", "Requests that found no router listening")
+
+TRANSLATIONS = Counter(
+    "ezat_translator_translations_total",
+    "OpenAI Chat Completions translations by direction (request: OpenAI -> Anthropic; response:"
+    " a whole completion back; stream: a whole stream back) and outcome (ok; rejected: the"
+    " request was refused with a 4xx; error: the translation failed).",
+    ["direction", "outcome"],
+)
+# The translations are pure CPU work of microseconds to a few milliseconds.
+TRANSLATION_BUCKETS = (
+    0.000025,
+    0.00005,
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+)
+TRANSLATION_SECONDS = Histogram(
+    "ezat_translator_translation_seconds",
+    "CPU time of one translation by direction (a stream: the sum over its chunks).",
+    ["direction"],
+    buckets=TRANSLATION_BUCKETS,
+)
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+class Direction:
+    """One direction's children, bound once (no ``labels()`` call per translation)."""
+
+    __slots__ = ("error", "ok", "rejected", "seconds")
+
+    def __init__(self, direction: str) -> None:
+        self.ok = TRANSLATIONS.labels(direction, "ok")
+        self.rejected = TRANSLATIONS.labels(direction, "rejected")
+        self.error = TRANSLATIONS.labels(direction, "error")
+        self.seconds = TRANSLATION_SECONDS.labels(direction)
+
+    def run(self, translate: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """``translate(*args, **kwargs)``, counted and timed."""
+        started = perf_counter()
+        try:
+            out = translate(*args, **kwargs)
+        except (GatewayError, RecursionError):  # a 4xx for the client (RecursionError: too deep)
+            self.rejected.inc()
+            raise
+        except Exception:
+            self.error.inc()
+            raise
+        finally:
+            self.seconds.observe(perf_counter() - started)
+        self.ok.inc()
+        return out
+
+    def done(self, seconds: float) -> None:
+        """A translation timed by its caller (a stream's chunks) ended well."""
+        self.ok.inc()
+        self.seconds.observe(seconds)
+
+
+REQUEST = Direction("request")
+RESPONSE = Direction("response")
+STREAM = Direction("stream")
 
 # Memoised children for the per-request hot path.
 REQUESTS_BY = labelled(REQUESTS)

@@ -19,6 +19,8 @@ import msgspec
 from redis import asyncio as aioredis
 from redis.exceptions import RedisError
 
+from .core.openai_to_anthropic import ChatTranslation
+
 log = logging.getLogger("ezat.translator.thinking")
 
 TTL_SECONDS = 2 * 3600
@@ -67,6 +69,25 @@ class ThinkingStore:
         except (RedisError, OSError, msgspec.DecodeError) as exc:
             log.warning("thinking blocks not read: %s", type(exc).__name__)
         return None
+
+    async def restore(self, key_id: str, ct: ChatTranslation) -> None:
+        """Put each tool-calling turn's thinking back; if any is gone, drop thinking instead."""
+        restored: list[tuple[int, list[dict[str, object]]]] = []
+        for index, call_ids in ct.tool_turns:
+            blocks = await self.find(key_id, call_ids)
+            if blocks is None:
+                log.info("thinking blocks of an earlier turn are gone; thinking off for this turn")
+                ct.body.pop("thinking", None)
+                config = ct.body.get("output_config")
+                if isinstance(config, dict):
+                    config.pop("effort", None)
+                    if not config:
+                        ct.body.pop("output_config", None)
+                return
+            restored.append((index, blocks))
+        for index, blocks in restored:
+            content = ct.body["messages"][index]["content"]
+            content[:0] = blocks
 
     async def close(self) -> None:
         if self.redis is not None:
