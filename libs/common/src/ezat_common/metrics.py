@@ -13,14 +13,8 @@ from collections.abc import Callable
 from typing import Any
 from wsgiref.simple_server import WSGIServer
 
-from prometheus_client import (
-    CONTENT_TYPE_LATEST,
-    REGISTRY,
-    Counter,
-    Gauge,
-    generate_latest,
-    start_http_server,
-)
+from prometheus_client import REGISTRY, Counter, Gauge, start_http_server
+from prometheus_client.exposition import choose_encoder
 
 from .config import split_listen
 
@@ -53,8 +47,15 @@ NATS_SLOW_CONSUMER_ERRORS = Counter(
 )
 
 
-def exposition() -> tuple[bytes, str]:
-    return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
+def exposition(accept: str | None = None) -> tuple[bytes, str]:
+    """The default registry's text and its content type, in the format the scraper's ``Accept``
+    header asks for: OpenMetrics (the only format that carries exemplars) for
+    ``application/openmetrics-text``, which Prometheus asks for, else the classic text format.
+
+    The choice is prometheus_client's own ``choose_encoder``, the one its ``start_http_server``
+    (``serve`` below) makes for every scrape, so every service answers a scraper alike."""
+    encode, content_type = choose_encoder(accept or "")
+    return encode(REGISTRY), content_type
 
 
 def serve(listen: str | None) -> WSGIServer | None:

@@ -27,6 +27,7 @@ from .auth import Authenticator
 from .budgets import Budgets
 from .core.admission import Admission
 from .core.deadlines import first_reply_timeout
+from .core.model_label import ModelLabels
 from .deliveries import Deliveries
 from .handlers import Api, ModelLists
 from .limits import RateLimiter
@@ -86,7 +87,8 @@ async def connect(cfg: Config, subjects: Subjects) -> Edge:
     """The edge with its NATS connection made and its database pool on its way."""
     # What needs no connection first: a catalogue that cannot load stops the edge before it
     # connects anywhere.
-    models = ModelLists.of(Catalogue(cfg))
+    catalogue = Catalogue(cfg)
+    models = ModelLists.of(catalogue)
     auth = Authenticator(cfg.edge.auth_cache_ttl)
     limiter = RateLimiter.from_env()
     admission = Admission(cfg.edge.max_in_flight)
@@ -114,7 +116,18 @@ async def connect(cfg: Config, subjects: Subjects) -> Edge:
         auth.evict(msg.data.decode())
 
     await nc.subscribe(subjects.keys_revoked, cb=on_revoked)
-    api = Api(cfg.edge, nc, subjects, relay, auth, limiter, Budgets(subjects), admission, models)
+    api = Api(
+        cfg.edge,
+        nc,
+        subjects,
+        relay,
+        auth,
+        limiter,
+        Budgets(subjects),
+        admission,
+        models,
+        ModelLabels(catalogue),
+    )
     ops = Operations(nc, subjects, auth)
     pool_task = asyncio.create_task(_connect_db(auth))
     # Accept only once keys can be checked: a restarted edge takes over the connections waiting

@@ -79,6 +79,7 @@ class Authenticator:
     async def authenticate(self, request: web.Request) -> db.ApiKey:
         secret = presented_key(request)
         if secret is None:
+            m.AUTH_MISSING.inc()
             raise GatewayError(
                 401,
                 "missing API key: send it in the x-api-key header or as Authorization: Bearer",
@@ -100,12 +101,14 @@ class Authenticator:
                 key = await self._lookup(secret)
             except _Unavailable:
                 if hit is None or hit[0] is None:
+                    m.AUTH_UNAVAILABLE.inc()
                     raise unavailable() from None
                 key = hit[0]
                 m.AUTH_STALE.inc()
             else:
                 self._store(digest, key, now)
         if key is None or key.revoked:
+            (m.AUTH_INVALID if key is None else m.AUTH_REVOKED).inc()
             raise GatewayError(
                 401,
                 "invalid API key: it is unknown or has been revoked",

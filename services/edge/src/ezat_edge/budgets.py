@@ -22,6 +22,7 @@ from ezat_common.db import ApiKey
 from ezat_common.subjects import Subjects
 from ezat_common.undecodable import undecodable
 
+from . import metrics as m
 from .core.budget import month_bounds, over_budget
 
 log = logging.getLogger("ezat.edge.budgets")
@@ -49,6 +50,7 @@ class Budgets:
         spent = await self.spent(nc, key.id, now)
         error = over_budget(key, spent, now)
         if error is not None:
+            m.BUDGET_REFUSED.inc()
             raise error
 
     async def spent(self, nc: bus.Client, key_id: str, now: float) -> int:

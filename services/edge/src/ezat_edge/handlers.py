@@ -4,6 +4,7 @@ the model lists and the caller's usage. Thin: the decisions are core/'s and the 
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 
@@ -18,13 +19,17 @@ from . import metrics as m
 from .auth import Authenticator, ascii_header
 from .body_reader import read_limited
 from .budgets import Budgets
+from .call import Call
 from .core.admission import Admission, overloaded
+from .core.model_label import ModelLabels
 from .core.routes import Format, api_format
 from .ids import new_uid
 from .limits import RateLimiter
+from .middleware import error_answer
 from .protocol import RID
-from .relay import Call, Relay
+from .relay import Relay
 from .responses import JSON
+from .streams import SseResponse
 from .usage import usage_query
 
 
@@ -54,6 +59,7 @@ class Api:
     budgets: Budgets
     admission: Admission
     models: ModelLists
+    model_labels: ModelLabels
 
     async def create_message(self, request: web.Request) -> web.StreamResponse:
         return await self._model_call(request, "messages", "anthropic")
@@ -67,16 +73,33 @@ class Api:
     async def _model_call(
         self, request: web.Request, api: envelopes.Api, fmt: Format
     ) -> web.StreamResponse:
+        """The call's answer, counted (its errors answered here rather than by the middleware,
+        so that every answer is: docs/observability.md, "Edge")."""
+        meter = m.METERS[fmt]
+        try:
+            resp = await self._admitted_call(request, api, fmt, meter)
+        except asyncio.CancelledError:
+            meter.disconnects.inc()  # the client left (aiohttp cancels its handler)
+            raise
+        except Exception as exc:
+            resp = error_answer(request, exc)
+        sent = resp.sent if isinstance(resp, SseResponse) else resp.content_length or 0
+        meter.answered(resp.status, sent)
+        return resp
+
+    async def _admitted_call(
+        self, request: web.Request, api: envelopes.Api, fmt: Format, meter: m.ApiMeters
+    ) -> web.StreamResponse:
         if not self.admission.admit():
             m.OVERLOADED.inc()
             raise overloaded()
         try:
-            return await self._admitted_call(request, api, fmt)
+            return await self._checked_call(request, api, fmt, meter)
         finally:
             self.admission.release()
 
-    async def _admitted_call(
-        self, request: web.Request, api: envelopes.Api, fmt: Format
+    async def _checked_call(
+        self, request: web.Request, api: envelopes.Api, fmt: Format, meter: m.ApiMeters
     ) -> web.StreamResponse:
         started = time.monotonic()
         received_at = time.time()
@@ -87,6 +110,7 @@ class Api:
         limit_headers = await self.limiter.check(key)
         cfg = self.cfg
         body = await read_limited(request, cfg.max_body_bytes, cfg.body_timeout, cfg.body_min_rate)
+        meter.request_bytes.observe(len(body))
         if key.tpm is not None and api != "count_tokens":
             # Estimated input tokens (limits.py); count_tokens runs no model, so only its
             # request counts (RPM).
@@ -105,9 +129,16 @@ class Api:
             beta=ascii_header(request, "anthropic-beta"),
         )
         call = Call(request, rid, fmt, env, limit_headers, started)
-        resp = await self.relay.run(call, body)
-        m.REQUESTS_BY(api, str(resp.status)).inc()
-        m.LATENCY_BY(api).observe(time.monotonic() - started)
+        if api == "count_tokens":  # no model runs: not in the latency series
+            return await self.relay.run(call, body)
+        model = meter.model(self.model_labels.of(body))
+        try:
+            resp = await self.relay.run(call, body)
+        except Exception:
+            model.observe(time.monotonic() - started, None, call.trace_id)
+            raise
+        first = call.first_token
+        model.observe(time.monotonic() - started, first - started if first else None, call.trace_id)
         return resp
 
     async def list_models(self, request: web.Request) -> web.Response:

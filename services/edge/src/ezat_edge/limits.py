@@ -22,6 +22,7 @@ from ezat_common.errors import GatewayError
 from redis import asyncio as aioredis
 from redis.exceptions import RedisError
 
+from . import metrics as m
 from .core.estimate import body_tokens
 
 log = logging.getLogger("ezat.edge.limits")
@@ -73,6 +74,7 @@ class RateLimiter:
             return {}
         headers = _headers("requests", key.rpm, window.used, window.reset)
         if window.over:
+            m.RATE_LIMITED_REQUESTS.inc()
             raise _refused(f"{key.rpm} requests per minute", window.reset, headers)
         return headers
 
@@ -93,6 +95,7 @@ class RateLimiter:
                 f"{key.tpm} input tokens per minute and this request counts as about {tokens} "
                 "(1 token per 4 bytes of body)"
             )
+            m.RATE_LIMITED_TOKENS.inc()
             raise _refused(allows, window.reset, {**(headers or {}), **out})
         return out
 

@@ -1,20 +1,54 @@
-"""Edge instruments, declared once."""
+"""Edge instruments, declared once (docs/observability.md, "Edge"), and the children a request
+observes, bound once per API (``METERS``) and per API and model (``ApiMeters.model``)."""
+
+from __future__ import annotations
 
 from ezat_common.metrics import LATENCY_BUCKETS, labelled
 from prometheus_client import Counter, Gauge, Histogram
 
-REQUESTS = Counter("ezat_edge_requests_total", "HTTP requests answered", ["api", "status"])
-LATENCY = Histogram(
-    "ezat_edge_request_seconds", "Time to the final byte", ["api"], buckets=LATENCY_BUCKETS
+# Body sizes: powers of 4 from 256 B to 16 MiB, then the default body limit (32 MiB).
+BYTE_BUCKETS = (*(4.0**n for n in range(4, 13)), 32.0 * 1024**2)
+STATUS_CLASSES = ("2xx", "3xx", "4xx", "5xx")
+
+REQUESTS = Counter(
+    "ezat_edge_requests_total", "Model calls answered, by API and status class", ["api", "status"]
 )
-FIRST_BYTE = Histogram(
-    "ezat_edge_first_byte_seconds",
-    "Time to the first response byte",
+REQUEST_SECONDS = Histogram(
+    "ezat_edge_request_seconds",
+    "Model calls handed to the gateway: from their arrival to their last byte",
+    ["api", "model"],
+    buckets=LATENCY_BUCKETS,
+)
+FIRST_TOKEN = Histogram(
+    "ezat_edge_first_token_seconds",
+    "Model calls: from their arrival to the first content event written to the client (a "
+    "stream's first text, tool or thinking delta; a non-streamed answer's body)",
+    ["api", "model"],
+    buckets=LATENCY_BUCKETS,
+)
+REQUEST_BYTES = Histogram(
+    "ezat_edge_request_body_bytes",
+    "Model calls' request bodies, read",
+    ["api"],
+    buckets=BYTE_BUCKETS,
+)
+RESPONSE_BYTES = Histogram(
+    "ezat_edge_response_body_bytes",
+    "Model calls' response bodies, as written (a stream: every byte of its events)",
+    ["api"],
+    buckets=BYTE_BUCKETS,
+)
+FINAL_HOLD = Histogram(
+    "ezat_edge_final_hold_seconds",
+    "From the final reply (message_stop, [DONE], a JSON body) reaching the edge to its being "
+    "written: the wait for its usage to be durable",
     ["api"],
     buckets=LATENCY_BUCKETS,
 )
 ACTIVE_STREAMS = Gauge("ezat_edge_active_streams", "Streams open to clients")
-DISCONNECTS = Counter("ezat_edge_client_disconnects_total", "Clients that went away mid-request")
+DISCONNECTS = Counter(
+    "ezat_edge_client_disconnects_total", "Clients that went away mid-request", ["api"]
+)
 USAGE_FALLBACKS = Counter(
     "ezat_edge_usage_fallbacks_total",
     "Held final replies whose usage the outbox did not acknowledge (billing asked directly)",
@@ -64,10 +98,86 @@ STREAM_BUFFERED_MAX = Gauge(
     "ezat_edge_stream_buffered_bytes_max",
     "The largest of those per stream now (at most stream_buffer_bytes)",
 )
-RATE_LIMITED = Counter("ezat_edge_rate_limited_total", "Requests refused by a key's limits")
+RATE_LIMITED = Counter(
+    "ezat_edge_rate_limited_total",
+    "Requests refused 429 by a key's limits, by the limit: requests (rpm) or tokens (tpm)",
+    ["limit"],
+)
+RATE_LIMITED_REQUESTS = RATE_LIMITED.labels("requests")
+RATE_LIMITED_TOKENS = RATE_LIMITED.labels("tokens")
+BUDGET_REFUSED = Counter(
+    "ezat_edge_budget_refused_total", "Requests refused 403: their key used its monthly budget"
+)
+AUTH_FAILURES = Counter(
+    "ezat_edge_auth_failures_total",
+    "Requests refused for their key: missing, invalid (unknown or malformed), revoked (401), "
+    "unavailable (503: the database could not be asked)",
+    ["reason"],
+)
+AUTH_MISSING, AUTH_INVALID, AUTH_REVOKED, AUTH_UNAVAILABLE = (
+    AUTH_FAILURES.labels(reason) for reason in ("missing", "invalid", "revoked", "unavailable")
+)
 
-# Memoised children for the per-request hot path.
-REQUESTS_BY = labelled(REQUESTS)
-LATENCY_BY = labelled(LATENCY)
-FIRST_BYTE_BY = labelled(FIRST_BYTE)
 OWNER_LOST_BY = labelled(OWNER_LOST)
+
+
+class ModelMeters:
+    """The latency children of one API and model."""
+
+    __slots__ = ("first_token", "seconds")
+
+    def __init__(self, api: str, model: str) -> None:
+        self.seconds = REQUEST_SECONDS.labels(api, model)
+        self.first_token = FIRST_TOKEN.labels(api, model)
+
+    def observe(self, seconds: float, first_token: float | None, trace_id: str | None) -> None:
+        """A request's whole time and, when it got a first token, its time to it. With a trace
+        id (once tracing sets one) each carries it as its exemplar (OpenMetrics only); without,
+        nothing more is done."""
+        if trace_id is None:
+            self.seconds.observe(seconds)
+            if first_token is not None:
+                self.first_token.observe(first_token)
+            return
+        exemplar = {"trace_id": trace_id}
+        self.seconds.observe(seconds, exemplar)
+        if first_token is not None:
+            self.first_token.observe(first_token, exemplar)
+
+
+class ApiMeters:
+    """The children of one API (``api`` label), bound once; its models' children are bound at
+    their first request (at most one per catalogue model and "other")."""
+
+    __slots__ = (
+        "_models",
+        "api",
+        "disconnects",
+        "final_hold",
+        "request_bytes",
+        "response_bytes",
+        "statuses",
+    )
+
+    def __init__(self, api: str) -> None:
+        self.api = api
+        self.statuses = tuple(REQUESTS.labels(api, c) for c in STATUS_CLASSES)
+        self.request_bytes = REQUEST_BYTES.labels(api)
+        self.response_bytes = RESPONSE_BYTES.labels(api)
+        self.final_hold = FINAL_HOLD.labels(api)
+        self.disconnects = DISCONNECTS.labels(api)
+        self._models: dict[str, ModelMeters] = {}
+
+    def answered(self, status: int, body_bytes: int) -> None:
+        self.statuses[min(max(status // 100 - 2, 0), 3)].inc()
+        self.response_bytes.observe(body_bytes)
+
+    def model(self, model: str) -> ModelMeters:
+        """``model``: a catalogue id or "other" (core/model_label.py), never a client's name."""
+        found = self._models.get(model)
+        if found is None:
+            found = self._models[model] = ModelMeters(self.api, model)
+        return found
+
+
+METERS = {"anthropic": ApiMeters("anthropic"), "openai": ApiMeters("openai")}

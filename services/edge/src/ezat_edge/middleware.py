@@ -27,33 +27,41 @@ async def errors_mw(request: web.Request, handler: Handler) -> web.StreamRespons
     rid = request_id(request.headers.get("x-request-id"))
     request[RID] = rid
     token = logs.request_id.set(rid)
-    fmt = api_format(request.path)
     try:
         return await handler(request)
-    except GatewayError as err:
-        resp = from_gateway_error(fmt, rid, err)
-        if err.status == 408:
+    except Exception as exc:
+        return error_answer(request, exc)
+    finally:
+        logs.request_id.reset(token)
+
+
+def error_answer(request: web.Request, exc: Exception) -> web.StreamResponse:
+    """The answer to what a handler raised, in the error format of the API the client called;
+    called from the ``except`` that caught it (the model calls answer their own errors, to count
+    them: handlers.py). An ``HTTPException`` below 400 (a redirect) is raised on."""
+    rid = request[RID]
+    fmt = api_format(request.path)
+    if isinstance(exc, GatewayError):
+        resp = from_gateway_error(fmt, rid, exc)
+        if exc.status == 408:
             resp.force_close()  # the rest of the body may still be on its way
         return resp
-    except web.HTTPException as exc:
+    if isinstance(exc, web.HTTPException):
         if exc.status >= 400:
             message = refusal_message(exc.status, request.method, request.path, exc.reason)
             return from_gateway_error(fmt, rid, GatewayError(exc.status, message))
-        raise
-    except asyncio.IncompleteReadError:
+        raise exc
+    if isinstance(exc, asyncio.IncompleteReadError):
         return from_gateway_error(fmt, rid, GatewayError(400, "request body: is incomplete"))
-    except (RequestPayloadError, http_exceptions.HttpProcessingError) as exc:
+    if isinstance(exc, RequestPayloadError | http_exceptions.HttpProcessingError):
         # The body's framing was broken (bad chunked encoding, say); never its bytes.
         log.info("malformed request body: %s", type(exc).__name__)
         resp = from_gateway_error(fmt, rid, GatewayError(400, "request body: is malformed"))
         resp.force_close()
         return resp
-    except Exception:
-        # Never aiohttp's text/plain 500: the client gets the error format of its API.
-        log.exception("request failed")
-        return from_gateway_error(fmt, rid, GatewayError(500, "internal error; retry"))
-    finally:
-        logs.request_id.reset(token)
+    # Never aiohttp's text/plain 500: the client gets the error format of its API.
+    log.exception("request failed")
+    return from_gateway_error(fmt, rid, GatewayError(500, "internal error; retry"))
 
 
 async def on_prepare(request: web.Request, response: web.StreamResponse) -> None:

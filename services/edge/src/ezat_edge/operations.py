@@ -64,5 +64,6 @@ class Operations:
         return "ok" if reply.ok else reply.detail
 
     async def metrics_endpoint(self, request: web.Request) -> web.Response:
-        data, content_type = metrics.exposition()
+        # OpenMetrics (with exemplars) when the scraper asks for it, as Prometheus does.
+        data, content_type = metrics.exposition(request.headers.get("accept"))
         return web.Response(body=data, headers={"content-type": content_type})

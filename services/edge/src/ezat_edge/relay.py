@@ -31,7 +31,6 @@ import functools
 import logging
 import time
 from collections.abc import Awaitable
-from dataclasses import dataclass
 from typing import Literal, TypeVar
 
 from aiohttp import web
@@ -45,10 +44,12 @@ from ezat_common.subjects import Subjects
 from nats.aio.msg import Msg
 
 from . import metrics as m
+from .call import Call as Call
+from .call import Committed
 from .deliveries import Deliveries
 from .first_reply import FirstReplies, OwnerLost, decode, nobody_took
 from .ids import new_uid
-from .responses import JSON, Format, error_response, reply_frame, reply_response, stream_error_frame
+from .responses import JSON, error_response, reply_frame, reply_response, stream_error_frame
 from .streams import (
     SSE_HEADERS,
     Collector,
@@ -56,6 +57,7 @@ from .streams import (
     Outlets,
     SseResponse,
     StreamState,
+    has_token,
     ping_for,
     watchdog,
 )
@@ -65,27 +67,6 @@ _T = TypeVar("_T")
 
 # How many times a request is published when its holder dies before replying: once more.
 PUBLISHES = 2
-
-
-@dataclass(slots=True)
-class Committed:
-    """A stream whose status line and pings went out, none of its answer yet: the next publish
-    of its request writes to it."""
-
-    resp: web.StreamResponse
-    outlet: Outlet
-
-
-@dataclass(slots=True)
-class Call:
-    """What the relay needs to know about one request."""
-
-    request: web.Request
-    rid: str
-    fmt: Format
-    envelope: envelopes.ClientRequest
-    extra_headers: dict[str, str]
-    started: float
 
 
 class Relay:
@@ -166,7 +147,7 @@ class Relay:
                 return self._reply_error(call, OWNER_LOST)
             return await self._answer(call, first, queue, held, may_retry)
         except asyncio.CancelledError:
-            m.DISCONNECTS.inc()
+            # Counted by the handler, which is cancelled wherever the client left it.
             self._delivered(call)  # the client left: what the router records is billed
             await self._cancel(call)
             raise
@@ -202,12 +183,17 @@ class Relay:
             case ReplyHead():
                 return await self._stream(call, first, queue, held)
             case ReplyBody():
+                arrived = time.monotonic()
                 if first.usage and not await self.holder.durable(queue, held, first.usage):
                     return self._reply_error(call, UNRECORDED)
                 data = await self._claim(self.claims.unpack(first.data, first.data_ref))
                 headers = {**call.extra_headers, **first.headers}
                 # Handed to aiohttp, which writes it as the handler returns: delivered.
                 self._delivered(call)
+                now = time.monotonic()
+                call.meter.final_hold.observe(now - arrived)
+                if 200 <= first.status < 300:
+                    call.first_token = now
                 return web.Response(
                     status=first.status, body=data, content_type=JSON, headers=headers
                 )
@@ -243,7 +229,7 @@ class Relay:
         whose holder dies before any of its answer was written is handed back to be published
         again, instead of ending with the error event."""
         if committed is not None:
-            resp: web.StreamResponse = committed.resp
+            resp = committed.resp
         else:
             head_headers = head.headers if head is not None else {}
             resp = SseResponse(headers={**SSE_HEADERS, **call.extra_headers, **head_headers})
@@ -263,7 +249,7 @@ class Relay:
         except (ConnectionError, RuntimeError):
             # The client went away (aiohttp raises ConnectionResetError, or RuntimeError on a
             # closed transport).
-            m.DISCONNECTS.inc()
+            call.meter.disconnects.inc()
             self._delivered(call)  # an early close is billed as the router records it
             await self._cancel(call)
         except Exception:
@@ -280,7 +266,7 @@ class Relay:
     async def _write_replies(
         self,
         call: Call,
-        resp: web.StreamResponse,
+        resp: SseResponse,
         first: bytes,
         step: Collector,
         queue: asyncio.Queue[Msg],
@@ -301,6 +287,8 @@ class Relay:
                 outlet = await self._open(call, resp)
                 await outlet.write(first)
                 state.written = time.monotonic()
+                if has_token(call.fmt, first):
+                    call.first_token = state.written
             while True:
                 # Everything that has already arrived goes out in one write: fewer syscalls per
                 # event under load, and no waiting for anything that has not arrived.
@@ -324,34 +312,42 @@ class Relay:
                     if not data and not final:
                         await outlet.write(data)  # no bytes yet: the headers go out on their own
                 if final:
-                    await self._finish(call, outlet, data, state)
+                    # Nothing but this loop's take() moves ``received``: it is the final reply's.
+                    arrived = state.received
+                    written = await self._finish(call, outlet, data, state)
+                    if written and (end is not None or state.complete):
+                        call.meter.final_hold.observe(time.monotonic() - arrived)
                     return None
                 if data:
                     if not await outlet.write(data):
                         await self._cut(call, outlet)
                         return None
                     state.written = time.monotonic()
+                    if not call.first_token and has_token(call.fmt, data):
+                        call.first_token = state.written
         finally:
             if outlet is not None and not handed_back:
                 outlet.close()
 
-    async def _finish(self, call: Call, outlet: Outlet, data: bytes, state: StreamState) -> None:
-        """The stream's last write, with the end of its body; a cut if it does not fit."""
+    async def _finish(self, call: Call, outlet: Outlet, data: bytes, state: StreamState) -> bool:
+        """The stream's last write, with the end of its body (True); a cut if it does not fit."""
         if not outlet.fits(len(data)):
             await self._cut(call, outlet)
-            return
-        await outlet.resp.write_eof(data)
+            return False
+        await outlet.end(data)
+        if not call.first_token and has_token(call.fmt, data):
+            call.first_token = time.monotonic()
         if state.complete:
             self._delivered(call)
         elif state.lost:
             # The process relaying it is gone, not necessarily the router behind it (a dead
             # translator): stop the upstream call, not charged.
             await self._cancel(call, "gateway")
+        return True
 
-    async def _open(self, call: Call, resp: web.StreamResponse) -> Outlet:
+    async def _open(self, call: Call, resp: SseResponse) -> Outlet:
         """Prepare the stream's response (its headers leave with the first write)."""
         writer = await resp.prepare(call.request)
-        m.FIRST_BYTE_BY(call.envelope.api).observe(time.monotonic() - call.started)
         return Outlet(self.outlets, resp, writer, call.request, self.stream_buffer_bytes)
 
     async def _cut(self, call: Call, outlet: Outlet) -> None:

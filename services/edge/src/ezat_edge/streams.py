@@ -36,9 +36,11 @@ from nats.aio.msg import Msg
 
 from . import metrics as m
 
-# StreamState and ping_for are re-exported: relay.py's stream loop imports them from here.
+# StreamState, has_token and ping_for are re-exported: relay.py's stream loop imports them
+# from here.
 from .core.stream import StreamState as StreamState
 from .core.stream import add_owner_lost, add_reply, next_write
+from .core.stream import has_token as has_token
 from .core.stream import ping_for as ping_for
 from .responses import Format, reply_frame
 
@@ -62,6 +64,7 @@ class SseResponse(web.StreamResponse):
     """
 
     _send_headers_immediately = False
+    sent = 0  # body bytes handed to the transport (Outlet): ezat_edge_response_body_bytes
 
 
 async def watchdog(
@@ -141,7 +144,7 @@ class Outlet:
     def __init__(
         self,
         outlets: Outlets,
-        resp: web.StreamResponse,
+        resp: SseResponse,
         writer: AbstractStreamWriter | None,
         request: web.Request,
         cap: int,
@@ -178,13 +181,20 @@ class Outlet:
         if self.protocol.writing_paused and self.held() + len(data) > self.cap:
             return False
         await self.writer.write(data, drain=False)
+        self.resp.sent += len(data)
         return True
+
+    async def end(self, data: bytes) -> None:
+        """The stream's last write, with the end of its chunked body."""
+        await self.resp.write_eof(data)
+        self.resp.sent += len(data)
 
     async def cut(self, frame: bytes) -> None:
         """End the stream behind what the transport still holds: ``frame`` (the API's error
         event), the end of the chunked body, then the connection is closed. A client that reads
         on within ``CUT_FLUSH_GRACE`` gets it all; otherwise the connection is reset then."""
         await self.writer.write(frame, drain=False)
+        self.resp.sent += len(frame)
         # The last chunk; aiohttp's own write_eof after the handler then writes and waits for
         # nothing.
         self.writer.set_eof()

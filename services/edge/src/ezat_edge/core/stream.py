@@ -24,6 +24,12 @@ from .routes import Format
 
 ANTHROPIC_PING = b'event: ping\ndata: {"type": "ping"}\n\n'
 OPENAI_PING = b": ping\n\n"
+# What a write holds once it carries some of the answer itself (its time is the time to first
+# token): an Anthropic content_block_delta (text, tool input, thinking), as the router relays
+# it; the translator's OpenAI chunk of content or of a tool call (never its role-only first
+# chunk, ``"delta":{"role"``, nor its finish chunk, ``"delta":{}``).
+ANTHROPIC_TOKEN = b"content_block_delta"
+OPENAI_TOKENS = (b'"delta":{"content":', b'"delta":{"tool_calls":')
 
 # An error as the stream's client reads it (an SSE error event in its API's format).
 ErrorFrame = Callable[[ReplyError], bytes]
@@ -43,6 +49,14 @@ class StreamState:
     seq: int = 0  # the last numbered stream message received (ReplyChunk.seq)
     complete: bool = False  # its final event is durable and goes out with the last write
     answered: bool = False  # some of the answer (not only pings) is in what was collected
+
+
+def has_token(fmt: Format, data: bytes) -> bool:
+    """Whether ``data``, written to a stream, carries some of the answer (not only its start,
+    pings or its end)."""
+    if fmt == "openai":
+        return OPENAI_TOKENS[0] in data or OPENAI_TOKENS[1] in data
+    return ANTHROPIC_TOKEN in data
 
 
 def ping_for(fmt: Format) -> bytes:

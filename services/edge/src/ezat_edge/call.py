@@ -1,0 +1,43 @@
+"""What the relay knows of one request (``Call``), and of a stream committed to its client before
+any of its answer (``Committed``): relay.py's state, beside it so that the handler (which makes a
+``Call`` and reads back its first token) and the tests need not import the relay loop for it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from aiohttp import web
+from ezat_common import envelopes
+
+from . import metrics as m
+from .responses import Format
+from .streams import Outlet, SseResponse
+
+
+@dataclass(slots=True)
+class Committed:
+    """A stream whose status line and pings went out, none of its answer yet: the next publish
+    of its request writes to it."""
+
+    resp: SseResponse
+    outlet: Outlet
+
+
+@dataclass(slots=True)
+class Call:
+    """What the relay needs to know about one request."""
+
+    request: web.Request
+    rid: str
+    fmt: Format
+    envelope: envelopes.ClientRequest
+    extra_headers: dict[str, str]
+    started: float
+    # The trace this request belongs to, once tracing sets it: the exemplar of its latencies.
+    trace_id: str | None = None
+    # When its first content event was written (0.0: not yet; docs/observability.md, "Edge").
+    first_token: float = field(default=0.0, init=False)
+    meter: m.ApiMeters = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.meter = m.METERS[self.fmt]
