@@ -45,7 +45,7 @@ test-faults: install
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy libs/*/src services/*/src cli/src simulator/src bench
+	$(VENV)/bin/mypy libs/*/src services/*/src cli/src simulator/src bench deploy/prometheus/generate_rule.py
 
 fmt: install
 	$(VENV)/bin/ruff format .
