@@ -8,7 +8,7 @@ export UV_PYTHON := $(shell command -v $(PY))
 export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := $(CURDIR)/$(VENV)
 
-.PHONY: install run test test-faults lint fmt bench clean dashboards
+.PHONY: install run test test-faults lint fmt bench clean prometheus-tools dashboards
 
 $(UV):
 	$(PY) -m venv $(TOOLS)
@@ -23,8 +23,20 @@ install: $(VENV)/.installed
 run: install
 	$(VENV)/bin/ezat up --config $(or $(EZAT_CONFIG),config/ezat.toml)
 
-test: install
+test: install prometheus-tools
 	$(VENV)/bin/pytest --ignore=tests/faults $(PYTEST_ARGS)
+
+# promtool (the alert rule tests, tests/deploy) from Debian's `prometheus` package, installed with
+# apt-get when missing and apt-get is usable (as root, or through sudo without a password).
+# Otherwise nothing is installed and those tests fail saying `apt-get install prometheus`.
+PROMETHEUS_APT := env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus
+prometheus-tools:
+	@command -v promtool >/dev/null || ! command -v apt-get >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then sudo=; elif sudo -n true 2>/dev/null; then sudo="sudo -n"; \
+	  else exit 0; fi; echo "installing promtool: apt-get install prometheus"; \
+	  $$sudo $(PROMETHEUS_APT) >/dev/null 2>&1 || \
+	  { $$sudo apt-get update -q >/dev/null 2>&1 && $$sudo $(PROMETHEUS_APT) >/dev/null 2>&1; } || \
+	  echo "could not install it: the tests that need promtool will fail"; }
 
 # The fault suite (docs/reliability.md): processes killed and restarted under load, its own stack.
 test-faults: install
@@ -33,7 +45,7 @@ test-faults: install
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy libs/*/src services/*/src cli/src simulator/src bench deploy/grafana
+	$(VENV)/bin/mypy libs/*/src services/*/src cli/src simulator/src bench deploy/grafana deploy/prometheus/generate_rule.py
 
 # The Grafana dashboards (deploy/grafana/*.json and the ConfigMaps of deploy/k8s/dashboards.yaml),
 # built from deploy/grafana/dashboards.py; a test fails while the committed ones differ.

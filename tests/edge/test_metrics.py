@@ -19,9 +19,10 @@ from ezat_cli.infra import Infra, free_port
 from ezat_common import db
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as om_families
 from prometheus_client.parser import text_string_to_metric_families
-from support.config import SONNET, base_url, listen, one_simulator, write_config
+from support.config import SONNET, base_url, listen, model, one_simulator, write_config
 from support.stack import create_key, key, running
 
+QUIET = "anthropic/claude-quiet-sim"  # in the catalogue; no test sends it a request
 ALIAS = "claude-sonnet-5-5"  # what the clients send; the label is the canonical SONNET
 HELLO = [{"role": "user", "content": "Hello"}]
 # The first content delta 0.6 s after the stream's start (message_start leaves at once), then
@@ -77,6 +78,7 @@ class EdgeStack:
 def edge_stack(infra: Infra, database_url: str, data_dir: Path) -> Iterator[EdgeStack]:
     edge, sim = free_port(), free_port()
     sections = one_simulator(edge, sim, simulators=[{"name": "metrics-sim", "listen": listen(sim)}])
+    sections["models"] = [*sections["models"], model(QUIET)]  # type: ignore[misc]
     config = write_config(data_dir / f"edge-metrics-{edge}" / "ezat.toml", **sections)
     shared = Infra(infra.nats_url, database_url, infra.redis_url)  # stops none of the servers
     with running(config, shared, f"edgemetrics{edge}"):
@@ -291,3 +293,14 @@ async def test_an_openmetrics_scrape_parses(edge_stack: EdgeStack) -> None:
     assert counts and counts[0] >= 1
     # Without an Accept header: the classic text format, as before.
     assert "# EOF" not in await edge_stack.scrape()
+
+
+async def test_every_catalogue_model_has_its_series_before_its_first_request(
+    edge_stack: EdgeStack,
+) -> None:
+    # At zero from the start: a series born at its first request would show no rate until its
+    # second, and a quiet model would read "no data" on the dashboards instead of 0.
+    samples = await edge_stack.samples()
+    for api in ("anthropic", "openai"):
+        for name in ("ezat_edge_request_seconds_count", "ezat_edge_first_token_seconds_count"):
+            assert samples[(name, frozenset({"api": api, "model": QUIET}.items()))] == 0.0

@@ -111,3 +111,20 @@ async def test_the_breaker_gauge_is_1_from_opening_until_the_probe_closes_it(
         assert not isinstance(replies[-1], ReplyError)
         assert replies[0].headers["x-ezat-deployment"] == "b-a"  # type: ignore[union-attr]
         assert (breaker_open("b-a"), up("b-a")) == (0.0, 1.0)
+
+
+async def test_a_deployments_failover_and_health_series_exist_at_zero_from_the_start(
+    nats_url: str,
+) -> None:
+    # A series born at its first event shows no rate until its second, and a healthy
+    # deployment's would read "no data" on the dashboards instead of 0.
+    async with running_stack(nats_url, [("m-quiet", "eu")]):
+        get = REGISTRY.get_sample_value
+        for reason in ("429", "529", "5xx", "timeout", "connect"):
+            labels = {"deployment": "m-quiet", "reason": reason}
+            assert get("ezat_router_failovers_total", labels) == 0
+        for event in ("cooldown", "breaker_opened", "breaker_closed", "probe"):
+            labels = {"deployment": "m-quiet", "event": event}
+            assert get("ezat_router_health_events_total", labels) == 0
+        for outcome in ("hit", "new", "moved", "prefix", "none"):
+            assert get("ezat_router_affinity_total", {"outcome": outcome}) is not None

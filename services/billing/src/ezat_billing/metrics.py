@@ -24,6 +24,11 @@ RECORDS = Counter(
     "their token counts are estimated",
     ["status", "estimated"],
 )
+# Every status at zero from the start: a series born at its first record shows no rate until its
+# second, and "estimated against complete" reads 0, not "no data".
+for _status in ("complete", "client_closed", "failed"):
+    for _estimated in ("true", "false"):
+        RECORDS.labels(_status, _estimated)
 PRICES = Gauge(
     "ezat_billing_price_micros_per_million_tokens",
     "The price list billing charges with (the config's [[models]] price, in micro-dollars per "

@@ -89,6 +89,7 @@ async def connect(cfg: Config, subjects: Subjects) -> Edge:
     # connects anywhere.
     catalogue = Catalogue(cfg)
     models = ModelLists.of(catalogue)
+    m.prepare(model.id for model in catalogue.models)
     auth = Authenticator(cfg.edge.auth_cache_ttl)
     limiter = RateLimiter.from_env()
     admission = Admission(cfg.edge.max_in_flight)

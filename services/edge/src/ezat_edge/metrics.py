@@ -3,8 +3,12 @@ observes, bound once per API (``METERS``) and per API and model (``ApiMeters.mod
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from ezat_common.metrics import LATENCY_BUCKETS, labelled
 from prometheus_client import Counter, Gauge, Histogram
+
+from .core.model_label import OTHER
 
 # Body sizes: powers of 4 from 256 B to 16 MiB, then the default body limit (32 MiB).
 BYTE_BUCKETS = (*(4.0**n for n in range(4, 13)), 32.0 * 1024**2)
@@ -181,3 +185,13 @@ class ApiMeters:
 
 
 METERS = {"anthropic": ApiMeters("anthropic"), "openai": ApiMeters("openai")}
+
+
+def prepare(models: Iterable[str]) -> None:
+    """Bind every model's latency series at start, at zero: a series born at its first request
+    shows no rate until its second one (Prometheus cannot tell it grew), and a dashboard shows
+    a quiet model as "no data" instead of 0."""
+    names = (*models, OTHER)
+    for meters in METERS.values():
+        for model in names:
+            meters.model(model)

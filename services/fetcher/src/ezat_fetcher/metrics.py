@@ -24,6 +24,10 @@ FETCHED_BYTES = Histogram(
     "Sizes of accepted downloads, in bytes",
     buckets=FETCHED_BYTES_BUCKETS,
 )
+# Downloads that succeed, at zero from the start: a series born at its first event shows no rate
+# until its second, and the refusal share (failures over all) needs its denominator.
+FETCHES.labels("ok")
+DURATION.labels("ok")
 IN_FLIGHT = Gauge("ezat_fetcher_in_flight", "Downloads running now")
 QUEUED = Gauge("ezat_fetcher_queued", "Downloads waiting for a fair share of the download slots")
 

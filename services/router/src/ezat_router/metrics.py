@@ -147,6 +147,13 @@ class DeploymentSeries:
 
     def __init__(self, deployment: str, kind: str) -> None:
         self._attempts = {o: ATTEMPTS.labels(deployment, kind, o) for o in ATTEMPT_OUTCOMES}
+        # Bound at zero from the start, though routing labels them itself: a series born at its
+        # first event shows no rate until its second (Prometheus cannot tell it grew), and a
+        # healthy deployment's failovers and health events read 0, not "no data".
+        for reason in OUTCOME_OF_REASON:
+            FAILOVERS.labels(deployment, reason)
+        for event in HEALTH_EVENT_NAMES:
+            HEALTH_EVENTS.labels(deployment, event)
         self.first_byte = FIRST_BYTE.labels(deployment)
         self.uncached = PROMPT_TOKENS.labels(deployment, "uncached")
         self.cache_read = PROMPT_TOKENS.labels(deployment, "cache_read")
@@ -194,6 +201,17 @@ def watch_health(
         BREAKER_OPEN.labels(name).set_function(breaker)
         COOLDOWN_REMAINING.labels(name).set_function(cooling)
 
+
+HEALTH_EVENT_NAMES = (
+    "cooldown",
+    "breaker_opened",
+    "breaker_closed",
+    "probe",
+    "breaker_opened_elsewhere",
+)
+AFFINITY_OUTCOMES = ("hit", "new", "moved", "prefix", "none")
+for _outcome in AFFINITY_OUTCOMES:
+    AFFINITY.labels(_outcome)  # at zero from the start (DeploymentSeries says why)
 
 # Memoised children for the per-request hot path.
 REQUESTS_BY = labelled(REQUESTS)
