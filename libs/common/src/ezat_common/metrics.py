@@ -1,5 +1,5 @@
-"""Prometheus helpers shared by the services: the metrics HTTP endpoint, common buckets, and the
-instruments of rules that live in ``ezat_common``.
+"""Prometheus helpers shared by the services: the exposition, common buckets, and the
+instruments of rules that live in ``ezat_common`` (the metrics port's server is readiness.py's).
 
 Each service declares its own instruments once, in its own ``metrics.py``. Everything is in the
 default registry, which also holds prometheus_client's process, platform and GC collectors, so
@@ -11,18 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
-from wsgiref.simple_server import WSGIServer
 
-from prometheus_client import (
-    CONTENT_TYPE_LATEST,
-    REGISTRY,
-    Counter,
-    Gauge,
-    generate_latest,
-    start_http_server,
-)
-
-from .config import split_listen
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, generate_latest
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
@@ -52,19 +42,16 @@ NATS_SLOW_CONSUMER_ERRORS = Counter(
     "(nats-py reports one slow-consumer error per dropped message)",
 )
 
+# Fed by readiness.Readiness, the one judge of every service's /readyz.
+READY = Gauge(
+    "ezat_ready",
+    "1 while this process's own /readyz answers ready (its NATS connection, subscriptions and "
+    "own stores), else 0; other services' replicas never count (docs/observability.md)",
+)
+
 
 def exposition() -> tuple[bytes, str]:
     return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
-
-
-def serve(listen: str | None) -> WSGIServer | None:
-    """Expose /metrics on its own port (what a pod's scrape annotation points at), from a thread
-    of its own; the server is returned for whoever wants to stop it (a test)."""
-    if not listen:
-        return None
-    host, port = split_listen(listen)
-    server, _thread = start_http_server(port, addr=host)
-    return server
 
 
 def labelled(metric: Any) -> Callable[..., Any]:
