@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from ezat_cli import infra
-from ezat_common import bus, environment, metrics
+from ezat_common import bus, environment, metrics, readiness
 from nats.aio.msg import Msg
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
@@ -121,7 +121,8 @@ async def test_a_services_metrics_endpoint_shows_nats_and_process_series(
     session_connection: bus.Client,
 ) -> None:
     port = infra.free_port()
-    server = metrics.serve(f"127.0.0.1:{port}")  # as router, billing, translator and fetcher
+    # As router, billing, translator and fetcher serve their metrics port.
+    server = readiness.serve(f"127.0.0.1:{port}", readiness.Readiness("test"))
     assert server is not None
     try:
         url = f"http://127.0.0.1:{port}/metrics"

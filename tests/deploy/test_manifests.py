@@ -95,6 +95,35 @@ def test_edge_drains_and_probes() -> None:
     assert {"Deployment", "Service", "HorizontalPodAutoscaler", "PodDisruptionBudget"} <= kinds
 
 
+def _declares(container: dict[str, Any], port: str | int) -> bool:
+    return any(port in (p.get("name"), p["containerPort"]) for p in container.get("ports", []))
+
+
+def test_every_workload_has_a_readiness_probe_on_a_port_it_declares() -> None:
+    workloads = [
+        (p.name, d)
+        for p, d in ALL_DOCS
+        if d.get("kind") in ("Deployment", "StatefulSet") and p.parent == K8S
+    ]
+    names = {d["metadata"]["name"] for _, d in workloads}
+    assert names >= {f"ezat-{s}" for s in SERVICES} | {"nats"}
+    for file, d in workloads:
+        main = d["spec"]["template"]["spec"]["containers"][0]
+        where = f"{file}:{d['metadata']['name']}"
+        probe = main.get("readinessProbe")
+        assert probe is not None, f"{where}: no readinessProbe"
+        get = probe["httpGet"]
+        assert _declares(main, get["port"]), f"{where}: probes undeclared port {get['port']}"
+        if d["metadata"]["name"].startswith("ezat-"):
+            # Its own readiness; liveness only asks whether its loop answers.
+            assert get["path"] == "/readyz", where
+            live = main["livenessProbe"]["httpGet"]
+            assert live["path"] == "/healthz", where
+            assert _declares(main, live["port"]), where
+        else:
+            assert get["path"].startswith("/healthz"), where  # NATS's monitoring port
+
+
 def test_billing_stops_one_replica_at_a_time() -> None:
     pdb = next(
         d for p, d in ALL_DOCS if p.name == "billing.yaml" and d["kind"] == "PodDisruptionBudget"

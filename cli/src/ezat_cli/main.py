@@ -65,6 +65,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"EZAT Router is up at {stack.edge_url}", flush=True)
         print(f"  URL: {stack.edge_url}")
         print(f"  Key: {secret}")
+        print(f"  Operator token (GET /api/status): {stack.operator_token}")
         print(f"  logs: {stack.data_dir / 'logs'}   (Ctrl-C stops everything)", flush=True)
         while True:
             stack.supervise_once()

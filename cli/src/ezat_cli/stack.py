@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -65,6 +66,14 @@ class Stack:
     # The supervisor thread and ``restart`` both start processes: one at a time.
     _lock: threading.RLock = field(default_factory=threading.RLock)
     _edge_socket: socket.socket | None = None
+    # The edges' EZAT_OPERATOR_TOKEN when neither the environment nor ``extra_env`` gives one:
+    # the stack reads its own /api/status with it.
+    _operator_token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
+
+    @property
+    def operator_token(self) -> str:
+        given = self.extra_env.get(environment.OPERATOR_TOKEN) or environment.operator_token()
+        return given or self._operator_token
 
     @property
     def edge_url(self) -> str:
@@ -76,6 +85,7 @@ class Stack:
         assert self.infra is not None
         env = {**os.environ, **self.infra.env(), **self.extra_env}
         env["EZAT_CONFIG"] = str(self.config_path.resolve())
+        env[environment.OPERATOR_TOKEN] = self.operator_token
         env[environment.DRAIN_DIR] = str(self.drain_dir)
         env.setdefault("PYTHONUNBUFFERED", "1")
         return env
@@ -163,10 +173,16 @@ class Stack:
             await conn.close()
 
     def ready(self) -> bool:
+        """Every service has a ready replica: the edge's /api/status answers 200 (an edge's
+        /readyz answers for that edge alone)."""
+        status = urllib.request.Request(
+            self.edge_url + "/api/status",
+            headers={"Authorization": f"Bearer {self.operator_token}"},
+        )
         try:
-            with urllib.request.urlopen(self.edge_url + "/readyz", timeout=2) as resp:
+            with urllib.request.urlopen(status, timeout=5) as resp:
                 return bool(resp.status == 200)
-        except OSError:
+        except OSError:  # urllib's HTTPError (a 503: not yet) is one
             return False
 
     def wait_ready(self, timeout: float) -> None:
@@ -296,7 +312,7 @@ class Stack:
 
     def _wait_replacement(self, child: Child, timeout: float) -> None:
         """Until the replacement takes work: its ``<pid>.ready`` announcement, or (the edge and
-        simulators announce nothing) the stack's ``/readyz``."""
+        simulators announce nothing) the stack's ``/api/status``."""
         if _announces(child):
             self._wait_state(child, "ready", timeout)
             return

@@ -253,9 +253,15 @@ def is_no_responders(msg: Msg) -> bool:
 
 
 async def serve_health(
-    nc: Client, subjects: Subjects, service: str, check: Callable[[], Awaitable[str | None]]
+    nc: Client,
+    subjects: Subjects,
+    service: str,
+    check: Callable[[], Awaitable[str | None]],
+    states: Callable[[], dict[str, str]] | None = None,
 ) -> None:
-    """Answer readiness probes: ``check`` returns None when ready, else what is missing.
+    """Answer health probes: ``check`` returns None when ready, else what is missing (the
+    service's ``Readiness.problem``); ``states`` adds what the replica sees of others (the
+    router's deployments). Every replica answers: the edge's /api/status counts them.
 
     Every service calls this last in its start, once subscribed: it also tells a supervisor that
     the process takes work (``lifecycle.announce_ready``, for ``ezat up``'s rolling restart).
@@ -263,7 +269,12 @@ async def serve_health(
 
     async def on_probe(msg: Msg) -> None:
         problem = await check()
-        reply = envelopes.HealthReply(service=service, ok=problem is None, detail=problem or "")
+        reply = envelopes.HealthReply(
+            service=service,
+            ok=problem is None,
+            detail=problem or "",
+            states=states() if states is not None else {},
+        )
         await msg.respond(envelopes.encode(reply))
 
     await nc.subscribe(subjects.health(service), cb=on_probe)

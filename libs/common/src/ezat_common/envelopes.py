@@ -304,9 +304,14 @@ class UsageQuery(Struct, kw_only=True, tag_field="t", tag="usage_query"):
 
 
 class HealthReply(Struct, kw_only=True, tag_field="t", tag="health"):
+    """One replica's answer to its service's health probe (every replica answers)."""
+
     service: str
     ok: bool
     detail: str = ""
+    # What the replica sees beyond itself, for the edge's /api/status: the router's deployments
+    # and their availability ("up", "cooling", "open", "half_open").
+    states: dict[str, str] = msgspec.field(default_factory=dict)
 
 
 class FetchRequest(Struct, _Identified, kw_only=True, tag_field="t", tag="fetch_request"):

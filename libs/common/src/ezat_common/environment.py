@@ -30,6 +30,8 @@ EDGE_LISTEN_FD = "EZAT_EDGE_LISTEN_FD"
 DATA_DIR = "EZAT_DATA_DIR"
 ROUTER_REGION = "EZAT_ROUTER_REGION"
 ROUTER_METRICS_LISTEN = "EZAT_ROUTER_METRICS_LISTEN"
+# The bearer token of the edge's operator endpoints (/api/status); unset: they answer 403.
+OPERATOR_TOKEN = "EZAT_OPERATOR_TOKEN"
 
 DEFAULT_SUBJECT_PREFIX = "ezat"
 DEFAULT_NATS_URL = "nats://127.0.0.1:4222"
@@ -121,6 +123,11 @@ def router_region() -> str | None:
 def router_metrics_listen() -> str | None:
     """Overrides ``[router] metrics_listen``."""
     return _set(ROUTER_METRICS_LISTEN)
+
+
+def operator_token() -> str | None:
+    """The edge's operator token (docs/api.md, "Operator status"), or None: no operator."""
+    return _set(OPERATOR_TOKEN)
 
 
 def positive_seconds(name: str) -> float | None:

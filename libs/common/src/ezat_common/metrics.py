@@ -1,5 +1,5 @@
-"""Prometheus helpers shared by the services: the metrics HTTP endpoint, common buckets, and the
-instruments of rules that live in ``ezat_common``.
+"""Prometheus helpers shared by the services: the exposition, common buckets, and the
+instruments of rules that live in ``ezat_common`` (the metrics port's server is readiness.py's).
 
 Each service declares its own instruments once, in its own ``metrics.py``. Everything is in the
 default registry, which also holds prometheus_client's process, platform and GC collectors, so
@@ -11,12 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
-from wsgiref.simple_server import WSGIServer
 
-from prometheus_client import REGISTRY, Counter, Gauge, start_http_server
+from prometheus_client import REGISTRY, Counter, Gauge
 from prometheus_client.exposition import choose_encoder
-
-from .config import split_listen
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
@@ -46,6 +43,13 @@ NATS_SLOW_CONSUMER_ERRORS = Counter(
     "(nats-py reports one slow-consumer error per dropped message)",
 )
 
+# Fed by readiness.Readiness, the one judge of every service's /readyz.
+READY = Gauge(
+    "ezat_ready",
+    "1 while this process's own /readyz answers ready (its NATS connection, subscriptions and "
+    "own stores), else 0; other services' replicas never count (docs/observability.md)",
+)
+
 
 def exposition(accept: str | None = None) -> tuple[bytes, str]:
     """The default registry's text and its content type, in the format the scraper's ``Accept``
@@ -53,19 +57,10 @@ def exposition(accept: str | None = None) -> tuple[bytes, str]:
     ``application/openmetrics-text``, which Prometheus asks for, else the classic text format.
 
     The choice is prometheus_client's own ``choose_encoder``, the one its ``start_http_server``
-    (``serve`` below) makes for every scrape, so every service answers a scraper alike."""
+    (``make_wsgi_app``, which ``readiness.serve`` mounts) makes for every scrape, so every
+    service answers a scraper alike."""
     encode, content_type = choose_encoder(accept or "")
     return encode(REGISTRY), content_type
-
-
-def serve(listen: str | None) -> WSGIServer | None:
-    """Expose /metrics on its own port (what a pod's scrape annotation points at), from a thread
-    of its own; the server is returned for whoever wants to stop it (a test)."""
-    if not listen:
-        return None
-    host, port = split_listen(listen)
-    server, _thread = start_http_server(port, addr=host)
-    return server
 
 
 def labelled(metric: Any) -> Callable[..., Any]:

@@ -11,8 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import asyncpg
-from ezat_common import bus, db, lifecycle, logs
-from ezat_common import metrics as common_metrics
+from ezat_common import bus, db, lifecycle, logs, readiness
 from ezat_common import subjects as subjects_mod
 from ezat_common.outbox import Outbox, drained_before
 from ezat_common.periodic import Periodic
@@ -28,6 +27,8 @@ from .handlers import Handlers
 log = logging.getLogger("ezat.billing")
 
 STOP_TIMEOUT = 10.0
+# Reported by /readyz; "store" says whether one of them is usable, which is what counts.
+OPTIONAL = ("postgresql", "outbox")
 
 
 def spawning(
@@ -86,7 +87,9 @@ class Billing:
         pool: asyncpg.Pool,
         batcher: Batcher,
         nc: bus.Client,
+        ready: readiness.Readiness | None = None,
     ) -> None:
+        self.ready = ready or readiness.Readiness("billing", optional=OPTIONAL)
         self.settings = settings
         self.subjects = subjects
         self.batcher = batcher
@@ -130,11 +133,27 @@ class Billing:
                 cb=spawning(tasks, handlers.on_usage_query),
             ),
         ]
-        await bus.serve_health(nc, subjects, "billing", check)
+        self.ready.use(functools.partial(self.checks, check))
+        await bus.serve_health(nc, subjects, "billing", self.ready.problem)
+
+    async def checks(self, database: Callable[[], Awaitable[str | None]]) -> dict[str, str]:
+        """Readiness: NATS, the subscriptions, and somewhere to make a record durable:
+        PostgreSQL, or the JetStream outbox while PostgreSQL is down (records are acknowledged
+        from there, docs/billing.md). Each store is reported; only losing both is unready."""
+        out = readiness.nats_check(self.nc, *self.subs)
+        problem = await database()
+        out["postgresql"] = problem or readiness.OK
+        # The last reading is at most READ_EVERY old; without NATS there is no outbox at all.
+        outbox = self.nc.is_connected and self.backlog.readable
+        out["outbox"] = readiness.OK if outbox else "not readable"
+        usable = problem is None or outbox
+        out["store"] = readiness.OK if usable else "neither PostgreSQL nor the outbox is usable"
+        return out
 
     async def stop(self) -> None:
         """No new messages (other replicas get them); the ones already delivered are still
         answered, then the drain, the settlement rounds and the batcher stop."""
+        await self.ready.stop()
         await lifecycle.stop_taking(*self.subs)
         await self.tasks.wait(self.settings.cfg.shutdown.drain_timeout)
         # Records waiting for their delivery confirmation are stored now; then, between batches or
@@ -179,14 +198,15 @@ async def serve(stop: asyncio.Event, settings: config.Settings | None = None) ->
     without PostgreSQL rather than crash-looping, and says when it becomes reachable."""
     settings = settings or config.load()
     subjects = subjects_mod.from_env()
-    common_metrics.serve(settings.cfg.billing.metrics_listen)
+    ready = readiness.Readiness("billing", optional=OPTIONAL)
+    readiness.serve(settings.cfg.billing.metrics_listen, ready)
     # min_size=0: creating the pool never needs the server, every acquire (re)connects on demand.
     pool = await db.pool(min_size=0, max_size=10)
     batcher = started_batcher(settings, pool)
     check = database_check(pool, batcher)
     watcher = asyncio.create_task(watch_database(check))
     nc = await bus.connect("billing")
-    billing = Billing(settings, subjects, pool, batcher, nc)
+    billing = Billing(settings, subjects, pool, batcher, nc, ready)
     await billing.start(check)
     log.info("billing serving on %s", subjects.usage_record)
     await stop.wait()

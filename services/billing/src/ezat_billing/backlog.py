@@ -35,7 +35,13 @@ class Backlog:
         self.messages = 0
         self.oldest: float | None = None  # store time (Unix seconds) of the oldest message
         self._failing = False
+        self._read_once = False
         metrics.OUTBOX_OLDEST_AGE.set_function(self.age)
+
+    @property
+    def readable(self) -> bool:
+        """The last reading succeeded: JetStream answers for the outbox (billing's readiness)."""
+        return self._read_once and not self._failing
 
     def age(self) -> float:
         """Seconds since the oldest message the outbox held at the last reading was stored."""
@@ -48,6 +54,7 @@ class Backlog:
         except BacklogUnknown as exc:
             self._failed(str(exc))
             return
+        self._read_once = True
         self.messages = state.messages
         self.oldest = state.oldest()
         metrics.OUTBOX_MESSAGES.set(self.messages)

@@ -2,7 +2,8 @@
 
 The database pool is the one connection made in the background: PostgreSQL may come up after the
 edge, and until it does only key checks wait for it (auth.py). Endpoints: handlers.py (API),
-operations.py (health, readiness, metrics); every response passes middleware.py.
+operations.py (health, this edge's readiness, metrics), status.py (the operator's view of the
+whole stack); every response passes middleware.py.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from .middleware import Handler, errors_mw, on_prepare
 from .operations import Operations
 from .protocol import ConnectionGuard, EdgeRunner, close_gently, connection_budget
 from .relay import Relay
+from .status import StackStatus
 
 log = logging.getLogger("ezat.edge")
 
@@ -54,6 +56,7 @@ class Edge:
     admission: Admission
     api: Api
     ops: Operations
+    status: StackStatus
     pool_task: asyncio.Task[None]
 
     async def stop(self) -> None:
@@ -77,6 +80,7 @@ ROUTES: tuple[tuple[str, str, Callable[[Edge], Handler]], ...] = (
     ("GET", "/openai/v1/models", lambda e: e.api.list_models),
     ("GET", "/api/models", lambda e: e.api.public_models),
     ("GET", "/api/usage", lambda e: e.api.usage),
+    ("GET", "/api/status", lambda e: e.status.handle),
     ("GET", "/healthz", lambda e: e.ops.healthz),
     ("GET", "/readyz", lambda e: e.ops.readyz),
     ("GET", "/metrics", lambda e: e.ops.metrics_endpoint),
@@ -129,14 +133,15 @@ async def connect(cfg: Config, subjects: Subjects) -> Edge:
         models,
         ModelLabels(catalogue),
     )
-    ops = Operations(nc, subjects, auth)
+    ops = Operations(nc, auth)
+    status = StackStatus(nc, subjects, ops, limiter.redis)
     pool_task = asyncio.create_task(_connect_db(auth))
     # Accept only once keys can be checked: a restarted edge takes over the connections waiting
     # on its socket, and answering them "authentication is unavailable" because its pool was
     # still connecting would be an error nobody needed. A database that is down does not hold
     # the edge back for longer.
     await asyncio.wait({pool_task}, timeout=DB_WAIT)
-    return Edge(nc, relay, deliveries, auth, limiter, admission, api, ops, pool_task)
+    return Edge(nc, relay, deliveries, auth, limiter, admission, api, ops, status, pool_task)
 
 
 async def _connect_db(auth: Authenticator) -> None:
@@ -198,6 +203,7 @@ async def main(stop: asyncio.Event) -> None:
     await stop.wait()
     # Drain: stop accepting (a replacement on the same socket takes the new connections), let
     # open streams finish (bounded), then close connections.
+    await edge.ops.readiness.stop()
     lifecycle.announce_draining()
     await close_gently(runner)
     await runner.shutdown()

@@ -143,6 +143,11 @@ class Authenticator:
         log.warning("key lookup failed: %s", type(problem).__name__)
         raise _Unavailable
 
+    def knows_keys(self) -> bool:
+        """Some key is cached that this edge would serve while PostgreSQL is down (readiness:
+        the edge still authenticates the clients it has seen)."""
+        return any(key is not None and not key.revoked for key, _ in self._cache.values())
+
     def evict(self, key_id: str) -> None:
         """A revocation: every cached entry of the key becomes a revoked one (which is what is
         served if the database cannot be asked when it expires)."""

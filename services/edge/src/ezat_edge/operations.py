@@ -1,67 +1,56 @@
-"""The operator's endpoints: liveness, readiness (NATS, the database, one replica of each
-service answering its health probe) and Prometheus metrics (docs/reliability.md)."""
+"""The operator's endpoints: liveness, this edge's own readiness and Prometheus metrics
+(docs/reliability.md, "Readiness"); the whole stack's view is status.py's ``/api/status``.
+
+The edge is ready while NATS is connected, keys can be checked (PostgreSQL answers, or the key
+cache holds keys it serves through an outage) and it is not draining. Other services are not
+its business: one missing replica elsewhere must not take every edge out of its Service.
+"""
 
 from __future__ import annotations
 
 import asyncio
 
-import msgspec
 from aiohttp import web
-from ezat_common import bus, envelopes, metrics
-from ezat_common.subjects import Subjects
-from ezat_common.undecodable import undecodable
+from ezat_common import bus, metrics, readiness
 
 from .auth import Authenticator
 from .responses import JSON
 
-PROBED_SERVICES = ("translator", "router", "billing", "fetcher")
+NO_KEYS = "PostgreSQL unreachable and no key cached"
 
 
 class Operations:
-    def __init__(self, nc: bus.Client, subjects: Subjects, auth: Authenticator) -> None:
+    def __init__(self, nc: bus.Client, auth: Authenticator) -> None:
         self.nc = nc
-        self.subjects = subjects
         self.auth = auth  # its pool connects in the background (PostgreSQL may come up later)
+        # "database" is reported; what counts is whether keys can be checked ("auth").
+        self.readiness = readiness.Readiness("edge", optional=("database",))
+        self.readiness.use(self.checks)
 
     async def healthz(self, request: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})
 
     async def readyz(self, request: web.Request) -> web.Response:
-        checks = await self.readiness()
-        ready = all(v == "ok" for v in checks.values())
-        body = msgspec.json.encode({"status": "ready" if ready else "not ready", "checks": checks})
-        return web.Response(status=200 if ready else 503, body=body, content_type=JSON)
+        status, body = self.readiness.body(await self.readiness.evaluate())
+        return web.Response(status=status, body=body, content_type=JSON)
 
-    async def readiness(self) -> dict[str, str]:
-        checks: dict[str, str] = {}
-        connected = self.nc.is_connected
-        checks["nats"] = "ok" if connected else "not connected"
-        checks["database"] = await self._db_check()
-        if not connected:
-            return checks
-        results = await asyncio.gather(*(self._probe(svc) for svc in PROBED_SERVICES))
-        checks.update(zip(PROBED_SERVICES, results, strict=True))
-        return checks
+    async def checks(self) -> dict[str, str]:
+        database = await self.database()
+        usable = database == readiness.OK or self.auth.knows_keys()
+        return {
+            "nats": readiness.OK if self.nc.is_connected else "not connected",
+            "database": database,
+            "auth": readiness.OK if usable else NO_KEYS,
+        }
 
-    async def _db_check(self) -> str:
+    async def database(self) -> str:
         if self.auth.pool is None:
             return "not connected"
         try:
             await asyncio.wait_for(self.auth.pool.fetchval("SELECT 1"), 1.0)
-            return "ok"
+            return readiness.OK
         except Exception as exc:
             return f"unavailable ({type(exc).__name__})"
-
-    async def _probe(self, service: str) -> str:
-        try:
-            msg = await self.nc.request(self.subjects.health(service), b"", timeout=1.0)
-            reply = envelopes.decode_health(msg.data)
-        except msgspec.DecodeError as exc:
-            undecodable("health_reply", self.subjects.health(service), exc)
-            return "unreadable health reply"
-        except Exception:
-            return "no replica answered"
-        return "ok" if reply.ok else reply.detail
 
     async def metrics_endpoint(self, request: web.Request) -> web.Response:
         # OpenMetrics (with exemplars) when the scraper asks for it, as Prometheus does.

@@ -1,10 +1,11 @@
-"""Fetcher wiring: configuration, NATS subscription, health probe, metrics, graceful stop."""
+"""Fetcher wiring: configuration, NATS subscription, health probe, the metrics port (with
+/readyz and /healthz, ``ezat_common.readiness``), graceful stop."""
 
 from __future__ import annotations
 
 import asyncio
 
-from ezat_common import bus, logs, metrics
+from ezat_common import bus, logs, readiness
 from ezat_common.config import ConfigError, FetcherConfig, load_config
 from ezat_common.subjects import from_env
 
@@ -54,13 +55,16 @@ async def main(stop: asyncio.Event) -> None:
         # Loud on purpose: these networks bypass the public-address rule.
         log.warning("treating as public: %s", ", ".join(str(n) for n in allow))
     subjects = from_env()
+    ready = readiness.Readiness("fetcher")
+    readiness.serve(cfg.fetcher.metrics_listen, ready)  # "starting" until wired
     nc = await bus.connect("fetcher")
     service = FetchService(nc, subjects, Fetcher(allow), limits=shares)
     await service.start()
-    await bus.serve_health(nc, subjects, "fetcher", service.problem)
-    metrics.serve(cfg.fetcher.metrics_listen)
+    ready.use(service.checks)
+    await bus.serve_health(nc, subjects, "fetcher", ready.problem)
     log.info("fetcher ready on %s", subjects.fetch)
     await stop.wait()
     log.info("fetcher stopping")
+    await ready.stop()
     await service.stop(cfg.shutdown.drain_timeout)
     await nc.drain()

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from ezat_common import bus, envelopes, lifecycle, logs
+from ezat_common import bus, envelopes, lifecycle, logs, readiness
 from ezat_common.liveness import Heartbeats
 from ezat_common.subjects import QUEUE_FETCHER, Subjects
 from ezat_common.undecodable import decoded
@@ -109,13 +109,10 @@ class FetchService:
             self._subjects.fetch, queue=QUEUE_FETCHER, cb=self._on_msg
         )
 
-    async def problem(self) -> str | None:
-        """Readiness: None when requests can be received, else what is missing."""
-        if not self._nc.is_connected:
-            return "not connected to NATS"
-        if self._sub is None:
-            return "not subscribed"
-        return None
+    async def checks(self) -> dict[str, str]:
+        """Readiness (``ezat_common.readiness``): fetch requests can be received. The fetcher
+        keeps no store: NATS and its subscriptions are all it needs."""
+        return readiness.nats_check(self._nc, self._sub, self._cancel_sub)
 
     async def stop(self, grace: float = 20.0) -> None:
         """Stop taking requests, let held downloads answer (bounded), tell the rest to retry."""

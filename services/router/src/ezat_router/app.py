@@ -16,8 +16,7 @@ import contextlib
 import time
 from typing import Any
 
-from ezat_common import bus, environment, kv, lifecycle, logs, redis_keys
-from ezat_common import metrics as common_metrics
+from ezat_common import bus, environment, kv, lifecycle, logs, readiness, redis_keys
 from ezat_common.bus import Claims
 from ezat_common.config import Config, load_config
 from ezat_common.liveness import Heartbeats
@@ -32,6 +31,9 @@ from .usage_sink import UsageSink
 
 # After the drain, cancelled requests get this long to publish their error and usage.
 CANCEL_GRACE_SECONDS = 2.0
+# Reported by /readyz, never a reason to be unready.
+OPTIONAL = ("redis",)
+REDIS_DOWN = "unreachable: routing from hashing alone"
 
 
 class RouterService:
@@ -45,8 +47,10 @@ class RouterService:
         upstream: Upstream,
         shared: SharedState,
         region: str,
+        ready: readiness.Readiness | None = None,
     ) -> None:
         self._nc = nc
+        self.ready = ready or readiness.Readiness("router", optional=OPTIONAL)
         self._subjects = subjects
         self.region = region
         self.upstream = upstream
@@ -79,14 +83,22 @@ class RouterService:
         self._subs.append(
             await self._nc.subscribe(self._subjects.cancel, cb=self.handlers.on_cancel)
         )
-        await bus.serve_health(self._nc, self._subjects, "router", self.ready)
+        self.ready.use(self.checks)
+        states = self.shared.availabilities
+        await bus.serve_health(self._nc, self._subjects, "router", self.ready.problem, states)
 
-    async def ready(self) -> str | None:
-        return None if self._nc.is_connected else "NATS is not connected"
+    async def checks(self) -> dict[str, str]:
+        """Readiness: NATS and both subscriptions. Redis is reported, never required: without
+        it routing goes on from hashing and local health (docs/routing.md)."""
+        out = readiness.nats_check(self._nc, *self._subs)
+        if self.shared.configured:
+            out["redis"] = readiness.OK if self.shared.up else REDIS_DOWN
+        return out
 
     async def stop(self) -> None:
         route, cancel = self._subs
         started = time.monotonic()
+        await self.ready.stop()
         # drain, not unsubscribe: requests already delivered to this replica still run.
         await lifecycle.stop_taking(route)
         tasks = set(self.handlers.tasks.values())
@@ -118,11 +130,12 @@ async def main(stop: asyncio.Event) -> None:
         redis_keys.from_env(),
         time.time,
     )
+    ready = readiness.Readiness("router", optional=OPTIONAL)
+    readiness.serve(environment.router_metrics_listen() or cfg.router.metrics_listen, ready)
     nc = await bus.connect("router")
     upstream = Upstream(cfg.router, pool(cfg.router))
-    service = RouterService(cfg, nc, from_env(), upstream, shared, region)
+    service = RouterService(cfg, nc, from_env(), upstream, shared, region, ready)
     await service.start()
-    common_metrics.serve(environment.router_metrics_listen() or cfg.router.metrics_listen)
     log.info(
         "router ready",
         extra={

@@ -178,6 +178,16 @@ class SharedState:
     def health(self, name: str) -> DeploymentHealth:
         return self.board.get(name)
 
+    @property
+    def configured(self) -> bool:
+        """A Redis was given (``REDIS_URL``); ``up`` says whether it answers."""
+        return self._redis is not None
+
+    def availabilities(self) -> dict[str, str]:
+        """Every deployment's availability as this replica sees it (the edge's /api/status)."""
+        now = self._clock()
+        return {name: self.board.availability(name, now) for name in self._names}
+
     def rate_limited(self, name: str, now: float, seconds: float | None) -> None:
         h = self.board.rate_limited(name, now, seconds)
         metrics.HEALTH_EVENTS.labels(name, "cooldown").inc()

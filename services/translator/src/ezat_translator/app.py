@@ -14,7 +14,7 @@ import time
 import uuid
 from typing import Any
 
-from ezat_common import bus, envelopes, lifecycle, logs, metrics
+from ezat_common import bus, envelopes, lifecycle, logs, readiness
 from ezat_common.bodies import TOO_DEEP
 from ezat_common.catalogue import Catalogue
 from ezat_common.config import load_config
@@ -37,9 +37,15 @@ log = logging.getLogger("ezat.translator")
 
 class Translator:
     def __init__(
-        self, nc: bus.Client, subjects: Subjects, catalogue: Catalogue, thinking: ThinkingStore
+        self,
+        nc: bus.Client,
+        subjects: Subjects,
+        catalogue: Catalogue,
+        thinking: ThinkingStore,
+        ready: readiness.Readiness | None = None,
     ) -> None:
         self.nc = nc
+        self.ready = ready or readiness.Readiness("translator")
         self.catalogue = catalogue
         self.subjects = subjects
         self.claims = bus.Claims(nc, self.subjects)
@@ -69,7 +75,8 @@ class Translator:
         await self.nc.subscribe(self.no_router_prefix + ">", cb=self.on_no_router)
         await self.nc.subscribe(s.cancel, cb=self.on_cancel)
         await self.chat.start()
-        await bus.serve_health(self.nc, s, "translator", self.check)
+        self.ready.use(self.checks)
+        await bus.serve_health(self.nc, s, "translator", self.ready.problem)
         self.beats.start()
         # Its own task, not in ``tasks``: those are the requests a stop waits for.
         self._watcher = Periodic("router-watch", OWNER_TIMEOUT / 6, self.chat.watch)
@@ -81,6 +88,7 @@ class Translator:
         Heartbeats and the router watch go on meanwhile: the edge must not take a draining
         translator for dead, and a router dying meanwhile is still noticed."""
         started = time.monotonic()
+        await self.ready.stop()
         await lifecycle.stop_taking(self._sub)
 
         def busy() -> int:
@@ -100,8 +108,10 @@ class Translator:
             return
         self.chat.cancel(cancel.uid)
 
-    async def check(self) -> str | None:
-        return None if self.nc.is_connected else "NATS is not connected"
+    async def checks(self) -> dict[str, str]:
+        """Readiness: NATS and the translate subscription. The thinking store (Redis) is not
+        needed to translate: without it kept thinking blocks are dropped (docs/architecture.md)."""
+        return readiness.nats_check(self.nc, self._sub)
 
     async def on_request(self, msg: Msg) -> None:
         req = decoded(envelopes.decode_client_request, "client_request", msg)
@@ -216,11 +226,12 @@ class Translator:
 async def main(stop: asyncio.Event) -> None:
     logs.setup("translator")
     cfg = load_config()
-    metrics.serve(cfg.translator.metrics_listen)
+    ready = readiness.Readiness("translator")
+    readiness.serve(cfg.translator.metrics_listen, ready)
     subjects = from_env()
     thinking = ThinkingStore.from_env()
     nc = await bus.connect("translator")
-    translator = Translator(nc, subjects, Catalogue(cfg), thinking)
+    translator = Translator(nc, subjects, Catalogue(cfg), thinking, ready)
     await translator.start()
     log.info("translator ready")
     await stop.wait()

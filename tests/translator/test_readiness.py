@@ -1,0 +1,18 @@
+"""The translator's readiness on its metrics port (docs/reliability.md, "Readiness"): ready
+while NATS is connected and it is subscribed (Redis, its thinking store, only degrades); without
+NATS unready, and still alive."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from support.config import SONNET, model
+from support.probes import alone, ready_until_nats_goes
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def test_translator_serves_readyz_and_goes_unready_without_nats(tmp_path: Path) -> None:
+    with alone("ezat_translator", "translator", tmp_path, {}, models=[model(SONNET)]) as translator:
+        ready_until_nats_goes(translator)
