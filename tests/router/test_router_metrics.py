@@ -128,3 +128,4 @@ async def test_a_deployments_failover_and_health_series_exist_at_zero_from_the_s
             assert get("ezat_router_health_events_total", labels) == 0
         for outcome in ("hit", "new", "moved", "prefix", "none"):
             assert get("ezat_router_affinity_total", {"outcome": outcome}) is not None
+        assert get("ezat_router_all_down_total", {"model": MODEL}) is not None

@@ -198,6 +198,7 @@ def watch_health(
             return max(health(name).cooldown_until - clock(), 0.0)
 
         DEPLOYMENT_UP.labels(name, dep.model).set_function(up)
+        ALL_DOWN.labels(dep.model)  # at zero from the start (DeploymentSeries says why)
         BREAKER_OPEN.labels(name).set_function(breaker)
         COOLDOWN_REMAINING.labels(name).set_function(cooling)
 
