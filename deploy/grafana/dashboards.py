@@ -395,10 +395,15 @@ MONEY = Dashboard(
                     ),
                 ),
                 Panel(
-                    "Billing acknowledgement p50/p99",
-                    "How long does every final event wait for billing to make its usage durable?",
+                    "Usage acknowledgement p50/p99",
+                    "How long does every final event wait for its usage record to be durable: "
+                    "the outbox's acknowledgement as the edge holds the final event (the usual "
+                    "path), and billing's own answer when the outbox cannot take a record?",
                     "s",
-                    quantiles("ezat_billing_ack_seconds", "outcome"),
+                    (
+                        *quantiles("ezat_edge_final_hold_seconds", "api"),
+                        *quantiles("ezat_billing_ack_seconds", "outcome"),
+                    ),
                 ),
                 Panel(
                     "Outbox depth and oldest message",

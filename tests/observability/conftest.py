@@ -52,9 +52,10 @@ def _config(path: Path, ports: dict[str, int]) -> Path:
             deployment(
                 "sonnet-sim", SONNET, base_url(ports["sim"]), upstream_model="claude-sonnet-5-5"
             ),
-            # Nothing listens on "dead": every request to the model fails over to "live".
+            # Nothing listens on "dead", which the router tries first (its region is the
+            # router's): every request to the model fails over to "live", in another region.
             deployment("failover-dead", FAILOVER, base_url(ports["dead"])),
-            deployment("failover-live", FAILOVER, base_url(ports["sim"])),
+            deployment("failover-live", FAILOVER, base_url(ports["sim"]), region="elsewhere"),
         ],
     )
 
@@ -139,6 +140,7 @@ def observed(infra: Infra, database_url: str, data_dir: Path) -> Iterator[Observ
         try:
             prom = f"http://127.0.0.1:{prom_port}"
             _wait_ready(prom, proc, folder / "prometheus.log")
+            _wait_scraped(prom, len(metrics))
             yield Observed(
                 stack,
                 base_url(ports["edge"]),
@@ -166,6 +168,19 @@ def _wait_ready(prom: str, proc: subprocess.Popen[bytes], log: Path) -> None:
             pass
         time.sleep(0.2)
     raise AssertionError("prometheus not ready in 30 s:\n" + log.read_text()[-2000:])
+
+
+def _wait_scraped(prom: str, targets: int) -> None:
+    """Until every target was scraped twice: a counter's first event must land after a sample
+    of it, or Prometheus cannot see it grow."""
+    query = urlencode({"query": "count(count_over_time(up[1m]) >= 2 and up == 1)"})
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        result = get_json(f"{prom}/api/v1/query?{query}")["data"]["result"]
+        if result and int(float(result[0]["value"][1])) == targets:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"prometheus did not scrape the {targets} targets twice in 30 s")
 
 
 def get_json(url: str) -> dict[str, Any]:
