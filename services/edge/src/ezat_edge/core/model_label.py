@@ -39,7 +39,9 @@ class ModelLabels:
     def of(self, body: bytes) -> str:
         try:
             name = _decode(body).model
-        except msgspec.DecodeError:  # not JSON, not an object, or a model that is no string
+        except (msgspec.DecodeError, RecursionError):
+            # Not JSON, not an object, a model that is no string, or nested too deeply for
+            # msgspec to skip (the translator answers that one 400).
             return OTHER
         if name is None:
             return OTHER
