@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import asyncpg
-from ezat_common import bus, db, lifecycle, logs
+from ezat_common import bus, db, lifecycle, logs, tracing
 from ezat_common import metrics as common_metrics
 from ezat_common import subjects as subjects_mod
 from ezat_common.outbox import Outbox, drained_before
@@ -199,7 +199,11 @@ async def serve(stop: asyncio.Event, settings: config.Settings | None = None) ->
 
 async def _main(stop: asyncio.Event) -> None:
     logs.setup("billing")
-    await serve(stop)
+    tracing.setup("billing")
+    try:
+        await serve(stop)
+    finally:
+        tracing.shutdown()
 
 
 def main() -> None:

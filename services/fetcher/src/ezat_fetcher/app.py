@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from ezat_common import bus, logs, metrics
+from ezat_common import bus, logs, metrics, tracing
 from ezat_common.config import ConfigError, FetcherConfig, load_config
 from ezat_common.subjects import from_env
 
@@ -47,6 +47,7 @@ def limits(cfg: FetcherConfig) -> Limits:
 
 async def main(stop: asyncio.Event) -> None:
     log = logs.setup("fetcher")
+    tracing.setup("fetcher")
     cfg = load_config()
     allow = allowed_networks(cfg.fetcher)
     shares = limits(cfg.fetcher)
@@ -64,3 +65,4 @@ async def main(stop: asyncio.Event) -> None:
     log.info("fetcher stopping")
     await service.stop(cfg.shutdown.drain_timeout)
     await nc.drain()
+    tracing.shutdown()
