@@ -26,6 +26,7 @@ from prometheus_client import REGISTRY
 class FakeMsg:
     def __init__(self, data: bytes) -> None:
         self.data = data
+        self.headers: dict[str, str] | None = None
 
 
 class FakeRouter:
@@ -35,7 +36,7 @@ class FakeRouter:
         self.started: list[str] = []
         self.cancelled: list[str] = []
 
-    async def run(self, req: RouteRequest) -> None:
+    async def run(self, req: RouteRequest, traceparent: str | None = None) -> None:
         self.started.append(req.uid)
         try:
             await asyncio.sleep(3600)

@@ -34,7 +34,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js.api import DiscardPolicy, Header, RetentionPolicy, StorageType, StreamConfig
 
-from . import envelopes, nats_env
+from . import envelopes, nats_env, tracing
 from .subjects import Subjects
 from .undecodable import undecodable
 
@@ -143,9 +143,12 @@ class Outbox:
                     )
             self._ready = True
 
-    async def publish(self, msg_id: str, data: bytes, reply: str, timeout: float) -> bool:
+    async def publish(
+        self, msg_id: str, data: bytes, reply: str, timeout: float, traceparent: str | None = None
+    ) -> bool:
         """Send the record with ``reply`` as the subject of its PubAck and return at once; False
-        if it could not even be sent (stream not ensured, connection down)."""
+        if it could not even be sent (stream not ensured, connection down). ``traceparent``
+        travels in its headers (JetStream keeps them): billing's span is its child."""
         try:
             if not self._ready:
                 async with asyncio.timeout(timeout):
@@ -154,6 +157,8 @@ class Outbox:
                 Header.MSG_ID.value: msg_id,
                 Header.EXPECTED_STREAM.value: self._subjects.outbox_stream,
             }
+            if traceparent:
+                headers[tracing.HEADER] = traceparent
             await self._nc.publish(self._subjects.usage_outbox, data, reply, headers)
         except (nats.errors.Error, TimeoutError, OSError) as exc:
             log.warning("usage outbox publish failed: %r", exc)

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span, SpanKind, Tracer
 
 HEADER = "traceparent"  # W3C Trace Context, in HTTP and in NATS headers alike
+# What every span of a model call says of it (OpenTelemetry GenAI semantic conventions).
+GEN_AI = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "anthropic"}
 
 ENABLED = False
 _tracer: Tracer | None = None

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import asyncpg
-from ezat_common import bus, db, lifecycle, logs, readiness
+from ezat_common import bus, db, lifecycle, logs, readiness, tracing
 from ezat_common import subjects as subjects_mod
 from ezat_common.outbox import Outbox, drained_before
 from ezat_common.periodic import Periodic
@@ -219,7 +219,11 @@ async def serve(stop: asyncio.Event, settings: config.Settings | None = None) ->
 
 async def _main(stop: asyncio.Event) -> None:
     logs.setup("billing")
-    await serve(stop)
+    tracing.setup("billing")
+    try:
+        await serve(stop)
+    finally:
+        tracing.shutdown()
 
 
 def main() -> None:

@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 import msgspec
 import nats.errors
-from ezat_common import envelopes, outbox
+from ezat_common import envelopes, outbox, tracing
 from ezat_common.envelopes import Delivered, UsageRecord
 from ezat_common.outbox import Outbox
 from ezat_common.subjects import Subjects
@@ -33,7 +33,7 @@ from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.client import JetStreamContext
 
-from . import metrics
+from . import metrics, spans
 from .core.pairing import Pairing
 from .core.rows import UsageRow, problem_of
 from .store import Stored
@@ -195,6 +195,7 @@ class Drain:
         acks += batch.tokens
         if not acks:
             return True
+        traced = spans.records(batch.rows, batch.tokens) if tracing.ENABLED else None
         try:
             stored = await self._write(batch.rows) if batch.rows else {}
             inserted = [uid for uid, s in stored.items() if s.inserted]
@@ -202,12 +203,18 @@ class Drain:
         except Exception as exc:
             metrics.DRAIN_FAILURES.inc()
             log.warning("storing %d outbox messages failed, will retry: %r", len(acks), exc)
+            if traced:
+                spans.end_records(traced, type(exc).__name__)
             for msg in acks:
                 await msg.nak(delay=RETRY_DELAY)
             await asyncio.sleep(RETRY_DELAY)
             return False
-        for msg in acks:  # committed: from now on a redelivery is only a duplicate
-            await msg.ack()
+        try:
+            for msg in acks:  # committed: from now on a redelivery is only a duplicate
+                await msg.ack()
+        finally:
+            if traced:
+                spans.end_records(traced, "")
         _observe_delays(batch.tokens, time.time())
         self.drained += len(batch.rows)
         metrics.DRAINED.inc(len(batch.rows))

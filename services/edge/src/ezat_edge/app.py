@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import asyncpg
 from aiohttp import web
-from ezat_common import bus, db, lifecycle, logs
+from ezat_common import bus, db, lifecycle, logs, tracing
 from ezat_common.catalogue import Catalogue
 from ezat_common.config import Config, load_config, split_listen
 from ezat_common.subjects import Subjects, from_env
@@ -194,6 +194,7 @@ async def serve(edge: Edge, cfg: Config) -> tuple[EdgeRunner, int]:
 
 async def main(stop: asyncio.Event) -> None:
     logs.setup("edge")
+    tracing.setup("edge")
     cfg = load_config()
     edge = await connect(cfg, from_env())
     runner, port = await serve(edge, cfg)
@@ -209,3 +210,4 @@ async def main(stop: asyncio.Event) -> None:
     await runner.shutdown()
     await runner.cleanup()
     await edge.stop()
+    tracing.shutdown()

@@ -33,6 +33,9 @@ class Call:
     envelope: envelopes.ClientRequest
     extra_headers: dict[str, str]
     started: float
+    # What the request's NATS messages carry (docs/observability.md, "Traces"): the client's
+    # traceparent as received with tracing off, the edge span's with it on; None: no header.
+    traceparent: str | None = None
     # The trace this request belongs to, once tracing sets it: the exemplar of its latencies.
     trace_id: str | None = None
     # When its first content event was written (0.0: not yet; docs/observability.md, "Edge").

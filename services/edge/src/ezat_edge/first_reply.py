@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 
 import msgspec
-from ezat_common import bus, envelopes
+from ezat_common import bus, envelopes, tracing
 from ezat_common.envelopes import NO_ROUTER, Heartbeat, ReplyError
 from ezat_common.settling import Held, Holder
 from ezat_common.subjects import Subjects
@@ -105,11 +105,12 @@ class FirstReplies:
         data: bytes,
         subject: str,
         env: envelopes.ClientRequest,
+        traceparent: str | None = None,
     ) -> envelopes.Reply | None:
         """No translator, or no router behind it, subscribed when the request was published:
         during a rolling restart the old replica has left its queue group and the new one is
-        about to join (milliseconds). Publish again with backoff for up to
-        ``NO_RESPONDER_WAIT`` before telling the client."""
+        about to join (milliseconds). Publish again (with its ``traceparent``) with backoff for
+        up to ``NO_RESPONDER_WAIT`` before telling the client."""
         loop = asyncio.get_running_loop()
         give_up = loop.time() + NO_RESPONDER_WAIT
         delay = 0.02
@@ -117,7 +118,8 @@ class FirstReplies:
         while loop.time() + delay < give_up:
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.25)
-            await self.nc.publish(self.subjects.translate, data, reply=subject)
+            headers = tracing.headers(traceparent)
+            await self.nc.publish(self.subjects.translate, data, reply=subject, headers=headers)
             first = await self.first(started, queue, held)
             if not nobody_took(first, env):
                 return first

@@ -7,15 +7,17 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from aiohttp import web
-from ezat_common import bus, envelopes
+from ezat_common import bus, envelopes, tracing
 from ezat_common.catalogue import Catalogue
 from ezat_common.config import EdgeConfig
 from ezat_common.errors import GatewayError
 from ezat_common.subjects import Subjects
 
 from . import metrics as m
+from . import spans
 from .auth import Authenticator, ascii_header
 from .body_reader import read_limited
 from .budgets import Budgets
@@ -31,6 +33,9 @@ from .relay import Relay
 from .responses import JSON
 from .streams import SseResponse
 from .usage import usage_query
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,30 +81,53 @@ class Api:
         """The call's answer, counted (its errors answered here rather than by the middleware,
         so that every answer is: docs/observability.md, "Edge")."""
         meter = m.METERS[fmt]
+        # What its NATS messages carry: the client's traceparent as received (tracing off), or
+        # this request's span (on).
+        parent = request.headers.get(tracing.HEADER)
+        span = None
+        if tracing.ENABLED:
+            span = spans.request(request, api, parent)
+            parent = tracing.traceparent(span)
         try:
-            resp = await self._admitted_call(request, api, fmt, meter)
+            resp = await self._admitted_call(request, api, fmt, meter, parent, span)
         except asyncio.CancelledError:
             meter.disconnects.inc()  # the client left (aiohttp cancels its handler)
+            if span is not None:
+                spans.left(span)
             raise
         except Exception as exc:
             resp = error_answer(request, exc)
         sent = resp.sent if isinstance(resp, SseResponse) else resp.content_length or 0
         meter.answered(resp.status, sent)
+        if span is not None:
+            spans.answered(span, resp.status)
         return resp
 
     async def _admitted_call(
-        self, request: web.Request, api: envelopes.Api, fmt: Format, meter: m.ApiMeters
+        self,
+        request: web.Request,
+        api: envelopes.Api,
+        fmt: Format,
+        meter: m.ApiMeters,
+        parent: str | None,
+        span: Span | None,
     ) -> web.StreamResponse:
         if not self.admission.admit():
             m.OVERLOADED.inc()
             raise overloaded()
         try:
-            return await self._checked_call(request, api, fmt, meter)
+            return await self._checked_call(request, api, fmt, meter, parent, span)
         finally:
             self.admission.release()
 
     async def _checked_call(
-        self, request: web.Request, api: envelopes.Api, fmt: Format, meter: m.ApiMeters
+        self,
+        request: web.Request,
+        api: envelopes.Api,
+        fmt: Format,
+        meter: m.ApiMeters,
+        parent: str | None,
+        span: Span | None,
     ) -> web.StreamResponse:
         started = time.monotonic()
         received_at = time.time()
@@ -128,10 +156,14 @@ class Api:
             cache=ascii_header(request, "x-ezat-cache"),
             beta=ascii_header(request, "anthropic-beta"),
         )
-        call = Call(request, rid, fmt, env, limit_headers, started)
+        call = Call(request, rid, fmt, env, limit_headers, started, parent)
         if api == "count_tokens":  # no model runs: not in the latency series
             return await self.relay.run(call, body)
-        model = meter.model(self.model_labels.of(body))
+        label = self.model_labels.of(body)
+        if span is not None:
+            span.set_attribute("gen_ai.request.model", label)
+            call.trace_id = spans.trace_id(span)
+        model = meter.model(label)
         try:
             resp = await self.relay.run(call, body)
         except Exception:

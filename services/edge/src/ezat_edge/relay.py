@@ -34,7 +34,7 @@ from collections.abc import Awaitable
 from typing import Literal, TypeVar
 
 from aiohttp import web
-from ezat_common import bus, envelopes
+from ezat_common import bus, envelopes, tracing
 from ezat_common.config import DEFAULT_STREAM_BUFFER
 from ezat_common.envelopes import OWNER_LOST, UNRECORDED, ReplyBody, ReplyError, ReplyHead
 from ezat_common.errors import GatewayError
@@ -132,7 +132,7 @@ class Relay:
                 first = await self.replies.first(call.started, queue, held)
                 if nobody_took(first, env):
                     first = await self.replies.once_taken(
-                        call.started, queue, held, data, subject, env
+                        call.started, queue, held, data, subject, env, call.traceparent
                     )
             except TimeoutError:
                 # The client is told it failed: stop the request so it is neither run nor billed.
@@ -163,7 +163,8 @@ class Relay:
             # A claim is taken (read and deleted) by its reader: a new one for each publish.
             env.body, env.body_ref = await self._claim(self.claims.pack(body))
         data = envelopes.encode(env)
-        await self.nc.publish(self.subjects.translate, data, reply=subject)
+        headers = tracing.headers(call.traceparent)
+        await self.nc.publish(self.subjects.translate, data, reply=subject, headers=headers)
         return data
 
     async def _answer(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from ezat_common import bus, logs, readiness
+from ezat_common import bus, logs, readiness, tracing
 from ezat_common.config import ConfigError, FetcherConfig, load_config
 from ezat_common.subjects import from_env
 
@@ -48,6 +48,7 @@ def limits(cfg: FetcherConfig) -> Limits:
 
 async def main(stop: asyncio.Event) -> None:
     log = logs.setup("fetcher")
+    tracing.setup("fetcher")
     cfg = load_config()
     allow = allowed_networks(cfg.fetcher)
     shares = limits(cfg.fetcher)
@@ -68,3 +69,4 @@ async def main(stop: asyncio.Event) -> None:
     await ready.stop()
     await service.stop(cfg.shutdown.drain_timeout)
     await nc.drain()
+    tracing.shutdown()

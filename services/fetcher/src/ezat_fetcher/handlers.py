@@ -21,10 +21,10 @@ import logging
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
-from ezat_common import bus, envelopes, lifecycle, logs, readiness
+from ezat_common import bus, envelopes, lifecycle, logs, readiness, tracing
 from ezat_common.liveness import Heartbeats
 from ezat_common.subjects import QUEUE_FETCHER, Subjects
 from ezat_common.undecodable import decoded
@@ -35,6 +35,9 @@ from . import metrics as m
 from .core import failures
 from .core.fairness import Limits, Scheduler, Ticket
 from .download import Fetcher
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
 
 log = logging.getLogger("ezat.fetcher")
 
@@ -181,6 +184,18 @@ class FetchService:
         m.QUEUED.set(self._scheduler.queued)
 
     async def _serve(self, ticket: Ticket[_Job]) -> None:
+        if not tracing.ENABLED:
+            return await self._serve_job(ticket)
+        span = download_span(ticket.item)
+        try:
+            await self._serve_job(ticket, span)
+        except BaseException as exc:
+            tracing.failed(span, type(exc).__name__)
+            raise
+        finally:
+            span.end()
+
+    async def _serve_job(self, ticket: Ticket[_Job], span: Span | None = None) -> None:
         job, req = ticket.item, ticket.item.req
         logs.request_id.set(req.request_id)  # this task's context only
         result: envelopes.FetchResult
@@ -218,6 +233,10 @@ class FetchService:
             self._scheduler.release(ticket)
             self._heartbeats.close(job.msg.reply)
             self._pump()
+        if span is not None:
+            span.set_attribute("ezat.fetch.ok", result.ok)
+            if not result.ok:
+                tracing.failed(span, "refused")
         await self._respond(job.msg, result)
 
     async def _respond(self, msg: Msg, result: envelopes.FetchResult) -> None:
@@ -324,3 +343,14 @@ def _host(url: str) -> str:
         return urlsplit(url).hostname or ""
     except ValueError:
         return ""
+
+
+def download_span(job: _Job) -> Span:
+    """The download's span (tracing on), child of the translator's span that asked for it. The
+    URL is not recorded: it may carry a signature."""
+    req = job.req
+    return tracing.start(
+        "fetch " + req.kind,
+        tracing.received(job.msg.headers),
+        attributes={"ezat.request_id": req.request_id, "ezat.fetch.part": req.part},
+    )

@@ -16,7 +16,7 @@ import contextlib
 import time
 from typing import Any
 
-from ezat_common import bus, environment, kv, lifecycle, logs, readiness, redis_keys
+from ezat_common import bus, environment, kv, lifecycle, logs, readiness, redis_keys, tracing
 from ezat_common.bus import Claims
 from ezat_common.config import Config, load_config
 from ezat_common.liveness import Heartbeats
@@ -120,6 +120,7 @@ class RouterService:
 
 async def main(stop: asyncio.Event) -> None:
     log = logs.setup("router")
+    tracing.setup("router")
     cfg = load_config()
     region = environment.router_region() or cfg.router.region
     shared = SharedState(
@@ -153,3 +154,4 @@ async def main(stop: asyncio.Event) -> None:
         await service.stop()
         with contextlib.suppress(Exception):
             await nc.drain()
+        tracing.shutdown()

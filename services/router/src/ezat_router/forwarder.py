@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ezat_common import envelopes
 from ezat_common.bus import Claims, ack_subject_of
@@ -41,6 +42,9 @@ from .core.upstream_errors import AttemptFailure, TransportKind, from_stream_err
 from .upstream import Endpoint, Upstream
 from .usage_sink import UsageSink
 
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
+
 UNRECORDED_ATTEMPT = AttemptFailure(error=UNRECORDED, retryable=False, reason="unrecorded")
 _encode = envelopes.encode
 
@@ -49,6 +53,7 @@ class RequestState:
     """What one request has done so far; the router reads it when the request is cancelled."""
 
     __slots__ = (
+        "attempt_span",
         "attempts",
         "endpoint",
         "final_sent",
@@ -56,11 +61,16 @@ class RequestState:
         "head_sent",
         "reply_headers",
         "sent",
+        "traceparent",
         "upstream_started_at",
         "usage",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, traceparent: str | None = None) -> None:
+        # What the upstream and the usage record carry on: the routing span's context with
+        # tracing on, else the client's as received (None: no header at all).
+        self.traceparent = traceparent
+        self.attempt_span: Span | None = None  # tracing on: the attempt under way
         self.attempts = 0
         self.endpoint: Endpoint | None = None
         self.usage = UsageAccumulator()
@@ -242,7 +252,12 @@ class Forwarder:
         make the record durable here first (docs/billing.md)."""
         record = state.usage.record(usage_base(req, state, self._clock()), "complete")
         edge = req.client_reply_to
-        held = await self._usage_sink.publish_held(record, ack_subject_of(edge)) if edge else None
+        sink = self._usage_sink
+        held = (
+            await sink.publish_held(record, ack_subject_of(edge), state.traceparent)
+            if edge
+            else None
+        )
         if held is not None:
             final.usage = held
         elif not await self._usage_sink.record(record):

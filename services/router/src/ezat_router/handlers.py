@@ -20,7 +20,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
-from ezat_common import envelopes
+from ezat_common import envelopes, tracing
 from ezat_common.liveness import Heartbeats
 from ezat_common.undecodable import decoded
 from nats.aio.msg import Msg
@@ -62,7 +62,8 @@ class Handlers:
         self._expire_cancels()
         if self._cancelled.pop(key, None) is not None:
             return  # the client is already gone
-        task = asyncio.get_running_loop().create_task(self._router.run(req))
+        run = self._router.run(req, tracing.received(msg.headers))
+        task = asyncio.get_running_loop().create_task(run)
         self.tasks[key] = task
         if self._beats is not None:
             self._beats.open(req.reply_to, req.stream)

@@ -17,7 +17,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from ezat_common import envelopes, lifecycle, logs
+from ezat_common import envelopes, lifecycle, logs, tracing
 from ezat_common.bus import Claims
 from ezat_common.config import Config, DeploymentConfig
 from ezat_common.envelopes import Reply, ReplyError, RouteRequest
@@ -25,7 +25,7 @@ from ezat_common.errors import model_not_found
 from ezat_http1 import Response, UpstreamError
 from nats.aio.client import Client
 
-from . import metrics
+from . import metrics, spans
 from .core import health, selection, timeouts
 from .core.accounting import UsageAccumulator
 from .core.payload import PayloadError, with_model
@@ -91,10 +91,12 @@ class Router:
         # Set at shutdown: requests cancelled from then on are told to retry, not billed.
         self.stopping = False
 
-    async def run(self, req: RouteRequest) -> None:
-        """The whole request; the body of its task."""
+    async def run(self, req: RouteRequest, traceparent: str | None = None) -> None:
+        """The whole request; the body of its task. ``traceparent``: what its NATS message
+        carried (docs/observability.md, "Traces")."""
         logs.request_id.set(req.request_id)
-        state = RequestState()
+        span = spans.routing(req, traceparent) if tracing.ENABLED else None
+        state = RequestState(traceparent if span is None else tracing.traceparent(span))
         decision = Decision()
         outcome = "error"
         try:
@@ -112,6 +114,8 @@ class Router:
             metrics.REQUESTS_BY(state.deployment, outcome).inc()
             if decision.affinity:
                 metrics.AFFINITY_BY(decision.affinity).inc()
+            if span is not None:
+                spans.end_routing(span, state, outcome, decision.affinity)
             log.info(
                 "routed",
                 extra={
@@ -279,20 +283,33 @@ class Router:
             payload = with_model(endpoint.body_prefix, body)
         except PayloadError:
             return AttemptFailure(error=INTERNAL, retryable=False, reason="bad_body")
+        traceparent = state.traceparent
+        if tracing.ENABLED:
+            state.attempt_span = spans.attempt(state, endpoint)
+            traceparent = tracing.traceparent(state.attempt_span)
         try:
-            head = endpoint.request_head(req, len(payload))
+            head = endpoint.request_head(req, len(payload), traceparent)
         except ValueError:  # a header value that would break the request head: never sent
-            return AttemptFailure(error=INTERNAL, retryable=False, reason="bad_header")
+            bad = AttemptFailure(error=INTERNAL, retryable=False, reason="bad_header")
+            if state.attempt_span is not None:
+                spans.end_attempt(state, bad, "")
+            return bad
         # Counted once the attempt ends, whichever way: its outcome, and the input tokens the
         # deployment reported (in message_start or the body) once per attempt, not per event.
         series = self._series[endpoint.dep.name]
+        failure: AttemptFailure | None = None
+        broke = "internal_error"  # how the attempt ended without an outcome ("": it has one)
         try:
             failure = await self._send(req, state, endpoint, head, payload)
+            broke = ""
         except asyncio.CancelledError:
             series.cancelled()
+            broke = "cancelled"
             raise
         finally:
             series.prompt(usage)
+            if state.attempt_span is not None:
+                spans.end_attempt(state, failure, broke)
         series.attempted(failure)
         return failure
 
@@ -319,7 +336,10 @@ class Router:
                 resp = await self._upstream.open(endpoint, head, payload, bound)
             except UpstreamUnavailable as exc:
                 return from_transport(exc.kind, req.response_model, bound)
-            self._series[name].first_byte.observe(time.perf_counter() - tick)
+            first_byte = time.perf_counter() - tick
+            self._series[name].first_byte.observe(first_byte)
+            if state.attempt_span is not None:
+                state.attempt_span.set_attribute("ezat.upstream.first_byte_seconds", first_byte)
             try:
                 if resp.status >= 300:
                     return await self._refused(req, resp)

@@ -67,9 +67,12 @@ class Endpoint:
         # Base of every reply's x-ezat-* headers; the router adds the affinity outcome.
         self.reply_headers = {"x-ezat-region": dep.region, "x-ezat-deployment": dep.name}
 
-    def request_head(self, req: RouteRequest, length: int) -> bytes:
-        """The request's head; ``ValueError`` if a client-given value cannot be a header."""
+    def request_head(self, req: RouteRequest, length: int, traceparent: str | None = None) -> bytes:
+        """The request's head; ``ValueError`` if a client-given value cannot be a header.
+        ``traceparent`` (the attempt's span, or the client's with tracing off) is sent on."""
         own = {"x-request-id": req.request_id}
+        if traceparent:
+            own["traceparent"] = traceparent
         # anthropic-beta is passed on for create, never for count_tokens (docs/api.md, "Messages
         # API").
         if req.api == "count_tokens":

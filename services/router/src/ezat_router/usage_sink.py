@@ -78,12 +78,16 @@ class UsageSink:
         fields: dict[str, object] = {"status": rec.status, "uid": rec.uid}
         return await self._settler.run(s, decision, data, acks, fields)
 
-    async def publish_held(self, rec: UsageRecord, ack_to: str) -> bytes | None:
+    async def publish_held(
+        self, rec: UsageRecord, ack_to: str, traceparent: str | None = None
+    ) -> bytes | None:
         """Send the record to the outbox with its PubAck addressed to ``ack_to`` (the process that
         holds the final reply) without waiting; the encoded record, or None if it could not be
-        sent (then the caller falls back to ``record``)."""
+        sent (then the caller falls back to ``record``). ``traceparent`` (the routing span's)
+        rides in its headers, for billing's span."""
         data = envelopes.encode(rec)
-        if await self._outbox.publish(rec.uid, data, ack_to, timeout=self._outbox_timeout):
+        timeout = self._outbox_timeout
+        if await self._outbox.publish(rec.uid, data, ack_to, timeout, traceparent):
             return data
         return None
 

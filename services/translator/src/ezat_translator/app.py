@@ -12,9 +12,9 @@ import asyncio
 import logging
 import time
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ezat_common import bus, envelopes, lifecycle, logs, readiness
+from ezat_common import bus, envelopes, lifecycle, logs, readiness, tracing
 from ezat_common.bodies import TOO_DEEP
 from ezat_common.catalogue import Catalogue
 from ezat_common.config import load_config
@@ -27,10 +27,14 @@ from ezat_common.undecodable import decoded
 from nats.aio.msg import Msg
 
 from . import metrics as m
+from . import spans
 from .chat import NO_ROUTER_TAG, ChatPath
 from .core.messages import Prepared, encode_body, prepare_count, prepare_create
 from .route_request import route_request
 from .thinking_store import ThinkingStore
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
 
 log = logging.getLogger("ezat.translator")
 
@@ -118,54 +122,79 @@ class Translator:
         if req is None:
             # Where to answer is inside the message: the edge's first-reply timeout answers.
             return
+        traceparent = tracing.received(msg.headers)
         if req.body_ref is not None or req.api == "chat":
             # Object-store reads, image downloads and Redis look-ups must not hold up the
             # subscription, which runs its callbacks one at a time.
-            self.tasks.spawn(self.handle(req))
+            self.tasks.spawn(self.handle(req, traceparent))
         else:
-            await self.handle(req)
+            await self.handle(req, traceparent)
 
-    async def handle(self, req: envelopes.ClientRequest) -> None:
+    async def handle(self, req: envelopes.ClientRequest, traceparent: str | None = None) -> None:
+        """Translate and route ``req``; ``traceparent`` (what its message carried) goes on to
+        the router and the fetcher: the translation span's, with tracing on."""
         token = logs.request_id.set(req.request_id)
         m.REQUESTS_BY(req.api).inc()
+        span = spans.translation(req, traceparent) if tracing.ENABLED else None
+        if span is not None:
+            traceparent = tracing.traceparent(span)
         try:
             body = await self.claims.unpack(req.body, req.body_ref)
             if req.api == "chat":
-                await self.chat.route(req, body)
+                await self.chat.route(req, body, traceparent, span)
                 return
             prepared = self.prepare(req, body)
+            if span is not None:
+                span.set_attribute("gen_ai.request.model", prepared.model.id)
             if prepared.image_urls:
-                # Downloads must not hold up the subscription (see on_request).
-                self.tasks.spawn(self.route_with_images(req, prepared))
+                # Downloads must not hold up the subscription (see on_request); the task ends
+                # the span.
+                task = self.route_with_images(req, prepared, traceparent, span)
+                span = None
+                self.tasks.spawn(task)
                 return
-            await self.route(req, prepared, prepared.body)
+            await self.route(req, prepared, prepared.body, traceparent)
         except BaseException as exc:
+            if span is not None:
+                spans.failed(span, exc)
             await self.fail(req, exc)
         finally:
+            if span is not None:
+                span.end()
             logs.request_id.reset(token)
 
-    async def route_with_images(self, req: envelopes.ClientRequest, prepared: Prepared) -> None:
+    async def route_with_images(
+        self,
+        req: envelopes.ClientRequest,
+        prepared: Prepared,
+        traceparent: str | None = None,
+        span: Span | None = None,
+    ) -> None:
         """Image blocks with a URL source go to the deployment inline (docs/api.md, "Messages
         API")."""
         token = logs.request_id.set(req.request_id)
         self.beats.open(req.reply_to, prepared.stream)
         try:
             assert prepared.data is not None
-            await self.chat.images.inline(
-                req.request_id,
-                prepared.data,
-                prepared.image_urls,
-                key_id=req.key_id,
-                uid=req.uid,
-            )
-            await self.route(req, prepared, encode_body(prepared.data))
+            await self.chat.images.of_request(req, prepared.data, prepared.image_urls, traceparent)
+            await self.route(req, prepared, encode_body(prepared.data), traceparent)
         except BaseException as exc:
+            if span is not None:
+                spans.failed(span, exc)
             await self.fail(req, exc)
         finally:
+            if span is not None:
+                span.end()
             self.beats.close(req.reply_to)
             logs.request_id.reset(token)
 
-    async def route(self, req: envelopes.ClientRequest, prepared: Prepared, body: bytes) -> None:
+    async def route(
+        self,
+        req: envelopes.ClientRequest,
+        prepared: Prepared,
+        body: bytes,
+        traceparent: str | None = None,
+    ) -> None:
         inline, ref = await self.claims.pack(body)
         route = route_request(
             req,
@@ -183,6 +212,7 @@ class Translator:
             self.subjects.route,
             envelopes.encode(route),
             reply=self.no_router_prefix + req.reply_to,
+            headers=tracing.headers(traceparent),
         )
 
     async def fail(self, req: envelopes.ClientRequest, exc: BaseException) -> None:
@@ -225,6 +255,7 @@ class Translator:
 
 async def main(stop: asyncio.Event) -> None:
     logs.setup("translator")
+    tracing.setup("translator")
     cfg = load_config()
     ready = readiness.Readiness("translator")
     readiness.serve(cfg.translator.metrics_listen, ready)
@@ -239,3 +270,4 @@ async def main(stop: asyncio.Event) -> None:
     await translator.stop(cfg.shutdown.drain_timeout)
     await nc.drain()
     await thinking.close()
+    tracing.shutdown()

@@ -28,11 +28,10 @@ import itertools
 import logging
 import time
 from collections.abc import Coroutine
-from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
-from ezat_common import bus, envelopes, logs
+from ezat_common import bus, envelopes, logs, tracing
 from ezat_common.catalogue import Catalogue
 from ezat_common.envelopes import (
     OWNER_LOST,
@@ -50,6 +49,7 @@ from ezat_common.undecodable import decoded
 from nats.aio.msg import Msg
 
 from . import metrics as m
+from .chat_state import ChatState
 from .core.anthropic_to_openai import ThinkingKept, to_chat_completion
 from .core.chat_stream import ChatStream
 from .core.openai_to_anthropic import ChatTranslation, to_messages_request
@@ -57,33 +57,14 @@ from .images import Images
 from .route_request import route_request
 from .thinking_store import ThinkingStore
 
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
+
 log = logging.getLogger("ezat.translator.chat")
 
 _encode_json = msgspec.json.Encoder().encode
 # After the no-router prefix: the reply subject of a chat route names its state, not the edge.
 NO_ROUTER_TAG = "chat."
-
-
-@dataclass(slots=True)
-class ChatState:
-    request_id: str
-    uid: str
-    key_id: str
-    edge_reply_to: str
-    response_model: str
-    created: int
-    stream: ChatStream | None
-    # The encoded RouteRequest, kept until the router's first reply: sent once more if that
-    # router dies first (None: sent again already, a claim-checked body, or replies came).
-    route: bytes | None = None
-    # When the router was last heard from (any reply or heartbeat), monotonic.
-    heard: float = field(default_factory=time.monotonic)
-    # Stream messages numbered (ReplyChunk.seq): the last received from the router, the last
-    # sent to the edge (the conversion may drop a chunk, so the two differ).
-    seq_in: int = 0
-    seq_out: int = 0
-    # Time spent converting this stream's chunks (one observation when it ends).
-    stream_seconds: float = 0.0
 
 
 class ChatPath:
@@ -120,7 +101,15 @@ class ChatPath:
 
     # ---- request -> router ----------------------------------------------------------------
 
-    async def route(self, req: envelopes.ClientRequest, body: bytes) -> None:
+    async def route(
+        self,
+        req: envelopes.ClientRequest,
+        body: bytes,
+        traceparent: str | None = None,
+        span: Span | None = None,
+    ) -> None:
+        """Translate, then route; ``traceparent`` goes on to the fetcher and the router, and
+        ``span`` (tracing on) learns the model."""
         ct = m.REQUEST.run(
             to_messages_request,
             body,
@@ -128,19 +117,21 @@ class ChatPath:
             session_header=req.session,
             cache_header=req.cache,
         )
+        if span is not None:
+            span.set_attribute("gen_ai.request.model", ct.model.id)
         # From here until the state is forgotten the edge hears from us.
         self.beats.open(req.reply_to, ct.stream)
         try:
-            await self._route(req, ct)
+            await self._route(req, ct, traceparent)
         except BaseException:
             self.beats.close(req.reply_to)
             raise
 
-    async def _route(self, req: envelopes.ClientRequest, ct: ChatTranslation) -> None:
+    async def _route(
+        self, req: envelopes.ClientRequest, ct: ChatTranslation, traceparent: str | None
+    ) -> None:
         if ct.image_urls:
-            await self.images.inline(
-                req.request_id, ct.body, ct.image_urls, key_id=req.key_id, uid=req.uid
-            )
+            await self.images.of_request(req, ct.body, ct.image_urls, traceparent)
         if ct.thinking_requested and ct.tool_turns:
             await self.thinking.restore(req.key_id, ct)
         token = str(next(self.seq))
@@ -172,6 +163,7 @@ class ChatPath:
         state = ChatState(
             req.request_id, req.uid, req.key_id, req.reply_to, ct.response_model, created, stream
         )
+        state.traceparent = traceparent
         self.states[token] = state
         self.by_request[req.uid] = token
         try:
@@ -189,7 +181,10 @@ class ChatPath:
         state.route = data if route.body_ref is None else None
         state.heard = time.monotonic()
         await self.nc.publish(
-            self.subjects.route, data, reply=f"{self.no_router_prefix}{NO_ROUTER_TAG}{token}"
+            self.subjects.route,
+            data,
+            reply=f"{self.no_router_prefix}{NO_ROUTER_TAG}{token}",
+            headers=tracing.headers(state.traceparent),
         )
 
     def no_router(self, token: str) -> str | None:

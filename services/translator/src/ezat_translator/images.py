@@ -26,7 +26,7 @@ import uuid
 from typing import Any
 
 import msgspec
-from ezat_common import bus, envelopes, liveness
+from ezat_common import bus, envelopes, liveness, tracing
 from ezat_common.errors import GatewayError
 from ezat_common.subjects import Subjects
 from ezat_common.undecodable import undecodable
@@ -61,6 +61,18 @@ class Images:
     async def stop(self) -> None:
         await self._answers.stop()
 
+    async def of_request(
+        self,
+        req: envelopes.ClientRequest,
+        body: dict[str, Any],
+        parts: list[ImageUrlPart],
+        traceparent: str | None,
+    ) -> None:
+        """``inline`` for the parts of a client's request (its key's shares, its cancel)."""
+        await self.inline(
+            req.request_id, body, parts, key_id=req.key_id, uid=req.uid, traceparent=traceparent
+        )
+
     async def inline(
         self,
         request_id: str,
@@ -69,10 +81,12 @@ class Images:
         *,
         key_id: str = "",
         uid: str = "",
+        traceparent: str | None = None,
     ) -> None:
         """Download every part's URL and put the bytes in its block. ``key_id`` and ``uid`` (the
         request's gateway-made identity) give the fetcher its fair shares and its cancellation;
-        the edge's cancel of the request reaches the fetcher only when ``uid`` is its own."""
+        the edge's cancel of the request reaches the fetcher only when ``uid`` is its own.
+        ``traceparent`` travels with each download (the fetcher's span is its child)."""
         if len(parts) > MAX_URLS:
             extra = parts[MAX_URLS]
             raise GatewayError(
@@ -87,7 +101,9 @@ class Images:
         # Downloads run concurrently; the 32 MB budget is checked as each one arrives, and the
         # first failure (or the budget running out) cancels the downloads still running.
         tasks = {
-            asyncio.create_task(self._fetch(deadline, request_id, key_id, uid, part)): part
+            asyncio.create_task(
+                self._fetch(deadline, request_id, key_id, uid, part, traceparent)
+            ): part
             for part in parts
         }
         pending: set[asyncio.Task[tuple[str, bytes]]] = set(tasks)
@@ -109,7 +125,13 @@ class Images:
                     task.exception()
 
     async def _fetch(
-        self, deadline: float, request_id: str, key_id: str, uid: str, part: ImageUrlPart
+        self,
+        deadline: float,
+        request_id: str,
+        key_id: str,
+        uid: str,
+        part: ImageUrlPart,
+        traceparent: str | None,
     ) -> tuple[str, bytes]:
         loop = asyncio.get_running_loop()
         ask = envelopes.FetchRequest(
@@ -125,7 +147,12 @@ class Images:
         token, inbox, queue = self._answers.open()
         try:
             try:
-                await self._nc.publish(self._subjects.fetch, envelopes.encode(ask), reply=inbox)
+                await self._nc.publish(
+                    self._subjects.fetch,
+                    envelopes.encode(ask),
+                    reply=inbox,
+                    headers=tracing.headers(traceparent),
+                )
             except Exception:
                 raise _unavailable(part) from None
             answer = await _answer(queue, deadline + liveness.OWNER_TIMEOUT, part)

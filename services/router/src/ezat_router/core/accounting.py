@@ -47,6 +47,7 @@ class UsageAccumulator:
         "output_final",
         "output_start",
         "reasoning",
+        "stop_reason",
         "text_chars",
         "thinking_chars",
         "tool_chars",
@@ -62,6 +63,8 @@ class UsageAccumulator:
         self.output_start: int | None = None
         self.output_final: int | None = None
         self.reasoning: int | None = None
+        # Why generation stopped (message_delta, or a body's stop_reason): a trace attribute.
+        self.stop_reason: str | None = None
         self.text_chars = 0
         self.thinking_chars = 0
         self.tool_chars = 0
@@ -79,6 +82,7 @@ class UsageAccumulator:
             self.feed_usage(event.message.usage, final=False)
         elif isinstance(event, MessageDelta):
             self.feed_usage(event.usage, final=True)
+            self.stop_reason = event.delta.stop_reason
         elif isinstance(event, ContentBlockStart):
             block = event.content_block
             if isinstance(block, TextBlock):

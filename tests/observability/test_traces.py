@@ -1,0 +1,196 @@
+"""Traces across the five processes (docs/observability.md, "Traces"): a stack exporting to an
+OTLP/HTTP receiver in the test, one streamed OpenAI request with a client ``traceparent`` and an
+image the fetcher downloads; and a stack with tracing off, which only passes the client's
+``traceparent`` on to the upstream (and sends none without one)."""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+from ezat_cli.infra import Infra
+from support import images, sims
+from support.config import SONNET, base_url, deployment, listen, model, write_config
+from support.otlp import Receiver, Span, receiving
+from support.stack import free_ports, key, running
+
+SERVER, CLIENT = 2, 3  # opentelemetry.proto.trace.v1.Span.SpanKind
+PROMPT = "Describe this picture of a lighthouse in one word, secret-word zebra"
+
+
+def _config(path: Path, ports: dict[str, int]) -> Path:
+    return write_config(
+        path,
+        edge={"listen": listen(ports["edge"])},
+        fetcher={"allow_networks": ["127.0.0.0/8"]},
+        models=[model(SONNET, aliases=["claude-sonnet-5-5"], prompt_caching=True)],
+        simulators=[{"name": "sim", "listen": listen(ports["sim"])}],
+        deployments=[
+            deployment(
+                "sonnet-sim", SONNET, base_url(ports["sim"]), upstream_model="claude-sonnet-5-5"
+            )
+        ],
+    )
+
+
+class Traced:
+    def __init__(self, url: str, sim: str, key: str, receiver: Receiver | None) -> None:
+        self.url, self.sim, self.key, self.receiver = url, sim, key, receiver
+
+    def openai(self) -> openai.AsyncOpenAI:
+        return openai.AsyncOpenAI(base_url=self.url + "/openai/v1", api_key=self.key, max_retries=0)
+
+
+@contextmanager
+def _stack(
+    infra: Infra, database_url: str, data_dir: Path, name: str, env: dict[str, str]
+) -> Iterator[tuple[str, str, str]]:
+    ports = free_ports("edge", "sim")
+    config = _config(data_dir / name / "ezat.toml", ports)
+    with running(config, Infra(infra.nats_url, database_url, infra.redis_url), name, env=env):
+        yield base_url(ports["edge"]), base_url(ports["sim"]), key(database_url, name, rpm=1000)
+
+
+@pytest.fixture(scope="module")
+def traced(infra: Infra, database_url: str, data_dir: Path) -> Iterator[Traced]:
+    with receiving() as receiver:
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url, "OTEL_BSP_SCHEDULE_DELAY": "100"}
+        with _stack(infra, database_url, data_dir, "traced", env) as (url, sim, api_key):
+            yield Traced(url, sim, api_key, receiver)
+
+
+@pytest.fixture(scope="module")
+def untraced(infra: Infra, database_url: str, data_dir: Path) -> Iterator[Traced]:
+    with _stack(infra, database_url, data_dir, "untraced", {}) as (url, sim, api_key):
+        yield Traced(url, sim, api_key, None)
+
+
+def _traceparent() -> tuple[str, str, str]:
+    trace_id, span_id = secrets.token_hex(16), secrets.token_hex(8)
+    return f"00-{trace_id}-{span_id}-01", trace_id, span_id
+
+
+async def _sent_upstream(sim: str, request_id: str) -> dict[str, Any]:
+    for entry in await sims.requests(sim, 100):
+        if entry["headers"].get("x-request-id") == request_id:
+            return entry
+    raise AssertionError(f"the deployment never received {request_id}")
+
+
+def _one(spans: list[Span], service: str) -> Span:
+    """The service's span (the router's routing span: not its attempts, CLIENT spans)."""
+    found = [s for s in spans if s.service == f"ezat-{service}" and s.kind != CLIENT]
+    assert len(found) == 1, (service, [(s.service, s.name) for s in spans])
+    return found[0]
+
+
+async def test_one_streamed_request_is_one_trace_across_the_five_processes(
+    traced: Traced,
+) -> None:
+    header, trace_id, client_span = _traceparent()
+    request_id = f"traced-{uuid.uuid4().hex}"
+    async with images.serving() as server:
+        content: Any = [
+            {"type": "image_url", "image_url": {"url": f"{server}/photo.png"}},
+            {"type": "text", "text": PROMPT},
+        ]
+        chunks = await traced.openai().chat.completions.create(
+            model="claude-sonnet-5-5",
+            max_tokens=32,
+            messages=[{"role": "user", "content": content}],
+            stream=True,
+            stream_options={"include_usage": True},
+            extra_headers={"traceparent": header, "x-request-id": request_id},
+        )
+        usage = None
+        finish = None
+        async for chunk in chunks:
+            if chunk.usage is not None:
+                usage = chunk.usage
+            if chunk.choices and chunk.choices[0].finish_reason:
+                finish = chunk.choices[0].finish_reason
+    assert usage is not None and finish == "stop"
+
+    assert traced.receiver is not None
+    spans = traced.receiver.of_trace(trace_id, at_least=6)
+    edge, translator, router = _one(spans, "edge"), _one(spans, "translator"), _one(spans, "router")
+    fetcher, billing = _one(spans, "fetcher"), _one(spans, "billing")
+    attempts = [s for s in spans if s.kind == CLIENT]
+    assert len(attempts) == 1
+    attempt = attempts[0]
+    assert attempt.service == "ezat-router"
+
+    # One trace, parented on the client's span, hop after hop.
+    assert {s.trace_id for s in spans} == {trace_id}
+    assert (edge.name, edge.kind, edge.parent_span_id) == (
+        "POST /openai/v1/chat/completions",
+        SERVER,
+        client_span,
+    )
+    assert translator.parent_span_id == edge.span_id
+    assert router.parent_span_id == translator.span_id
+    assert attempt.parent_span_id == router.span_id
+    assert fetcher.parent_span_id == translator.span_id
+    assert billing.parent_span_id == router.span_id
+    assert not any(s.error for s in spans)
+
+    # The GenAI attributes, equal to the usage the client was given.
+    for span in (edge, translator, router, billing):
+        assert span.attributes["gen_ai.request.model"] == SONNET
+        assert span.attributes["ezat.request_id"] == request_id
+        assert span.attributes["gen_ai.operation.name"] == "chat"
+        assert span.attributes["gen_ai.provider.name"] == "anthropic"
+    cached = usage.prompt_tokens_details.cached_tokens if usage.prompt_tokens_details else 0
+    for span in (router, billing):
+        a = span.attributes
+        read, written = (
+            a["gen_ai.usage.cache_read.input_tokens"],
+            a["gen_ai.usage.cache_creation.input_tokens"],
+        )
+        assert a["gen_ai.usage.input_tokens"] + read + written == usage.prompt_tokens
+        assert read == (cached or 0)
+        assert a["gen_ai.usage.output_tokens"] == usage.completion_tokens
+    assert router.attributes["gen_ai.response.model"] == "claude-sonnet-5-5"
+    assert router.attributes["gen_ai.response.finish_reasons"] == ["end_turn"]
+    assert billing.attributes["ezat.cost_micros"] > 0
+    assert attempt.attributes["ezat.deployment"] == "sonnet-sim"
+    assert attempt.attributes["ezat.deployment.kind"] == "anthropic"
+    assert attempt.attributes["ezat.outcome"] == "ok"
+    assert attempt.attributes["ezat.upstream.first_byte_seconds"] > 0
+    assert edge.attributes["http.response.status_code"] == 200
+
+    # Never the prompt, the key, nor the image's address.
+    for span in spans:
+        for value in span.attributes.values():
+            text = str(value)
+            assert "zebra" not in text and traced.key not in text and server not in text
+
+    # The deployment was called within the same trace, from the attempt's span.
+    seen = (await _sent_upstream(traced.sim, request_id))["headers"]["traceparent"]
+    assert seen == f"00-{trace_id}-{attempt.span_id}-01"
+
+
+async def test_with_tracing_off_the_clients_traceparent_reaches_the_upstream_unchanged(
+    untraced: Traced,
+) -> None:
+    header, _, _ = _traceparent()
+    gpt = untraced.openai()
+    with_id, without_id = f"passed-{uuid.uuid4().hex}", f"none-{uuid.uuid4().hex}"
+    for request_id, extra in ((with_id, {"traceparent": header}), (without_id, {})):
+        chunks = await gpt.chat.completions.create(
+            model="claude-sonnet-5-5",
+            max_tokens=8,
+            messages=[{"role": "user", "content": "hello"}],
+            stream=True,
+            extra_headers={"x-request-id": request_id, **extra},
+        )
+        async for _ in chunks:
+            pass
+    assert (await _sent_upstream(untraced.sim, with_id))["headers"]["traceparent"] == header
+    assert "traceparent" not in (await _sent_upstream(untraced.sim, without_id))["headers"]
