@@ -10,15 +10,12 @@ from __future__ import annotations
 import asyncio
 import os
 import tempfile
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
-import asyncpg
 import pytest
 from ezat_cli import infra as infra_mod
-from ezat_common import db
+from support.databases import fresh_database
 
 
 @pytest.fixture(scope="session")
@@ -53,30 +50,9 @@ def redis_url(infra: infra_mod.Infra) -> str:
     return infra.redis_url
 
 
-def with_database(url: str, name: str) -> str:
-    parts = urlsplit(url)
-    return urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
-
-
-async def _create_database(server_url: str, name: str) -> str:
-    conn = await asyncpg.connect(server_url)
-    try:
-        await conn.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await conn.close()
-    url = with_database(server_url, name)
-    conn = await asyncpg.connect(url)
-    try:
-        await db.migrate(conn)
-    finally:
-        await conn.close()
-    return url
-
-
 @pytest.fixture(scope="session")
 def database_url(infra: infra_mod.Infra) -> str:
-    name = f"ezat_test_{uuid.uuid4().hex[:10]}"
-    return asyncio.run(_create_database(infra.database_url, name))
+    return asyncio.run(fresh_database(infra.database_url))
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -4,6 +4,7 @@ of deploy/prometheus/. Started once for the module's tests."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import subprocess
@@ -21,6 +22,7 @@ import yaml
 from ezat_cli.infra import Infra, free_port
 from ezat_cli.stack import Stack
 from support.config import SONNET, base_url, deployment, listen, model, write_config
+from support.databases import fresh_database
 from support.stack import free_ports, key, running
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -111,8 +113,11 @@ def _scrape_config(metrics: dict[str, str], rules: Path) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def observed(infra: Infra, database_url: str, data_dir: Path) -> Iterator[Observed]:
+def observed(infra: Infra, data_dir: Path) -> Iterator[Observed]:
     binary = prometheus_binary()
+    # A database of its own: the counters are compared with every row of it, and the session's
+    # database holds the rows of every other stack.
+    database_url = asyncio.run(fresh_database(infra.database_url, "ezat_observed"))
     ports = free_ports("edge", "sim", "dead", "router", "translator", "billing", "fetcher")
     folder = data_dir / "observed"
     config = _config(folder / "ezat.toml", ports)
