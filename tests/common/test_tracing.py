@@ -34,6 +34,30 @@ def test_tracing_is_on_only_with_an_endpoint(env: dict[str, str], wanted: bool) 
     assert tracing.wanted(env) is wanted
 
 
+GOOD = f"00-{CLIENT_TRACE}-{CLIENT_SPAN}-01"
+
+
+@pytest.mark.parametrize(
+    ("value", "kept"),
+    [
+        (GOOD, True),
+        (f"00-{CLIENT_TRACE}-{CLIENT_SPAN}-00", True),  # not sampled: still the caller's trace
+        (f"01-{CLIENT_TRACE}-{CLIENT_SPAN}-01-more", True),  # a later version may add fields
+        (f"00-{CLIENT_TRACE}-{CLIENT_SPAN}-01-more", False),  # version 00 has none
+        (f"ff-{CLIENT_TRACE}-{CLIENT_SPAN}-01", False),
+        (f"00-{'0' * 32}-{CLIENT_SPAN}-01", False),  # all-zero ids are invalid
+        (f"00-{CLIENT_TRACE}-{'0' * 16}-01", False),
+        (f"00-{CLIENT_TRACE.upper()}-{CLIENT_SPAN}-01", False),  # lower-case hex only
+        ("00-abc-def-01", False),
+        ("hello", False),
+        ("", False),
+        (None, False),
+    ],
+)
+def test_only_a_valid_traceparent_is_passed_on(value: str | None, kept: bool) -> None:
+    assert tracing.valid(value) == (value if kept else None)
+
+
 def run(code: str, **env: str) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     return subprocess.run(

@@ -182,7 +182,13 @@ async def test_with_tracing_off_the_clients_traceparent_reaches_the_upstream_unc
     header, _, _ = _traceparent()
     gpt = untraced.openai()
     with_id, without_id = f"passed-{uuid.uuid4().hex}", f"none-{uuid.uuid4().hex}"
-    for request_id, extra in ((with_id, {"traceparent": header}), (without_id, {})):
+    junk_id = f"junk-{uuid.uuid4().hex}"
+    cases = (
+        (with_id, {"traceparent": header}),
+        (without_id, {}),
+        (junk_id, {"traceparent": "00-not-a-trace-01"}),  # not passed on (W3C: ignored)
+    )
+    for request_id, extra in cases:
         chunks = await gpt.chat.completions.create(
             model="claude-sonnet-5-5",
             max_tokens=8,
@@ -194,3 +200,4 @@ async def test_with_tracing_off_the_clients_traceparent_reaches_the_upstream_unc
             pass
     assert (await _sent_upstream(untraced.sim, with_id))["headers"]["traceparent"] == header
     assert "traceparent" not in (await _sent_upstream(untraced.sim, without_id))["headers"]
+    assert "traceparent" not in (await _sent_upstream(untraced.sim, junk_id))["headers"]

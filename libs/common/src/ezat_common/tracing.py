@@ -17,6 +17,7 @@ and cost; never a prompt, a completion or a key.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +25,11 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span, SpanKind, Tracer
 
 HEADER = "traceparent"  # W3C Trace Context, in HTTP and in NATS headers alike
+# A traceparent as W3C Trace Context level 1 writes it (version 00; a later version may append
+# fields after a dash); all-zero ids are invalid. What does not match is dropped, not passed on.
+_TRACEPARENT = re.compile(
+    r"[0-9a-f]{2}-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}(-.*)?"
+)
 # What every span of a model call says of it (OpenTelemetry GenAI semantic conventions).
 GEN_AI = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "anthropic"}
 
@@ -92,6 +98,17 @@ def traceparent(span: Span) -> str:
     """``span``'s context as a W3C ``traceparent`` value, for the next hop."""
     ctx = span.get_span_context()
     return f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{int(ctx.trace_flags):02x}"
+
+
+def valid(value: str | None) -> str | None:
+    """A client's ``traceparent`` if it is one, else None (W3C: an invalid one is ignored, and
+    the gateway does not pass on what it cannot read)."""
+    if value is None or len(value) > 512 or not _TRACEPARENT.fullmatch(value):
+        return None
+    version = value[:2]
+    if version == "ff" or (version == "00" and len(value) != 55):
+        return None  # version ff is forbidden; version 00 has no further fields
+    return value
 
 
 def headers(value: str | None) -> dict[str, str] | None:

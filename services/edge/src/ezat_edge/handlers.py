@@ -83,7 +83,7 @@ class Api:
         meter = m.METERS[fmt]
         # What its NATS messages carry: the client's traceparent as received (tracing off), or
         # this request's span (on).
-        parent = request.headers.get(tracing.HEADER)
+        parent = tracing.valid(request.headers.get(tracing.HEADER))
         span = None
         if tracing.ENABLED:
             span = spans.request(request, api, parent)
