@@ -12,9 +12,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import openai
 import pytest
 from ezat_cli.infra import Infra
+from prometheus_client.openmetrics.parser import (
+    text_string_to_metric_families as openmetrics_families,
+)
 from support import images, sims
 from support.config import SONNET, base_url, deployment, listen, model, write_config
 from support.otlp import Receiver, Span, receiving
@@ -28,6 +32,7 @@ def _config(path: Path, ports: dict[str, int]) -> Path:
     return write_config(
         path,
         edge={"listen": listen(ports["edge"])},
+        router={"metrics_listen": listen(ports["router"])},
         fetcher={"allow_networks": ["127.0.0.0/8"]},
         models=[model(SONNET, aliases=["claude-sonnet-5-5"], prompt_caching=True)],
         simulators=[{"name": "sim", "listen": listen(ports["sim"])}],
@@ -40,8 +45,10 @@ def _config(path: Path, ports: dict[str, int]) -> Path:
 
 
 class Traced:
-    def __init__(self, url: str, sim: str, key: str, receiver: Receiver | None) -> None:
-        self.url, self.sim, self.key, self.receiver = url, sim, key, receiver
+    def __init__(self, ports: dict[str, int], key: str, receiver: Receiver | None) -> None:
+        self.url, self.sim = base_url(ports["edge"]), base_url(ports["sim"])
+        self.router_metrics = base_url(ports["router"]) + "/metrics"
+        self.key, self.receiver = key, receiver
 
     def openai(self) -> openai.AsyncOpenAI:
         return openai.AsyncOpenAI(base_url=self.url + "/openai/v1", api_key=self.key, max_retries=0)
@@ -50,25 +57,25 @@ class Traced:
 @contextmanager
 def _stack(
     infra: Infra, database_url: str, data_dir: Path, name: str, env: dict[str, str]
-) -> Iterator[tuple[str, str, str]]:
-    ports = free_ports("edge", "sim")
+) -> Iterator[tuple[dict[str, int], str]]:
+    ports = free_ports("edge", "sim", "router")
     config = _config(data_dir / name / "ezat.toml", ports)
     with running(config, Infra(infra.nats_url, database_url, infra.redis_url), name, env=env):
-        yield base_url(ports["edge"]), base_url(ports["sim"]), key(database_url, name, rpm=1000)
+        yield ports, key(database_url, name, rpm=1000)
 
 
 @pytest.fixture(scope="module")
 def traced(infra: Infra, database_url: str, data_dir: Path) -> Iterator[Traced]:
     with receiving() as receiver:
         env = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url, "OTEL_BSP_SCHEDULE_DELAY": "100"}
-        with _stack(infra, database_url, data_dir, "traced", env) as (url, sim, api_key):
-            yield Traced(url, sim, api_key, receiver)
+        with _stack(infra, database_url, data_dir, "traced", env) as (ports, api_key):
+            yield Traced(ports, api_key, receiver)
 
 
 @pytest.fixture(scope="module")
 def untraced(infra: Infra, database_url: str, data_dir: Path) -> Iterator[Traced]:
-    with _stack(infra, database_url, data_dir, "untraced", {}) as (url, sim, api_key):
-        yield Traced(url, sim, api_key, None)
+    with _stack(infra, database_url, data_dir, "untraced", {}) as (ports, api_key):
+        yield Traced(ports, api_key, None)
 
 
 def _traceparent() -> tuple[str, str, str]:
@@ -201,3 +208,34 @@ async def test_with_tracing_off_the_clients_traceparent_reaches_the_upstream_unc
     assert (await _sent_upstream(untraced.sim, with_id))["headers"]["traceparent"] == header
     assert "traceparent" not in (await _sent_upstream(untraced.sim, without_id))["headers"]
     assert "traceparent" not in (await _sent_upstream(untraced.sim, junk_id))["headers"]
+
+
+async def _exemplar_traces(url: str, metric: str) -> set[str]:
+    """The trace ids of the exemplars on ``metric``'s buckets, read as Prometheus scrapes."""
+    accept = {"accept": "application/openmetrics-text; version=1.0.0"}
+    async with aiohttp.ClientSession() as http, http.get(url, headers=accept) as resp:
+        text = await resp.text()
+    return {
+        s.exemplar.labels["trace_id"]
+        for family in openmetrics_families(text)
+        for s in family.samples
+        if s.name == f"{metric}_bucket" and s.exemplar is not None
+    }
+
+
+async def test_with_tracing_on_the_latency_histograms_link_to_the_trace(traced: Traced) -> None:
+    header, trace_id, _ = _traceparent()
+    chunks = await traced.openai().chat.completions.create(
+        model="claude-sonnet-5-5",
+        max_tokens=8,
+        messages=[{"role": "user", "content": "hello"}],
+        stream=True,
+        extra_headers={"traceparent": header},
+    )
+    async for _ in chunks:
+        pass
+    edge = traced.url + "/metrics"
+    assert trace_id in await _exemplar_traces(edge, "ezat_edge_first_token_seconds")
+    assert trace_id in await _exemplar_traces(edge, "ezat_edge_request_seconds")
+    router = traced.router_metrics
+    assert trace_id in await _exemplar_traces(router, "ezat_router_upstream_first_byte_seconds")

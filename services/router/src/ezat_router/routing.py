@@ -337,9 +337,12 @@ class Router:
             except UpstreamUnavailable as exc:
                 return from_transport(exc.kind, req.response_model, bound)
             first_byte = time.perf_counter() - tick
-            self._series[name].first_byte.observe(first_byte)
-            if state.attempt_span is not None:
-                state.attempt_span.set_attribute("ezat.upstream.first_byte_seconds", first_byte)
+            if state.attempt_span is None:
+                self._series[name].first_byte.observe(first_byte)
+            else:  # the attempt's trace as the exemplar (OpenMetrics), Grafana's link to it
+                span = state.attempt_span
+                span.set_attribute("ezat.upstream.first_byte_seconds", first_byte)
+                self._series[name].first_byte.observe(first_byte, tracing.exemplar(span))
             try:
                 if resp.status >= 300:
                     return await self._refused(req, resp)
