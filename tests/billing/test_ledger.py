@@ -11,10 +11,11 @@ from typing import Any
 
 import asyncpg
 import pytest
-from ezat_billing import ledger, settle
+from ezat_billing import drain, ledger, settle
 from ezat_common import envelopes
 from ezat_common.envelopes import Delivered, UsageRecord
 from ezat_common.outbox import Outbox
+from nats.aio.msg import Msg
 from prometheus_client import REGISTRY
 from support.config import SONNET, model, parsed
 
@@ -185,3 +186,17 @@ async def test_a_running_billing_exports_the_price_list_it_charges_with(
         "cache_write_5m": 3_125_000,
         "cache_write_1h": 5_000_000,
     }
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "$JS.ACK.ezat_billing_outbox.billing-outbox.1.12345.12340.1733080000123456789.3",
+        "$JS.ACK._.acchash.ezat_billing_outbox.billing-outbox.2.12345.12340.1733080000123456789.3.tok",
+        "$JS.ACK.hub.acchash.ezat_billing_outbox.billing-outbox.2.12345.12340.1733080000123456789.0",
+    ],
+    ids=["v1", "v2", "v2-domain"],
+)
+def test_the_store_time_read_from_an_ack_subject_is_nats_pys(reply: str) -> None:
+    expected = Msg(None, subject="s", reply=reply, data=b"").metadata.timestamp.timestamp()  # type: ignore[arg-type]
+    assert drain.stored_at(reply) == pytest.approx(expected, abs=1e-6)
