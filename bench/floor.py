@@ -48,7 +48,7 @@ from ezat_common.sse import SseError, SseParser
 from ezat_common.subjects import from_env
 from ezat_edge.streams import SSE_HEADERS, SseResponse
 from ezat_router.core.accounting import UsageAccumulator
-from ezat_router.core.payload import PayloadError, response_with_model
+from ezat_router.core.payload import PayloadError, read_response, with_response_model
 from ezat_router.core.stream import StreamStep
 from nats.aio.msg import Msg
 
@@ -297,10 +297,10 @@ class Upstream:
                 call.head = True
 
     async def _bill_body(self, data: bytes, ack_to: str, started: float) -> bytes:
-        out, used, content = response_with_model(data, MODEL)
+        document, used, content = read_response(data)
+        out = with_response_model(document, MODEL)
         usage = UsageAccumulator()
-        usage.feed_usage(used, final=True)
-        usage.feed_content(content)
+        usage.feed_response(used, content, document.get("stop_reason"))
         await self._publish_record(
             usage.record(_base(False, started, time.time()), "complete"), ack_to
         )

@@ -34,7 +34,9 @@ class DeadOutbox:
         self.works = works
         self.puts: list[str] = []
 
-    async def put(self, msg_id: str, data: bytes, timeout: float) -> bool:
+    async def put(
+        self, msg_id: str, data: bytes, timeout: float, traceparent: str | None = None
+    ) -> bool:
         self.puts.append(msg_id)
         return self.works
 

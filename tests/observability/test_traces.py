@@ -13,9 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import nats
 import openai
 import pytest
+from billing.factories import record
 from ezat_cli.infra import Infra
+from ezat_common import envelopes
+from ezat_common.outbox import store_directly
+from ezat_common.subjects import Subjects
 from prometheus_client.openmetrics.parser import (
     text_string_to_metric_families as openmetrics_families,
 )
@@ -45,8 +50,11 @@ def _config(path: Path, ports: dict[str, int]) -> Path:
 
 
 class Traced:
-    def __init__(self, ports: dict[str, int], key: str, receiver: Receiver | None) -> None:
+    def __init__(
+        self, ports: dict[str, int], key: str, receiver: Receiver | None, nats_url: str = ""
+    ) -> None:
         self.url, self.sim = base_url(ports["edge"]), base_url(ports["sim"])
+        self.nats_url = nats_url
         self.router_metrics = base_url(ports["router"]) + "/metrics"
         self.key, self.receiver = key, receiver
 
@@ -69,7 +77,7 @@ def traced(infra: Infra, database_url: str, data_dir: Path) -> Iterator[Traced]:
     with receiving() as receiver:
         env = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url, "OTEL_BSP_SCHEDULE_DELAY": "100"}
         with _stack(infra, database_url, data_dir, "traced", env) as (ports, api_key):
-            yield Traced(ports, api_key, receiver)
+            yield Traced(ports, api_key, receiver, infra.nats_url)
 
 
 @pytest.fixture(scope="module")
@@ -239,3 +247,93 @@ async def test_with_tracing_on_the_latency_histograms_link_to_the_trace(traced: 
     assert trace_id in await _exemplar_traces(edge, "ezat_edge_request_seconds")
     router = traced.router_metrics
     assert trace_id in await _exemplar_traces(router, "ezat_router_upstream_first_byte_seconds")
+
+
+async def test_a_non_streamed_answer_gives_the_routing_span_its_finish_reason(
+    traced: Traced,
+) -> None:
+    header, trace_id, _ = _traceparent()
+    answer = await traced.openai().chat.completions.create(
+        model="claude-sonnet-5-5",
+        max_tokens=32,
+        messages=[{"role": "user", "content": "hello"}],
+        extra_headers={"traceparent": header},
+    )
+    assert answer.choices[0].finish_reason == "stop"
+    # The Anthropic API's body is decoded for its model rewrite: the same decode gives it.
+    m_header, m_trace_id, _ = _traceparent()
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(
+            traced.url + "/v1/messages",
+            json={
+                "model": "claude-sonnet-5-5",
+                "max_tokens": 32,
+                "messages": [{"role": "user", "content": "[sim:stop=zebra] hello"}],
+            },
+            headers={"x-api-key": traced.key, "traceparent": m_header},
+        ) as resp,
+    ):
+        body = await resp.json()
+    assert resp.status == 200 and body["stop_reason"] == "stop_sequence"
+
+    assert traced.receiver is not None
+    chat = _one(traced.receiver.of_trace(trace_id, at_least=5), "router")
+    assert chat.attributes["gen_ai.response.finish_reasons"] == ["end_turn"]
+    messages = _one(traced.receiver.of_trace(m_trace_id, at_least=4), "router")
+    assert messages.attributes["gen_ai.response.finish_reasons"] == ["stop_sequence"]
+
+
+async def test_a_record_settled_by_the_router_itself_is_billed_within_the_trace(
+    traced: Traced,
+) -> None:
+    """A client that leaves mid-stream: its ``client_closed`` record goes to the outbox from the
+    router (``UsageSink.record_later``, not the held publish), and billing's span still hangs
+    under the routing span."""
+    header, trace_id, _ = _traceparent()
+    request_id = f"left-{uuid.uuid4().hex}"
+    chunks = await traced.openai().chat.completions.create(
+        model="claude-sonnet-5-5",
+        max_tokens=32,
+        # Three tokens, then the deployment goes quiet: the client gives up.
+        messages=[{"role": "user", "content": "[sim:stall_after=3] hello"}],
+        stream=True,
+        extra_headers={"traceparent": header, "x-request-id": request_id},
+    )
+    async for chunk in chunks:
+        if chunk.choices and chunk.choices[0].delta.content:
+            break
+    await chunks.close()
+
+    assert traced.receiver is not None
+    spans = traced.receiver.of_trace(trace_id, at_least=5)
+    router, billing = _one(spans, "router"), _one(spans, "billing")
+    assert router.attributes["ezat.outcome"] == "client_closed"
+    assert billing.parent_span_id == router.span_id
+    assert billing.attributes["ezat.request_id"] == request_id
+    assert billing.attributes["ezat.usage.status"] == "client_closed"
+    assert billing.attributes["ezat.usage.estimated"] is True
+
+
+async def test_a_record_billing_is_asked_to_store_is_a_span_of_the_asking_trace(
+    traced: Traced,
+) -> None:
+    """The router's last resort when the outbox does not confirm (``outbox.store_directly``):
+    billing's request/reply, with the asking span's ``traceparent`` in the request's headers."""
+    header, trace_id, asking_span = _traceparent()
+    rec = record(request_id=f"asked-{uuid.uuid4().hex}", input_tokens=12, output_tokens=3)
+    nc = await nats.connect(traced.nats_url)
+    try:
+        subject = Subjects("traced").usage_record
+        problem = await store_directly(nc, subject, envelopes.encode(rec), 5.0, header)
+    finally:
+        await nc.close()
+    assert problem is None
+
+    assert traced.receiver is not None
+    (billing,) = traced.receiver.of_trace(trace_id, at_least=1)
+    assert (billing.service, billing.name) == ("ezat-billing", "billing record")
+    assert billing.parent_span_id == asking_span and not billing.error
+    assert billing.attributes["ezat.request_id"] == rec.request_id
+    assert billing.attributes["gen_ai.usage.input_tokens"] == 12
+    assert billing.attributes["ezat.cost_micros"] > 0

@@ -159,6 +159,14 @@ def test_non_streamed_response_usage_and_content() -> None:
     assert rec.estimated is False
 
 
+@pytest.mark.parametrize(("stop", "kept"), [("end_turn", "end_turn"), (None, None), (7, None)])
+def test_a_non_streamed_response_gives_its_stop_reason(stop: object, kept: str | None) -> None:
+    acc = UsageAccumulator()
+    acc.feed_response(Usage(input_tokens=3, output_tokens=2), [], stop)
+    assert acc.stop_reason == kept
+    assert acc.record(BASE, "complete").output_tokens == 2
+
+
 def test_error_type_is_carried() -> None:
     rec = UsageAccumulator().record(BASE, "failed", error_type="overloaded_error")
     assert (rec.status, rec.error_type) == ("failed", "overloaded_error")

@@ -152,7 +152,9 @@ class FlakyOutbox:
         self.puts: list[str] = []
         self.stored: list[str] = []
 
-    async def put(self, msg_id: str, data: bytes, timeout: float) -> bool:
+    async def put(
+        self, msg_id: str, data: bytes, timeout: float, traceparent: str | None = None
+    ) -> bool:
         self.puts.append(msg_id)
         if len(self.puts) <= self.down:
             return False
@@ -163,7 +165,7 @@ class FlakyOutbox:
 class NoBilling:
     """A NATS client on which billing's request/reply has no responder."""
 
-    async def request(self, subject: str, data: bytes, timeout: float) -> Any:
+    async def request(self, subject: str, data: bytes, timeout: float, headers: Any = None) -> Any:
         raise nats.errors.NoRespondersError
 
 

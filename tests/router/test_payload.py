@@ -8,9 +8,10 @@ from ezat_common.config import DeploymentConfig
 from ezat_router.core.payload import (
     PayloadError,
     model_prefix,
-    response_with_model,
+    read_response,
     upstream_model,
     with_model,
+    with_response_model,
 )
 
 
@@ -61,7 +62,8 @@ def test_response_with_model_rewrites_only_the_model() -> None:
             "usage": {"input_tokens": 3, "output_tokens": 4},
         }
     )
-    out, usage, content = response_with_model(raw, "claude-x")
+    document, usage, content = read_response(raw)
+    out = with_response_model(document, "claude-x")
     decoded = msgspec.json.decode(out)
     assert decoded["model"] == "claude-x"
     assert decoded["id"] == "msg_1" and decoded["content"] == content
@@ -71,4 +73,4 @@ def test_response_with_model_rewrites_only_the_model() -> None:
 @pytest.mark.parametrize("raw", [b"nope", b"[1]", b'{"usage": {"input_tokens": "x"}}'])
 def test_response_that_is_not_a_message_is_refused(raw: bytes) -> None:
     with pytest.raises(PayloadError):
-        response_with_model(raw, "m")
+        read_response(raw)

@@ -71,13 +71,16 @@ def acknowledged(msg: Msg, stream: str) -> bool:
     return ack.error is None and ack.stream == stream and ack.seq > 0
 
 
-async def store_directly(nc: Client, subject: str, data: bytes, timeout: float) -> str | None:
+async def store_directly(
+    nc: Client, subject: str, data: bytes, timeout: float, traceparent: str | None = None
+) -> str | None:
     """Billing's request/reply for an encoded UsageRecord: None once billing stored it, else why
-    not (billing down, silent past ``timeout``, or refusing the record)."""
+    not (billing down, silent past ``timeout``, or refusing the record). ``traceparent`` travels
+    in the request's headers (none without one): billing's span is its child."""
     if timeout <= 0:
         return "no time left"
     try:
-        msg = await nc.request(subject, data, timeout=timeout)
+        msg = await nc.request(subject, data, timeout=timeout, headers=tracing.headers(traceparent))
     except nats.errors.NoRespondersError:
         return "no billing replica answers"
     except (nats.errors.Error, TimeoutError) as exc:
@@ -165,11 +168,17 @@ class Outbox:
             return False
         return True
 
-    async def put(self, msg_id: str, data: bytes, timeout: float) -> bool:
+    async def put(
+        self, msg_id: str, data: bytes, timeout: float, traceparent: str | None = None
+    ) -> bool:
         """Store the encoded ``UsageRecord`` under ``msg_id`` (its uid, the de-duplication key);
-        False if JetStream did not confirm within timeout."""
+        False if JetStream did not confirm within timeout. ``traceparent`` travels in its headers,
+        as with ``publish``."""
         loop = asyncio.get_running_loop()
         end = loop.time() + timeout
+        headers = {Header.MSG_ID.value: msg_id}
+        if traceparent:
+            headers[tracing.HEADER] = traceparent
         try:
             async with asyncio.timeout(timeout):
                 await self.ensure_stream(timeout)
@@ -180,7 +189,7 @@ class Outbox:
                     data,
                     timeout=left,
                     stream=self._subjects.outbox_stream,
-                    headers={Header.MSG_ID.value: msg_id},
+                    headers=headers,
                 )
         except (nats.errors.Error, TimeoutError, OSError) as exc:
             log.warning("usage outbox refused the record: %r", exc)

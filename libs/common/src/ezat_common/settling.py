@@ -68,8 +68,10 @@ class Settler:
         usage: bytes,
         acks: Acks,
         fields: dict[str, object] | None = None,
+        traceparent: str | None = None,
     ) -> bool:
-        """True once released; False when withheld (logged with ``fields``)."""
+        """True once released; False when withheld (logged with ``fields``). ``traceparent``
+        rides on the request to billing, for its span."""
         loop = asyncio.get_running_loop()
         while True:
             match decision:
@@ -89,7 +91,9 @@ class Settler:
                 case AskBilling(timeout=timeout):
                     if self._on_ask is not None:
                         self._on_ask()
-                    problem = await outbox.store_directly(self._nc, self._subject, usage, timeout)
+                    problem = await outbox.store_directly(
+                        self._nc, self._subject, usage, timeout, traceparent
+                    )
                     decision = s.billing(problem, loop.time())
                     if problem is None:
                         log.info("usage stored by billing directly (the outbox did not confirm)")
@@ -98,18 +102,22 @@ class Settler:
 
 
 class PutAck:
-    """The router's acknowledgement: its own ``Outbox.put`` of the record (one attempt)."""
+    """The router's acknowledgement: its own ``Outbox.put`` of the record (one attempt), with
+    ``traceparent`` (the routing span's) in its headers, for billing's span."""
 
-    __slots__ = ("_box", "_data", "_uid")
+    __slots__ = ("_box", "_data", "_traceparent", "_uid")
 
-    def __init__(self, box: outbox.Outbox, uid: str, data: bytes) -> None:
+    def __init__(
+        self, box: outbox.Outbox, uid: str, data: bytes, traceparent: str | None = None
+    ) -> None:
         self._box = box
         self._uid = uid
         self._data = data
+        self._traceparent = traceparent
 
     async def next(self, until: float) -> bool | None:
         timeout = until - asyncio.get_running_loop().time()
-        return await self._box.put(self._uid, self._data, timeout=max(timeout, 0.01))
+        return await self._box.put(self._uid, self._data, max(timeout, 0.01), self._traceparent)
 
 
 @dataclass(slots=True)

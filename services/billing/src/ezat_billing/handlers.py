@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 
 import asyncpg
 import msgspec
-from ezat_common import envelopes, logs
+from ezat_common import envelopes, logs, tracing
 from ezat_common.catalogue import Prices
 from ezat_common.envelopes import UsageAck, UsageRecord
 from ezat_common.outbox import Outbox
@@ -29,7 +29,7 @@ from ezat_common.undecodable import undecodable
 from ezat_common.usage_page import UsageError
 from nats.aio.msg import Msg
 
-from . import metrics, store
+from . import metrics, spans, store
 from .batcher import Batcher, BatcherStopped, DeadlineExceeded, StoppedInDoubt
 from .config import Settings
 from .core.pricing import FREE, cost_micros
@@ -59,16 +59,20 @@ class Handlers:
         self.barrier = barrier
 
     async def on_usage_record(self, msg: Msg) -> None:
-        ack = await self.ack_for(msg.data, msg.subject)
+        ack = await self.ack_for(msg.data, msg.subject, tracing.received(msg.headers))
         if ack is None:  # outcome unknown: no answer rather than a wrong one
             return
         if msg.reply:  # a record published without a reply subject is stored all the same
             await msg.respond(envelopes.encode(ack))
 
-    async def ack_for(self, data: bytes, subject: str = "") -> UsageAck | None:
+    async def ack_for(
+        self, data: bytes, subject: str = "", traceparent: str | None = None
+    ) -> UsageAck | None:
         """Store the encoded record (received on ``subject``) and say whether (and at what cost)
         it is durable; None when that cannot be known (then nothing must be answered). The time
-        it took is observed by outcome (``ezat_billing_ack_seconds``)."""
+        it took is observed by outcome (``ezat_billing_ack_seconds``). With tracing on, a valid
+        record's storing is a ``billing record`` span, child of ``traceparent`` (the router's
+        routing span, which asked)."""
         started = time.perf_counter()
         try:
             record = envelopes.decode_usage_record(data)
@@ -85,6 +89,27 @@ class Handlers:
             ack = UsageAck(request_id=record.request_id, ok=False, error=problem)
             return _answered(started, ack, "refused")
         row = self.row_for(record)
+        if not (tracing.ENABLED and traceparent):
+            return await self._store(record, row, data, started, traceparent)
+        span = spans.record(row, traceparent)
+        try:
+            answer = await self._store(record, row, data, started, tracing.traceparent(span))
+        except BaseException as exc:
+            spans.end_records((span,), type(exc).__name__)
+            raise
+        spans.end_records((span,), spans.failure_of(answer))
+        return answer
+
+    async def _store(
+        self,
+        record: UsageRecord,
+        row: UsageRow,
+        data: bytes,
+        started: float,
+        traceparent: str | None,
+    ) -> UsageAck | None:
+        """``ack_for``'s storing of a valid record: PostgreSQL, else the outbox (its message
+        carrying ``traceparent``, for the drain's span)."""
         settings = self._settings
         deadline = settings.ack_deadline if self._batcher.healthy else settings.degraded_deadline
         in_doubt = False
@@ -102,7 +127,7 @@ class Handlers:
         except DeadlineExceeded:
             reason = "deadline"
         # Not stored (or, in doubt, perhaps stored): the outbox copy is idempotent on the uid.
-        if await self._outbox.put(row.uid, data, timeout=settings.outbox_timeout):
+        if await self._outbox.put(row.uid, data, settings.outbox_timeout, traceparent):
             metrics.OUTBOXED.labels(reason).inc()
             ack = UsageAck(request_id=record.request_id, ok=True, cost_micros=row.cost_micros)
             return _answered(started, ack, "outboxed")

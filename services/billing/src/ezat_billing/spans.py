@@ -1,6 +1,7 @@
 """Billing's spans (docs/observability.md, "Traces"): one per usage record, from its storing to
-its acknowledgement, child of the router span that published it (the ``traceparent`` its outbox
-message carried). Made only when ``tracing.ENABLED``; counts, ids and the cost, nothing else."""
+its acknowledgement, child of the router span that sent it (the ``traceparent`` its outbox
+message, or its request to billing, carried). Made only when ``tracing.ENABLED``; counts, ids
+and the cost, nothing else."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ezat_common import tracing
+from ezat_common.envelopes import UsageAck
 from nats.aio.msg import Msg
 
 from .core.rows import UsageRow
@@ -37,13 +39,25 @@ def attributes(row: UsageRow) -> dict[str, str | int | bool]:
     }
 
 
+def record(row: UsageRow, parent: str) -> Span:
+    """A started span for a record billing was asked to store (request/reply)."""
+    return tracing.start(NAME, parent, attributes=attributes(row))
+
+
+def failure_of(ack: UsageAck | None) -> str:
+    """What a request/reply's answer says of the span: "" stored, else why not."""
+    if ack is None:
+        return "unanswered"
+    return "" if ack.ok else "refused"
+
+
 def records(rows: Sequence[UsageRow], msgs: Sequence[Msg]) -> list[Span]:
     """A started span for each row whose outbox message carried a ``traceparent``."""
     started = []
     for row, msg in zip(rows, msgs, strict=False):
         parent = tracing.received(msg.headers)
         if parent:
-            started.append(tracing.start(NAME, parent, attributes=attributes(row)))
+            started.append(record(row, parent))
     return started
 
 

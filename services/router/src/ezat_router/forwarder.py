@@ -36,7 +36,7 @@ from nats.aio.client import Client
 
 from . import metrics
 from .core.accounting import UsageAccumulator
-from .core.payload import PayloadError, read_response, response_with_model
+from .core.payload import PayloadError, read_response, with_response_model
 from .core.stream import StepResult, StreamStep
 from .core.upstream_errors import AttemptFailure, TransportKind, from_stream_error, from_transport
 from .upstream import Endpoint, Upstream
@@ -229,17 +229,13 @@ class Forwarder:
             state.final_sent = True
             return None
         try:
-            if req.api == "chat":
-                # The translator turns this body into a chat.completion with its own model
-                # field: relay the upstream bytes, don't re-encode them here.
-                out = data
-                _, usage, content = read_response(data)
-            else:
-                out, usage, content = response_with_model(data, req.response_model)
+            document, usage, content = read_response(data)
         except PayloadError:
             return from_transport("protocol", req.response_model, self._cfg.between_events_timeout)
-        state.usage.feed_usage(usage, final=True)
-        state.usage.feed_content(content)
+        # The translator turns a chat body into a chat.completion with its own model field:
+        # the upstream bytes are relayed, not re-encoded here.
+        out = data if req.api == "chat" else with_response_model(document, req.response_model)
+        state.usage.feed_response(usage, content, document.get("stop_reason"))
         return await self._complete(
             req, state, ReplyBody(status=resp.status, headers=state.reply_headers, data=out)
         )
@@ -260,7 +256,7 @@ class Forwarder:
         )
         if held is not None:
             final.usage = held
-        elif not await self._usage_sink.record(record):
+        elif not await sink.record(record, state.traceparent):
             return UNRECORDED_ATTEMPT
         if isinstance(final, ReplyBody):
             final.data, final.data_ref = await self._claims.pack(final.data)

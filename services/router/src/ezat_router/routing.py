@@ -235,7 +235,7 @@ class Router:
             record = state.usage.record(
                 usage_base(req, state, self._clock()), "failed", failure.error.type
             )
-            self._usage_sink.record_later(record)
+            self._usage_sink.record_later(record, state.traceparent)
         return failure.reason
 
     def _record_health(
@@ -393,7 +393,7 @@ class Router:
         # count_tokens is free and never recorded (docs/billing.md), cancelled or not.
         if state.upstream_started_at and req.api != "count_tokens":
             record = state.usage.record(usage_base(req, state, self._clock()), status)
-            self._usage_sink.record_later(record)
+            self._usage_sink.record_later(record, state.traceparent)
         return outcome
 
     async def _publish(self, req: RouteRequest, reply: Reply) -> None:

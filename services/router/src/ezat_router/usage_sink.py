@@ -69,14 +69,16 @@ class UsageSink:
         self._stopping = False
         self._sleepers: set[asyncio.Future[None]] = set()
 
-    async def record(self, rec: UsageRecord) -> bool:
-        """True once the record is durable (the outbox or PostgreSQL); False on any failure."""
+    async def record(self, rec: UsageRecord, traceparent: str | None = None) -> bool:
+        """True once the record is durable (the outbox or PostgreSQL); False on any failure.
+        ``traceparent`` (the routing span's) rides on the outbox put and on the request to
+        billing, as with ``publish_held``."""
         data = envelopes.encode(rec)
         s = Settlement(self._outbox_timeout, self._deadline)
         decision = s.final(asyncio.get_running_loop().time())
-        acks = PutAck(self._outbox, rec.uid, data)
+        acks = PutAck(self._outbox, rec.uid, data, traceparent)
         fields: dict[str, object] = {"status": rec.status, "uid": rec.uid}
-        return await self._settler.run(s, decision, data, acks, fields)
+        return await self._settler.run(s, decision, data, acks, fields, traceparent)
 
     async def publish_held(
         self, rec: UsageRecord, ack_to: str, traceparent: str | None = None
@@ -91,9 +93,9 @@ class UsageSink:
             return data
         return None
 
-    def record_later(self, rec: UsageRecord) -> None:
+    def record_later(self, rec: UsageRecord, traceparent: str | None = None) -> None:
         """Make ``rec`` durable in the background, retrying until it is (or ``retry_for``)."""
-        task = asyncio.get_running_loop().create_task(self._record_until_durable(rec))
+        task = asyncio.get_running_loop().create_task(self._record_until_durable(rec, traceparent))
         self._pending[task] = rec
         task.add_done_callback(self._done)
 
@@ -104,14 +106,14 @@ class UsageSink:
     def _done(self, task: asyncio.Task[bool]) -> None:
         self._pending.pop(task, None)
 
-    async def _record_until_durable(self, rec: UsageRecord) -> bool:
+    async def _record_until_durable(self, rec: UsageRecord, traceparent: str | None) -> bool:
         loop = asyncio.get_running_loop()
         give_up = loop.time() + self._retry_for
         delay = self._retry_first
         attempts = 0
         while True:
             attempts += 1
-            if await self.record(rec):
+            if await self.record(rec, traceparent):
                 if attempts > 1:
                     log.info(
                         "usage made durable after %d attempts",

@@ -109,6 +109,14 @@ class UsageAccumulator:
             else:
                 self.output_start = usage.output_tokens
 
+    def feed_response(self, usage: Usage, content: list[Any], stop_reason: object) -> None:
+        """A non-streamed response, decoded once: its usage (final), its content blocks and its
+        ``stop_reason`` (what the stream's message_delta says)."""
+        self.feed_usage(usage, final=True)
+        self.feed_content(content)
+        if isinstance(stop_reason, str):
+            self.stop_reason = stop_reason
+
     def feed_content(self, content: list[Any]) -> None:
         """Count the characters of a non-streamed response's content blocks (decoded JSON)."""
         for block in content:

@@ -58,14 +58,11 @@ def message_start_frame(data: bytes, response_model: str) -> bytes:
     return b"event: message_start\ndata: " + _encode(event) + b"\n\n"
 
 
-def response_with_model(data: bytes, response_model: str) -> tuple[bytes, Usage, list[Any]]:
-    """A non-streamed response with ``model`` rewritten, its usage and its content blocks.
-
-    One JSON decode serves both the rewrite and the usage (converted from the decoded dict).
-    """
-    document, usage, content = read_response(data)
+def with_response_model(document: dict[str, Any], response_model: str) -> bytes:
+    """A non-streamed response (``read_response``'s document) re-encoded with ``model`` set to
+    the client's name: the one JSON decode serves the rewrite, the usage and the stop reason."""
     document["model"] = response_model
-    return _encode(document), usage, content
+    return _encode(document)
 
 
 def read_response(data: bytes) -> tuple[dict[str, Any], Usage, list[Any]]:
