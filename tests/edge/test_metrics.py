@@ -28,6 +28,9 @@ HELLO = [{"role": "user", "content": "Hello"}]
 # The first content delta 0.6 s after the stream's start (message_start leaves at once), then
 # four more 0.1 s apart.
 SLOW = [{"role": "user", "content": "[sim:tokens=5 first_token_ms=600 token_ms=100] Hi"}]
+# Every answer here comes in well under a second: a client that waits longer names the call that
+# hung instead of the whole test timing out.
+CLIENT_TIMEOUT = 30.0
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
@@ -39,7 +42,10 @@ class EdgeStack:
 
     def anthropic(self, api_key: str | None = None) -> anthropic.AsyncAnthropic:
         return anthropic.AsyncAnthropic(
-            base_url=self.url, api_key=self.key if api_key is None else api_key, max_retries=0
+            base_url=self.url,
+            api_key=self.key if api_key is None else api_key,
+            max_retries=0,
+            timeout=CLIENT_TIMEOUT,
         )
 
     def openai(self, api_key: str | None = None) -> openai.AsyncOpenAI:
@@ -47,10 +53,15 @@ class EdgeStack:
             base_url=self.url + "/openai/v1",
             api_key=self.key if api_key is None else api_key,
             max_retries=0,
+            timeout=CLIENT_TIMEOUT,
         )
 
     async def scrape(self) -> str:
-        async with aiohttp.ClientSession() as http, http.get(self.url + "/metrics") as resp:
+        timeout = aiohttp.ClientTimeout(total=CLIENT_TIMEOUT)
+        async with (
+            aiohttp.ClientSession(timeout=timeout) as http,
+            http.get(self.url + "/metrics") as resp,
+        ):
             assert resp.status == 200
             return await resp.text()
 
