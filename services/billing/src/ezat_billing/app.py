@@ -199,13 +199,14 @@ async def serve(stop: asyncio.Event, settings: config.Settings | None = None) ->
     settings = settings or config.load()
     subjects = subjects_mod.from_env()
     ready = readiness.Readiness("billing", optional=OPTIONAL)
-    readiness.serve(settings.cfg.billing.metrics_listen, ready)
     # min_size=0: creating the pool never needs the server, every acquire (re)connects on demand.
     pool = await db.pool(min_size=0, max_size=10)
     batcher = started_batcher(settings, pool)
     check = database_check(pool, batcher)
     watcher = asyncio.create_task(watch_database(check))
     nc = await bus.connect("billing")
+    # After the connection: a replacement waits there for its predecessor (router/app.py).
+    readiness.serve(settings.cfg.billing.metrics_listen, ready)
     billing = Billing(settings, subjects, pool, batcher, nc, ready)
     await billing.start(check)
     log.info("billing serving on %s", subjects.usage_record)

@@ -5,8 +5,9 @@ A socket closed while bytes its client sent sit unread in it is reset by the ker
 finished, and the reset took the 503 with it: a client whose request was in the socket before the
 edge accepted it saw "connection reset" instead of "503 overloaded, retry in 1 s", and under load
 that was most of the refused clients. So the bytes already there are read and dropped before the
-socket is closed. Bytes that arrive after the close still draw a reset, but the client has the 503
-and the FIN in its socket by then, and reads them first (`tests/edge/test_refusal.py`).
+socket is closed (``tests/edge/test_refusal.py``). Bytes that arrive after the close still draw a
+reset; a client that reads the 503 before the reset arrives sees it, one that reads later (an
+asyncio client gives a reset precedence over buffered bytes) may not.
 
 The read goes to the socket's descriptor directly (``os.read``): the transport would only read
 on the loop's next turn, and neither asyncio's nor uvloop's transport offers a synchronous read.

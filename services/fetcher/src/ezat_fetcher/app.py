@@ -57,8 +57,9 @@ async def main(stop: asyncio.Event) -> None:
         log.warning("treating as public: %s", ", ".join(str(n) for n in allow))
     subjects = from_env()
     ready = readiness.Readiness("fetcher")
-    readiness.serve(cfg.fetcher.metrics_listen, ready)  # "starting" until wired
     nc = await bus.connect("fetcher")
+    # After the connection: a replacement waits there for its predecessor (router/app.py).
+    readiness.serve(cfg.fetcher.metrics_listen, ready)  # "starting" until wired
     service = FetchService(nc, subjects, Fetcher(allow), limits=shares)
     await service.start()
     ready.use(service.checks)

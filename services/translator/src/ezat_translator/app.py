@@ -258,10 +258,11 @@ async def main(stop: asyncio.Event) -> None:
     tracing.setup("translator")
     cfg = load_config()
     ready = readiness.Readiness("translator")
-    readiness.serve(cfg.translator.metrics_listen, ready)
     subjects = from_env()
     thinking = ThinkingStore.from_env()
     nc = await bus.connect("translator")
+    # After the connection: a replacement waits there for its predecessor (router/app.py).
+    readiness.serve(cfg.translator.metrics_listen, ready)
     translator = Translator(nc, subjects, Catalogue(cfg), thinking, ready)
     await translator.start()
     log.info("translator ready")
