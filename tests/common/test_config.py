@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from ezat_common.config import ConfigError, load_config, parse_config
+from ezat_common.config import ConfigError, load_config, local_url, parse_config
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -99,3 +99,17 @@ def test_defaults_fill_in() -> None:
     assert cfg.edge.max_body_bytes == 32 * 1024 * 1024
     assert cfg.edge.stream_buffer_bytes == 1024 * 1024
     assert cfg.router.max_attempts == 3
+
+
+@pytest.mark.parametrize(
+    ("listen", "url"),
+    [
+        ("127.0.0.1:8080", "http://127.0.0.1:8080"),
+        ("0.0.0.0:8080", "http://127.0.0.1:8080"),  # every interface: reached on loopback
+        ("[::]:9100", "http://127.0.0.1:9100"),
+        ("[::1]:9100", "http://[::1]:9100"),
+        ("edge.internal:80", "http://edge.internal:80"),
+    ],
+)
+def test_the_url_that_reaches_a_listen_address(listen: str, url: str) -> None:
+    assert local_url(listen) == url

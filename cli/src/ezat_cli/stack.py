@@ -29,7 +29,7 @@ from pathlib import Path
 
 import asyncpg
 from ezat_common import db, environment, lifecycle
-from ezat_common.config import Config, load_config, split_listen
+from ezat_common.config import Config, load_config, local_url, split_listen
 
 from . import infra as infra_mod
 from .supervision import HEALTHY_AFTER, Child, Rollover, Supervised, supervise
@@ -78,8 +78,7 @@ class Stack:
     @property
     def edge_url(self) -> str:
         assert self.cfg is not None
-        host, _, port = self.cfg.edge.listen.rpartition(":")
-        return f"http://{host}:{port}"
+        return local_url(self.cfg.edge.listen)
 
     def env(self) -> dict[str, str]:
         assert self.infra is not None

@@ -13,7 +13,7 @@ import time
 from collections import deque
 
 import aiohttp
-from ezat_common.config import Config
+from ezat_common.config import Config, local_url
 
 from .top_view import Reading, render, view
 
@@ -23,18 +23,12 @@ READ_TIMEOUT = 0.8  # a target slower than this reads as not answering this seco
 
 def targets_of(cfg: Config) -> dict[str, str]:
     """name -> /metrics URL of every service the config gives an address to."""
-    found = {"edge": f"http://{_local(cfg.edge.listen)}/metrics"}
+    found = {"edge": local_url(cfg.edge.listen) + "/metrics"}
     for name in ("translator", "router", "billing", "fetcher"):
         listen = getattr(cfg, name).metrics_listen
         if listen:
-            found[name] = f"http://{_local(listen)}/metrics"
+            found[name] = local_url(listen) + "/metrics"
     return found
-
-
-def _local(listen: str) -> str:
-    # A service listening on every interface is read on loopback.
-    host, _, port = listen.rpartition(":")
-    return f"{'127.0.0.1' if host in ('', '0.0.0.0', '::', '[::]') else host}:{port}"
 
 
 async def read(session: aiohttp.ClientSession, targets: dict[str, str]) -> Reading:

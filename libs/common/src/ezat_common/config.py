@@ -283,6 +283,15 @@ def split_listen(listen: str) -> tuple[str, int]:
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
+def local_url(listen: str) -> str:
+    """The ``http://`` base URL that reaches a ``listen`` address from this host: a wildcard
+    address (every interface) is reached on loopback."""
+    host, port = split_listen(listen)
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
 def parse_config(text: str | bytes, file: str = "<config>") -> Config:
     try:
         cfg = msgspec.toml.decode(text, type=Config)
