@@ -227,3 +227,17 @@ def test_ezat_top_shows_the_traffic_of_its_window(after_traffic: Observed) -> No
     deployments = {line.split()[0]: line for line in lines if line.startswith("failover-")}
     assert set(deployments) == {"failover-dead", "failover-live"}, screen
     assert deployments["failover-live"].split()[1] == "up", screen
+
+
+def test_docs_list_every_series_the_stack_exports(after_traffic: Observed) -> None:
+    # The operator contract: docs/observability.md lists every series (a histogram by its name,
+    # without the _bucket, _count and _sum Prometheus stores it as; _created are timestamps).
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "observability.md").read_text()
+    exported = {
+        re.sub(r"_(bucket|count|sum)$", "", name)
+        for name in after_traffic.names()
+        if name.startswith("ezat_") and not name.endswith("_created")
+    }
+    assert len(exported) > 60
+    missing = sorted(name for name in exported if f"`{name}`" not in doc)
+    assert missing == [], "\n".join(missing)
