@@ -212,9 +212,11 @@ def test_ezat_top_shows_the_traffic_of_its_window(after_traffic: Observed) -> No
     )
 
     async def ask() -> None:
+        # Until top has printed: its two readings, however late the CLI starts, see traffic
+        # between them.
         claude = anthropic.AsyncAnthropic(base_url=after_traffic.url, api_key=after_traffic.key)
-        await asyncio.sleep(0.5)  # after top's first reading
-        for _ in range(4):
+        deadline = time.monotonic() + 30
+        while top.poll() is None and time.monotonic() < deadline:
             await claude.messages.create(model=MODEL, max_tokens=8, messages=HELLO)
 
     asyncio.run(ask())
