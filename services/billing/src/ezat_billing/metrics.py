@@ -2,23 +2,24 @@
 
 from __future__ import annotations
 
+from ezat_common.lean_metrics import LeanCounter, LeanHistogram
 from ezat_common.metrics import LATENCY_BUCKETS
 from prometheus_client import Counter, Gauge, Histogram
 
 # Tokens, money and records, counted once per row when it is settled (ledger.py): their sums
 # over any set of labels are the sums of the settled rows of usage_records.
-TOKENS = Counter(
+TOKENS = LeanCounter(
     "ezat_billing_tokens_total",
     "Tokens of the settled usage records, by kind (input is uncached input; reasoning is part of "
     "output), canonical model, deployment and region; failed records' tokens included",
     ["kind", "model", "deployment", "region"],
 )
-COST = Counter(
+COST = LeanCounter(
     "ezat_billing_cost_micros_total",
     "Micro-dollars charged by the settled usage records (0 for failed and undelivered ones)",
     ["model", "region"],
 )
-RECORDS = Counter(
+RECORDS = LeanCounter(
     "ezat_billing_records_total",
     "Settled usage records, by their final status (complete, client_closed, failed) and whether "
     "their token counts are estimated",
@@ -35,7 +36,7 @@ PRICES = Gauge(
     "million tokens), by canonical model and token kind: what the dashboards price savings with",
     ["model", "kind"],
 )
-ACK_SECONDS = Histogram(
+ACK_SECONDS = LeanHistogram(
     "ezat_billing_ack_seconds",
     "Time from decoding a usage record on the request/reply path to billing's answer",
     ["outcome"],  # "stored", "outboxed", "refused" (ok=false), "unanswered" (outcome unknown)
@@ -56,16 +57,16 @@ OUTBOX_OLDEST_AGE = Gauge(
     "ezat_billing_outbox_oldest_message_age_seconds",
     "Age of the oldest message the usage outbox holds (0 when empty), from the last reading",
 )
-DUPLICATES = Counter(
+DUPLICATES = LeanCounter(
     "ezat_billing_duplicate_records_total",
     "Usage records whose request id was already stored (retries; answered with the stored cost)",
 )
-BATCH_SIZE = Histogram(
+BATCH_SIZE = LeanHistogram(
     "ezat_billing_batch_size",
     "Rows per committed group-commit batch",
     buckets=(1, 2, 5, 10, 20, 50, 100, 200, 500),
 )
-WRITE_SECONDS = Histogram(
+WRITE_SECONDS = LeanHistogram(
     "ezat_billing_write_seconds",
     "Duration of one batch write attempt (one transaction), successful or not",
     buckets=LATENCY_BUCKETS,
@@ -98,7 +99,7 @@ QUERIES = Counter(
     "Usage listing queries answered",
     ["outcome"],  # "ok", "invalid", "unavailable"
 )
-DELIVERED = Counter(
+DELIVERED = LeanCounter(
     "ezat_billing_delivered_records_total",
     "Complete records whose delivery the edge confirmed, settled as charged",
 )

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ezat_common.lean_metrics import LeanCounter, LeanGauge, LeanHistogram
 from ezat_common.metrics import LATENCY_BUCKETS, labelled
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import Counter, Gauge
 
 from .core.model_label import OTHER
 
@@ -14,43 +15,43 @@ from .core.model_label import OTHER
 BYTE_BUCKETS = (*(4.0**n for n in range(4, 13)), 32.0 * 1024**2)
 STATUS_CLASSES = ("2xx", "3xx", "4xx", "5xx")
 
-REQUESTS = Counter(
+REQUESTS = LeanCounter(
     "ezat_edge_requests_total", "Model calls answered, by API and status class", ["api", "status"]
 )
-REQUEST_SECONDS = Histogram(
+REQUEST_SECONDS = LeanHistogram(
     "ezat_edge_request_seconds",
     "Model calls handed to the gateway: from their arrival to their last byte",
     ["api", "model"],
     buckets=LATENCY_BUCKETS,
 )
-FIRST_TOKEN = Histogram(
+FIRST_TOKEN = LeanHistogram(
     "ezat_edge_first_token_seconds",
     "Model calls: from their arrival to the first content event written to the client (a "
     "stream's first text, tool or thinking delta; a non-streamed answer's body)",
     ["api", "model"],
     buckets=LATENCY_BUCKETS,
 )
-REQUEST_BYTES = Histogram(
+REQUEST_BYTES = LeanHistogram(
     "ezat_edge_request_body_bytes",
     "Model calls' request bodies, read",
     ["api"],
     buckets=BYTE_BUCKETS,
 )
-RESPONSE_BYTES = Histogram(
+RESPONSE_BYTES = LeanHistogram(
     "ezat_edge_response_body_bytes",
     "Model calls' response bodies, as written (a stream: every byte of its events)",
     ["api"],
     buckets=BYTE_BUCKETS,
 )
-FINAL_HOLD = Histogram(
+FINAL_HOLD = LeanHistogram(
     "ezat_edge_final_hold_seconds",
     "From the final reply (message_stop, [DONE], a JSON body) reaching the edge to its being "
     "written: the wait for its usage to be durable",
     ["api"],
     buckets=LATENCY_BUCKETS,
 )
-ACTIVE_STREAMS = Gauge("ezat_edge_active_streams", "Streams open to clients")
-DISCONNECTS = Counter(
+ACTIVE_STREAMS = LeanGauge("ezat_edge_active_streams", "Streams open to clients")
+DISCONNECTS = LeanCounter(
     "ezat_edge_client_disconnects_total", "Clients that went away mid-request", ["api"]
 )
 USAGE_FALLBACKS = Counter(
@@ -102,7 +103,7 @@ STREAM_BUFFERED_MAX = Gauge(
     "ezat_edge_stream_buffered_bytes_max",
     "The largest of those per stream now (at most stream_buffer_bytes)",
 )
-RATE_LIMITED = Counter(
+RATE_LIMITED = LeanCounter(
     "ezat_edge_rate_limited_total",
     "Requests refused 429 by a key's limits, by the limit: requests (rpm) or tokens (tpm)",
     ["limit"],
@@ -112,7 +113,7 @@ RATE_LIMITED_TOKENS = RATE_LIMITED.labels("tokens")
 BUDGET_REFUSED = Counter(
     "ezat_edge_budget_refused_total", "Requests refused 403: their key used its monthly budget"
 )
-AUTH_FAILURES = Counter(
+AUTH_FAILURES = LeanCounter(
     "ezat_edge_auth_failures_total",
     "Requests refused for their key: missing, invalid (unknown or malformed), revoked (401), "
     "unavailable (503: the database could not be asked)",

@@ -12,42 +12,43 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from ezat_common.config import DeploymentConfig
+from ezat_common.lean_metrics import LeanCounter, LeanGauge, LeanHistogram
 from ezat_common.metrics import LATENCY_BUCKETS, labelled
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import Counter, Gauge
 
 from .core.accounting import UsageAccumulator
 from .core.health import DeploymentHealth, availability
 from .core.upstream_errors import AttemptFailure
 
-REQUESTS = Counter(
+REQUESTS = LeanCounter(
     "ezat_router_requests_total",
     "Requests routed, by the deployment that answered last and how they ended.",
     ["deployment", "outcome"],
 )
-FAILOVERS = Counter(
+FAILOVERS = LeanCounter(
     "ezat_router_failovers_total",
     "Attempts abandoned for another deployment, by the deployment left and why.",
     ["deployment", "reason"],
 )
-FIRST_BYTE = Histogram(
+FIRST_BYTE = LeanHistogram(
     "ezat_router_upstream_first_byte_seconds",
     "Time from sending a request to a deployment to its response headers.",
     ["deployment"],
     buckets=LATENCY_BUCKETS,
 )
-RELAYED_EVENTS = Counter(
+RELAYED_EVENTS = LeanCounter(
     "ezat_router_relayed_events_total",
     "Upstream stream events decoded and relayed.",
 )
-UNKNOWN_EVENTS = Counter(
+UNKNOWN_EVENTS = LeanCounter(
     "ezat_router_unknown_events_total",
     "Upstream stream events this gateway could not decode (forwarded unchanged).",
 )
-ACTIVE_STREAMS = Gauge(
+ACTIVE_STREAMS = LeanGauge(
     "ezat_router_active_streams",
     "Upstream responses being relayed right now.",
 )
-AFFINITY = Counter(
+AFFINITY = LeanCounter(
     "ezat_router_affinity_total",
     "Routing decisions by affinity outcome: hit, new, moved (session), prefix, none.",
     ["outcome"],
@@ -75,20 +76,20 @@ SHARED_STATE_UP = Gauge(
     "ezat_router_shared_state_up",
     "1 while Redis (bindings, shared health) is reachable, 0 while routing from hashing alone.",
 )
-OUTSTANDING = Gauge(
+OUTSTANDING = LeanGauge(
     "ezat_router_outstanding_requests",
     "Requests in flight to each deployment from this replica (least-outstanding load balance).",
     ["deployment"],
 )
 
-ATTEMPTS = Counter(
+ATTEMPTS = LeanCounter(
     "ezat_router_attempts_total",
     "Upstream attempts (failed ones and those failed over from included), by deployment, its"
     " kind and how the attempt ended: ok, error_4xx, error_5xx, overloaded, rate_limited,"
     " timeout, connect_error, cancelled.",
     ["deployment", "kind", "outcome"],
 )
-PROMPT_TOKENS = Counter(
+PROMPT_TOKENS = LeanCounter(
     "ezat_router_prompt_tokens_total",
     "Input tokens the deployments reported (once per attempt that reported usage), by kind:"
     " uncached, cache_read, cache_write.",

@@ -7,11 +7,12 @@ from time import perf_counter
 from typing import ParamSpec, TypeVar
 
 from ezat_common.errors import GatewayError
+from ezat_common.lean_metrics import LeanCounter, LeanHistogram
 from ezat_common.metrics import labelled
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter
 
-REQUESTS = Counter("ezat_translator_requests_total", "Client requests translated", ["api"])
-REJECTED = Counter(
+REQUESTS = LeanCounter("ezat_translator_requests_total", "Client requests translated", ["api"])
+REJECTED = LeanCounter(
     "ezat_translator_rejected_total", "Client requests refused before routing", ["api", "status"]
 )
 ROUTER_LOST = Counter(
@@ -21,7 +22,7 @@ ROUTER_LOST = Counter(
 )
 NO_ROUTER = Counter("ezat_translator_no_router_total", "Requests that found no router listening")
 
-TRANSLATIONS = Counter(
+TRANSLATIONS = LeanCounter(
     "ezat_translator_translations_total",
     "OpenAI Chat Completions translations by direction (request: OpenAI -> Anthropic; response:"
     " a whole completion back; stream: a whole stream back) and outcome (ok; rejected: the"
@@ -42,7 +43,7 @@ TRANSLATION_BUCKETS = (
     0.025,
     0.05,
 )
-TRANSLATION_SECONDS = Histogram(
+TRANSLATION_SECONDS = LeanHistogram(
     "ezat_translator_translation_seconds",
     "CPU time of one translation by direction (a stream: the sum over its chunks).",
     ["direction"],
