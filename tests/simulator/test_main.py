@@ -138,3 +138,31 @@ def test_bad_arguments_exit_2(
     with pytest.raises(SystemExit) as exited:
         main(list(args))
     assert exited.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_bedrock_credentials_come_from_the_flag_and_the_environment() -> None:
+    from ezat_simulator.__main__ import bedrock_auth
+
+    env = {
+        "EZAT_SIM_BEDROCK_SECRET_ACCESS_KEY": "s3cret",
+        "EZAT_SIM_BEDROCK_SESSION_TOKEN": "tok",
+        "EZAT_SIM_BEDROCK_API_KEY": "bk",
+    }
+    auth = bedrock_auth("AKIDX", env)
+    (cred,) = auth.credentials
+    assert (cred.access_key_id, cred.secret_access_key, cred.session_token) == (
+        "AKIDX",
+        "s3cret",
+        "tok",
+    )
+    assert auth.api_keys == ("bk",)
+    assert "s3cret" not in repr(auth) and "bk" not in repr(auth)  # never in a log line
+    assert bedrock_auth(None, {}).credentials == ()
+
+
+def test_a_bedrock_key_id_without_its_secret_is_a_config_error() -> None:
+    from ezat_common.config import ConfigError
+    from ezat_simulator.__main__ import bedrock_auth
+
+    with pytest.raises(ConfigError, match="EZAT_SIM_BEDROCK_SECRET_ACCESS_KEY"):
+        bedrock_auth("AKIDX", {})

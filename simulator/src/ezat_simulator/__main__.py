@@ -8,18 +8,27 @@ With ``--config`` the instance's ``[[simulators]]`` entry gives ``listen``, ``fi
 ``token_ms``, and each model's ``min_cache_tokens`` applies to requests naming it (by id, alias or
 a deployment's ``upstream_model``); flags given on the command line win. Once bound it prints
 ``simulator NAME listening on http://HOST:PORT`` (port 0 picks a free port).
+
+The Bedrock face (``bedrock.py``) accepts SigV4 signatures of one access key: its id from
+``--bedrock-access-key-id`` (or ``EZAT_SIM_BEDROCK_ACCESS_KEY_ID``), its secret from
+``EZAT_SIM_BEDROCK_SECRET_ACCESS_KEY`` and an optional session token from
+``EZAT_SIM_BEDROCK_SESSION_TOKEN``; and the Bedrock API key in ``EZAT_SIM_BEDROCK_API_KEY``. The
+secrets come from the environment only, never a flag (a command line is visible to every user).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
+from collections.abc import Mapping
 
 from ezat_common.config import Config, ConfigError, load_config, split_listen
 from ezat_common.runtime import run_service
 
 from .app import Settings, start
+from .sigv4 import AwsCredential, BedrockAuth
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -39,7 +48,26 @@ def _parser() -> argparse.ArgumentParser:
         "from --config, else 1024)",
     )
     p.add_argument("--max-body-mb", type=float, default=32.0, help="request body limit (413 above)")
+    p.add_argument(
+        "--bedrock-access-key-id",
+        help="AWS access key id the Bedrock face accepts "
+        "(its secret: EZAT_SIM_BEDROCK_SECRET_ACCESS_KEY)",
+    )
     return p
+
+
+def bedrock_auth(key_id: str | None, env: Mapping[str, str]) -> BedrockAuth:
+    """The Bedrock face's credentials from the flag and the environment (secrets env only)."""
+    key_id = key_id or env.get("EZAT_SIM_BEDROCK_ACCESS_KEY_ID")
+    secret = env.get("EZAT_SIM_BEDROCK_SECRET_ACCESS_KEY")
+    if key_id and not secret:
+        raise ConfigError("a Bedrock access key id needs EZAT_SIM_BEDROCK_SECRET_ACCESS_KEY")
+    credentials: tuple[AwsCredential, ...] = ()
+    if key_id and secret:
+        token = env.get("EZAT_SIM_BEDROCK_SESSION_TOKEN") or None
+        credentials = (AwsCredential(key_id, secret, token),)
+    api_key = env.get("EZAT_SIM_BEDROCK_API_KEY")
+    return BedrockAuth(credentials, (api_key,) if api_key else ())
 
 
 def _min_cache_tokens_by_model(cfg: Config) -> dict[str, int]:
@@ -79,6 +107,7 @@ def _settings(args: argparse.Namespace) -> tuple[Settings, str]:
         min_cache_tokens=1024 if args.min_cache_tokens is None else args.min_cache_tokens,
         min_cache_tokens_by_model={} if args.min_cache_tokens is not None else by_model,
         max_body_bytes=int(args.max_body_mb * 1024 * 1024),
+        bedrock=bedrock_auth(args.bedrock_access_key_id, os.environ),
     )
     return settings, listen
 

@@ -7,11 +7,14 @@ accepted):
 - ``POST /v1/messages/count_tokens``: ``{"input_tokens": N}`` (of the directives, only
   ``status`` applies).
 
+The Amazon Bedrock face (``/model/{modelId}/...``, ``/anthropic/v1/messages``) is ``bedrock.py``.
+
 Admin (no key; for tests):
 
 - ``POST /_sim/faults`` ``{"status", "count", "retry_after", "delay_ms", "fail_after",
-  "drop_after", "stall_after", "stall_before_start", "never_answer", "html"}`` (all optional, see
-  ``faults.py``) -> ``{"fault": {...}, "remaining": N}``; ``GET`` shows it, ``DELETE`` clears it.
+  "drop_after", "stall_after", "stall_before_start", "never_answer", "html", "bedrock_exception"}``
+  (all optional, see ``faults.py``) -> ``{"fault": {...}, "remaining": N}``; ``GET`` shows it,
+  ``DELETE`` clears it.
 - ``GET /_sim/requests?limit=N`` -> the last N (default 100) requests, newest last
   (``requestlog.RequestRecord``).
 - ``POST /_sim/reset`` clears the request log, the fault and the prompt cache.
@@ -30,10 +33,11 @@ import msgspec
 from aiohttp import web
 from ezat_common.errors import anthropic_body, type_for_status
 
-from . import engine, sse
+from . import bedrock, engine, sse
 from .cache import NO_CACHE, PromptCache
 from .faults import Fault, Faults, decode_fault, retry_after_header
 from .requestlog import DEFAULT_SIZE, RequestLog, RequestRecord
+from .sigv4 import BedrockAuth
 from .stream import SseResponse, Timing, drop_connection, hold, send_stream
 from .tokens import input_tokens, measure
 from .validate import InvalidRequest, validate_request
@@ -64,6 +68,8 @@ class Settings:
     min_cache_tokens_by_model: Mapping[str, int] = field(default_factory=dict)
     max_body_bytes: int = 32 * 1024 * 1024
     log_size: int = DEFAULT_SIZE
+    # Who the Bedrock face accepts (bedrock.py, sigv4.py): access keys and API keys.
+    bedrock: BedrockAuth = field(default_factory=BedrockAuth)
 
 
 class Simulator:
@@ -80,6 +86,20 @@ class Simulator:
         if not by_model:
             return self.settings.min_cache_tokens
         return by_model.get(model.strip().lower(), self.settings.min_cache_tokens)
+
+    def plan(
+        self, body: Mapping[str, Any], directives: engine.Directives, seed: int, seq: int
+    ) -> engine.Plan:
+        """The reply to a validated Messages ``body``, the prompt cache accounted."""
+        measured = measure(body, body["model"])
+        cache = NO_CACHE
+        if measured.boundaries:
+            cache = self.cache.account(
+                measured.boundaries, time.monotonic(), self.min_cache_tokens(body["model"])
+            )
+        return engine.plan_reply(
+            body, directives, seed, seq=seq, input_tokens=measured.input_tokens, cache=cache
+        )
 
     def timing(self, directives: engine.Directives, fault: Fault | None) -> Timing:
         d, s = directives, self.settings
@@ -138,7 +158,7 @@ async def _read_json(
     request: web.Request, sim: Simulator, record: RequestRecord
 ) -> Any | web.Response:
     """The decoded body, or the error response to send instead (auth, size, JSON)."""
-    if not _has_key(request):
+    if not request.get(bedrock.AUTHORIZED) and not _has_key(request):
         return _error(sim, record, 401, "x-api-key header is required")
     try:
         raw = await request.read()
@@ -196,15 +216,7 @@ async def _create(
         return web.Response(
             body=HTML_PAGE, content_type="text/html", charset="utf-8", headers={"x-sim": "html"}
         )
-    measured = measure(body, body["model"])
-    cache = NO_CACHE
-    if measured.boundaries:
-        cache = sim.cache.account(
-            measured.boundaries, time.monotonic(), sim.min_cache_tokens(body["model"])
-        )
-    plan = engine.plan_reply(
-        body, directives, seed, seq=seq, input_tokens=measured.input_tokens, cache=cache
-    )
+    plan = sim.plan(body, directives, seed, seq)
     record.message_id = plan.message_id
     timing = sim.timing(directives, fault)
     if timing.stall_before_start:
@@ -374,6 +386,7 @@ def make_app(settings: Settings) -> web.Application:
     app.router.add_get("/_sim/requests", list_requests)
     app.router.add_post("/_sim/reset", reset)
     app.router.add_get("/_sim/stats", stats)
+    bedrock.add_routes(app, app[SIM], create_message, count_tokens)
     return app
 
 
