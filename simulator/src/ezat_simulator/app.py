@@ -36,7 +36,7 @@ from .faults import Fault, Faults, decode_fault, retry_after_header
 from .requestlog import DEFAULT_SIZE, RequestLog, RequestRecord
 from .stream import SseResponse, Timing, drop_connection, hold, send_stream
 from .tokens import input_tokens, measure
-from .validate import InvalidRequest, validate_request
+from .validate import InvalidRequest, betas_of, validate_request
 
 JSON = "application/json"
 _decode = msgspec.json.decode
@@ -183,7 +183,7 @@ async def _create(
     if fault is not None and fault.status is not None:
         return _error(sim, record, fault.status, _simulated(fault.status), fault.retry_after)
     try:
-        validate_request(body)
+        validate_request(body, betas=betas_of(request.headers.get("anthropic-beta")))
         directives, seed = engine.read_directives(body)
     except InvalidRequest as exc:
         return _error(sim, record, 400, exc.message)
@@ -280,7 +280,8 @@ async def count_tokens(request: web.Request) -> web.StreamResponse:
         if isinstance(body, web.Response):
             return body
         try:
-            validate_request(body, count_only=True)
+            betas = betas_of(request.headers.get("anthropic-beta"))
+            validate_request(body, count_only=True, betas=betas)
             directives, _ = engine.read_directives(body)
         except InvalidRequest as exc:
             return _error(sim, record, 400, exc.message)
