@@ -8,6 +8,12 @@ With ``--config`` the instance's ``[[simulators]]`` entry gives ``listen``, ``fi
 ``token_ms``, and each model's ``min_cache_tokens`` applies to requests naming it (by id, alias or
 a deployment's ``upstream_model``); flags given on the command line win. Once bound it prints
 ``simulator NAME listening on http://HOST:PORT`` (port 0 picks a free port).
+
+``--vertex-service-account FILE`` (repeatable) turns on the Vertex AI face and its ``/token``
+endpoint (vertex.py, oauth.py), trusting that service-account key file's public key;
+``--vertex-token-lifetime S`` sets ``expires_in`` of the tokens it issues (default 3600) and
+``--vertex-anthropic-version V`` (repeatable) the ``anthropic_version`` values it accepts (default
+``vertex-2023-10-16``).
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ from ezat_common.config import Config, ConfigError, load_config, split_listen
 from ezat_common.runtime import run_service
 
 from .app import Settings, start
+from .oauth import load_service_account
+from .vertex import VERTEX_VERSION, VertexSettings
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -39,7 +47,44 @@ def _parser() -> argparse.ArgumentParser:
         "from --config, else 1024)",
     )
     p.add_argument("--max-body-mb", type=float, default=32.0, help="request body limit (413 above)")
+    p.add_argument(
+        "--vertex-service-account",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="serve the Vertex AI face, trusting this service-account key file (repeatable)",
+    )
+    p.add_argument(
+        "--vertex-token-lifetime",
+        type=float,
+        default=3600.0,
+        metavar="S",
+        help="lifetime of the access tokens /token issues, in seconds",
+    )
+    p.add_argument(
+        "--vertex-anthropic-version",
+        action="append",
+        default=[],
+        metavar="V",
+        help=f"an anthropic_version the Vertex face accepts (repeatable; default {VERTEX_VERSION})",
+    )
     return p
+
+
+def _vertex(args: argparse.Namespace) -> VertexSettings | None:
+    if not args.vertex_service_account:
+        return None
+    if args.vertex_token_lifetime <= 0:
+        raise ConfigError("--vertex-token-lifetime: must be positive")
+    try:
+        accounts = tuple(load_service_account(f) for f in args.vertex_service_account)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"--vertex-service-account: {exc}") from exc
+    return VertexSettings(
+        accounts,
+        args.vertex_token_lifetime,
+        frozenset(args.vertex_anthropic_version or (VERTEX_VERSION,)),
+    )
 
 
 def _min_cache_tokens_by_model(cfg: Config) -> dict[str, int]:
@@ -79,6 +124,7 @@ def _settings(args: argparse.Namespace) -> tuple[Settings, str]:
         min_cache_tokens=1024 if args.min_cache_tokens is None else args.min_cache_tokens,
         min_cache_tokens_by_model={} if args.min_cache_tokens is not None else by_model,
         max_body_bytes=int(args.max_body_mb * 1024 * 1024),
+        vertex=_vertex(args),
     )
     return settings, listen
 

@@ -15,7 +15,8 @@ Admin (no key; for tests):
 - ``GET /_sim/requests?limit=N`` -> the last N (default 100) requests, newest last
   (``requestlog.RequestRecord``).
 - ``POST /_sim/reset`` clears the request log, the fault and the prompt cache.
-- ``GET /_sim/stats`` -> ``{"name", "requests", "active", "cache_entries"}``.
+- ``GET /_sim/stats`` -> ``{"name", "requests", "active", "cache_entries"}`` (and
+  ``tokens_issued`` with a Vertex face, vertex.py).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import asyncio
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from aiohttp import web
@@ -33,10 +34,14 @@ from ezat_common.errors import anthropic_body, type_for_status
 from . import engine, sse
 from .cache import NO_CACHE, PromptCache
 from .faults import Fault, Faults, decode_fault, retry_after_header
+from .oauth import tokens_issued
 from .requestlog import DEFAULT_SIZE, RequestLog, RequestRecord
 from .stream import SseResponse, Timing, drop_connection, hold, send_stream
 from .tokens import input_tokens, measure
 from .validate import InvalidRequest, betas_of, validate_request
+
+if TYPE_CHECKING:
+    from .vertex import VertexSettings
 
 JSON = "application/json"
 _decode = msgspec.json.decode
@@ -64,6 +69,7 @@ class Settings:
     min_cache_tokens_by_model: Mapping[str, int] = field(default_factory=dict)
     max_body_bytes: int = 32 * 1024 * 1024
     log_size: int = DEFAULT_SIZE
+    vertex: VertexSettings | None = None  # the Vertex AI face and /token (vertex.py), when set
 
 
 class Simulator:
@@ -354,14 +360,16 @@ async def reset(request: web.Request) -> web.Response:
 
 async def stats(request: web.Request) -> web.Response:
     sim = request.app[SIM]
-    return _json(
-        {
-            "name": sim.settings.name,
-            "requests": sim.log.total,
-            "active": sim.log.active,
-            "cache_entries": len(sim.cache),
-        }
-    )
+    shown: dict[str, Any] = {
+        "name": sim.settings.name,
+        "requests": sim.log.total,
+        "active": sim.log.active,
+        "cache_entries": len(sim.cache),
+    }
+    issued = tokens_issued(request.app)
+    if issued is not None:  # with a Vertex face: access tokens /token has issued
+        shown["tokens_issued"] = issued
+    return _json(shown)
 
 
 def make_app(settings: Settings) -> web.Application:
@@ -375,6 +383,10 @@ def make_app(settings: Settings) -> web.Application:
     app.router.add_get("/_sim/requests", list_requests)
     app.router.add_post("/_sim/reset", reset)
     app.router.add_get("/_sim/stats", stats)
+    if settings.vertex is not None:
+        from .vertex import add_vertex_face  # vertex.py builds on this module's helpers
+
+        add_vertex_face(app, settings.vertex)
     return app
 
 
