@@ -14,6 +14,12 @@ The Bedrock face (``bedrock.py``) accepts SigV4 signatures of one access key: it
 ``EZAT_SIM_BEDROCK_SECRET_ACCESS_KEY`` and an optional session token from
 ``EZAT_SIM_BEDROCK_SESSION_TOKEN``; and the Bedrock API key in ``EZAT_SIM_BEDROCK_API_KEY``. The
 secrets come from the environment only, never a flag (a command line is visible to every user).
+
+``--vertex-service-account FILE`` (repeatable) turns on the Vertex AI face and its ``/token``
+endpoint (vertex.py, oauth.py), trusting that service-account key file's public key;
+``--vertex-token-lifetime S`` sets ``expires_in`` of the tokens it issues (default 3600) and
+``--vertex-anthropic-version V`` (repeatable) the ``anthropic_version`` values it accepts (default
+``vertex-2023-10-16``).
 """
 
 from __future__ import annotations
@@ -29,6 +35,8 @@ from ezat_common.runtime import run_service
 
 from .app import Settings, start
 from .sigv4 import AwsCredential, BedrockAuth
+from .oauth import load_service_account
+from .vertex import VERTEX_VERSION, VertexSettings
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -53,6 +61,27 @@ def _parser() -> argparse.ArgumentParser:
         help="AWS access key id the Bedrock face accepts "
         "(its secret: EZAT_SIM_BEDROCK_SECRET_ACCESS_KEY)",
     )
+    p.add_argument(
+        "--vertex-service-account",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="serve the Vertex AI face, trusting this service-account key file (repeatable)",
+    )
+    p.add_argument(
+        "--vertex-token-lifetime",
+        type=float,
+        default=3600.0,
+        metavar="S",
+        help="lifetime of the access tokens /token issues, in seconds",
+    )
+    p.add_argument(
+        "--vertex-anthropic-version",
+        action="append",
+        default=[],
+        metavar="V",
+        help=f"an anthropic_version the Vertex face accepts (repeatable; default {VERTEX_VERSION})",
+    )
     return p
 
 
@@ -68,6 +97,22 @@ def bedrock_auth(key_id: str | None, env: Mapping[str, str]) -> BedrockAuth:
         credentials = (AwsCredential(key_id, secret, token),)
     api_key = env.get("EZAT_SIM_BEDROCK_API_KEY")
     return BedrockAuth(credentials, (api_key,) if api_key else ())
+
+
+def _vertex(args: argparse.Namespace) -> VertexSettings | None:
+    if not args.vertex_service_account:
+        return None
+    if args.vertex_token_lifetime <= 0:
+        raise ConfigError("--vertex-token-lifetime: must be positive")
+    try:
+        accounts = tuple(load_service_account(f) for f in args.vertex_service_account)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"--vertex-service-account: {exc}") from exc
+    return VertexSettings(
+        accounts,
+        args.vertex_token_lifetime,
+        frozenset(args.vertex_anthropic_version or (VERTEX_VERSION,)),
+    )
 
 
 def _min_cache_tokens_by_model(cfg: Config) -> dict[str, int]:
@@ -108,6 +153,7 @@ def _settings(args: argparse.Namespace) -> tuple[Settings, str]:
         min_cache_tokens_by_model={} if args.min_cache_tokens is not None else by_model,
         max_body_bytes=int(args.max_body_mb * 1024 * 1024),
         bedrock=bedrock_auth(args.bedrock_access_key_id, os.environ),
+        vertex=_vertex(args),
     )
     return settings, listen
 

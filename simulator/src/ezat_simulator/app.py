@@ -18,7 +18,8 @@ Admin (no key; for tests):
 - ``GET /_sim/requests?limit=N`` -> the last N (default 100) requests, newest last
   (``requestlog.RequestRecord``).
 - ``POST /_sim/reset`` clears the request log, the fault and the prompt cache.
-- ``GET /_sim/stats`` -> ``{"name", "requests", "active", "cache_entries"}``.
+- ``GET /_sim/stats`` -> ``{"name", "requests", "active", "cache_entries"}`` (and
+  ``tokens_issued`` with a Vertex face, vertex.py).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import asyncio
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from aiohttp import web
@@ -36,11 +37,15 @@ from ezat_common.errors import anthropic_body, type_for_status
 from . import bedrock, engine, sse
 from .cache import NO_CACHE, PromptCache
 from .faults import Fault, Faults, decode_fault, retry_after_header
+from .oauth import tokens_issued
 from .requestlog import DEFAULT_SIZE, RequestLog, RequestRecord
 from .sigv4 import BedrockAuth
 from .stream import SseResponse, Timing, drop_connection, hold, send_stream
 from .tokens import input_tokens, measure
-from .validate import InvalidRequest, validate_request
+from .validate import InvalidRequest, betas_of, validate_request
+
+if TYPE_CHECKING:
+    from .vertex import VertexSettings
 
 JSON = "application/json"
 _decode = msgspec.json.decode
@@ -70,6 +75,7 @@ class Settings:
     log_size: int = DEFAULT_SIZE
     # Who the Bedrock face accepts (bedrock.py, sigv4.py): access keys and API keys.
     bedrock: BedrockAuth = field(default_factory=BedrockAuth)
+    vertex: VertexSettings | None = None  # the Vertex AI face and /token (vertex.py), when set
 
 
 class Simulator:
@@ -203,7 +209,7 @@ async def _create(
     if fault is not None and fault.status is not None:
         return _error(sim, record, fault.status, _simulated(fault.status), fault.retry_after)
     try:
-        validate_request(body)
+        validate_request(body, betas=betas_of(request.headers.get("anthropic-beta")))
         directives, seed = engine.read_directives(body)
     except InvalidRequest as exc:
         return _error(sim, record, 400, exc.message)
@@ -292,7 +298,8 @@ async def count_tokens(request: web.Request) -> web.StreamResponse:
         if isinstance(body, web.Response):
             return body
         try:
-            validate_request(body, count_only=True)
+            betas = betas_of(request.headers.get("anthropic-beta"))
+            validate_request(body, count_only=True, betas=betas)
             directives, _ = engine.read_directives(body)
         except InvalidRequest as exc:
             return _error(sim, record, 400, exc.message)
@@ -365,14 +372,16 @@ async def reset(request: web.Request) -> web.Response:
 
 async def stats(request: web.Request) -> web.Response:
     sim = request.app[SIM]
-    return _json(
-        {
-            "name": sim.settings.name,
-            "requests": sim.log.total,
-            "active": sim.log.active,
-            "cache_entries": len(sim.cache),
-        }
-    )
+    shown: dict[str, Any] = {
+        "name": sim.settings.name,
+        "requests": sim.log.total,
+        "active": sim.log.active,
+        "cache_entries": len(sim.cache),
+    }
+    issued = tokens_issued(request.app)
+    if issued is not None:  # with a Vertex face: access tokens /token has issued
+        shown["tokens_issued"] = issued
+    return _json(shown)
 
 
 def make_app(settings: Settings) -> web.Application:
@@ -387,6 +396,10 @@ def make_app(settings: Settings) -> web.Application:
     app.router.add_post("/_sim/reset", reset)
     app.router.add_get("/_sim/stats", stats)
     bedrock.add_routes(app, app[SIM], create_message, count_tokens)
+    if settings.vertex is not None:
+        from .vertex import add_vertex_face  # vertex.py builds on this module's helpers
+
+        add_vertex_face(app, settings.vertex)
     return app
 
 
