@@ -133,6 +133,7 @@ def _settings(args: argparse.Namespace) -> tuple[Settings, str]:
     """Settings and listen address from the flags, over the config entry when one is named."""
     listen, first_ms, token_ms = args.listen, 0.0, 0.0
     by_model: dict[str, int] = {}
+    key_id = args.bedrock_access_key_id
     if args.config:
         if not args.name:
             raise ConfigError("--config needs --name to pick a [[simulators]] entry")
@@ -143,6 +144,10 @@ def _settings(args: argparse.Namespace) -> tuple[Settings, str]:
         listen = args.listen or entry.listen
         first_ms, token_ms = entry.first_token_ms, entry.token_ms
         by_model = _min_cache_tokens_by_model(cfg)
+        key_id = key_id or entry.bedrock_access_key_id
+        if entry.vertex_service_account and not args.vertex_service_account:
+            args.vertex_service_account = [entry.vertex_service_account]
+            args.vertex_token_lifetime = entry.vertex_token_lifetime
     if not listen:
         raise ConfigError("pass --listen HOST:PORT (or --config FILE --name NAME)")
     settings = Settings(
@@ -152,7 +157,7 @@ def _settings(args: argparse.Namespace) -> tuple[Settings, str]:
         min_cache_tokens=1024 if args.min_cache_tokens is None else args.min_cache_tokens,
         min_cache_tokens_by_model={} if args.min_cache_tokens is not None else by_model,
         max_body_bytes=int(args.max_body_mb * 1024 * 1024),
-        bedrock=bedrock_auth(args.bedrock_access_key_id, os.environ),
+        bedrock=bedrock_auth(key_id, os.environ),
         vertex=_vertex(args),
     )
     return settings, listen

@@ -119,8 +119,11 @@ class DeploymentConfig(Struct, forbid_unknown_fields=True, kw_only=True):
     # bedrock: a Bedrock API key (sent as a bearer token) instead of SigV4; vertex: not used.
     api_key_env: str | None = None
     api_key: str | None = None
-    # The routing region; for bedrock/vertex also the provider's (AWS / Google Cloud) region.
+    # anthropic: the routing region. bedrock/vertex: the provider's (AWS / Google Cloud) region,
+    # and the routing region too unless ``routing_region`` names the gateway's own (AWS and
+    # Google name their regions differently, so one pool of both kinds needs it).
     region: str = "local"
+    routing_region: str = ""  # "": ``region`` (set at decoding); routing and billing read it
     weight: int = 1
     model_id: str | None = None  # bedrock/vertex: the provider's model id (or profile, ARN)
     bedrock_api: Literal["invoke", "messages"] | None = None  # bedrock: None = "invoke"
@@ -131,6 +134,10 @@ class DeploymentConfig(Struct, forbid_unknown_fields=True, kw_only=True):
     betas: list[str] | None = None
     drop_fields: list[str] | None = None
     price: Price | None = None  # None: the model's price
+
+    def __post_init__(self) -> None:
+        if not self.routing_region:
+            self.routing_region = self.region
 
     def key(self) -> str | None:
         if self.api_key is not None:
@@ -212,6 +219,13 @@ class SimulatorConfig(Struct, forbid_unknown_fields=True, kw_only=True):
     # Delay before the first event and between streamed tokens, in milliseconds.
     first_token_ms: float = 0.0
     token_ms: float = 0.0
+    # Its Bedrock face's AWS access key id (the secret: EZAT_SIM_BEDROCK_SECRET_ACCESS_KEY in
+    # its environment, never here), and its Vertex face: the service-account key file whose
+    # public key it trusts at /token, and the lifetime of the tokens it issues
+    # (simulator/README.md).
+    bedrock_access_key_id: str | None = None
+    vertex_service_account: str | None = None
+    vertex_token_lifetime: float = 3600.0
 
 
 class Config(Struct, forbid_unknown_fields=True, kw_only=True):

@@ -64,8 +64,9 @@ class ClientRequest(Struct, _Identified, kw_only=True, tag_field="t", tag="clien
 class RouteRequest(Struct, _Identified, kw_only=True, tag_field="t", tag="route_request"):
     """translator -> router: an Anthropic Messages body to run on one deployment of ``model``.
 
-    ``body`` is the request JSON *without* its ``model`` field: the router splices in the
-    deployment's upstream model name without parsing the body again.
+    ``body`` is the request JSON *without* its ``model`` and ``stream`` fields (``stream`` is
+    this message's): the router writes both where the deployment's kind wants them, without
+    parsing the body again (docs/routing.md, "Deployment kinds").
     """
 
     request_id: str

@@ -28,7 +28,7 @@ from nats.aio.client import Client
 from . import metrics, spans
 from .core import health, selection, timeouts
 from .core.accounting import UsageAccumulator
-from .core.payload import PayloadError, with_model
+from .core.payload import PayloadError
 from .core.retry_budget import RetryBudget
 from .core.upstream_errors import AttemptFailure, all_down, from_status, from_transport
 from .forwarder import Forwarder, RequestState, usage_base
@@ -279,16 +279,17 @@ class Router:
         state.attempts += 1
         state.endpoint = endpoint
         state.usage = usage = UsageAccumulator()
-        try:
-            payload = with_model(endpoint.body_prefix, body)
-        except PayloadError:
-            return AttemptFailure(error=INTERNAL, retryable=False, reason="bad_body")
         traceparent = state.traceparent
         if tracing.ENABLED:
             state.attempt_span = spans.attempt(state, endpoint)
             traceparent = tracing.traceparent(state.attempt_span)
         try:
-            head = endpoint.request_head(req, len(payload), traceparent)
+            head, payload = endpoint.request(req, body, traceparent)
+        except PayloadError:
+            bad = AttemptFailure(error=INTERNAL, retryable=False, reason="bad_body")
+            if state.attempt_span is not None:
+                spans.end_attempt(state, bad, "")
+            return bad
         except ValueError:  # a header value that would break the request head: never sent
             bad = AttemptFailure(error=INTERNAL, retryable=False, reason="bad_header")
             if state.attempt_span is not None:
@@ -345,8 +346,9 @@ class Router:
                 self._series[name].first_byte.observe(first_byte, tracing.exemplar(span))
             try:
                 if resp.status >= 300:
-                    return await self._refused(req, resp)
-                if not timeouts.content_type_ok(events, resp.headers.get("content-type")):
+                    return await self._refused(req, endpoint, resp)
+                content_type = resp.headers.get("content-type")
+                if not timeouts.content_type_ok(events, content_type, endpoint.events_type):
                     # A 200 HTML page (a proxy's, a portal's) or JSON for a stream: nothing of
                     # it is the answer. Known from the headers, so nothing is read or sent.
                     return from_transport("protocol", req.response_model, bound)
@@ -362,16 +364,21 @@ class Router:
             self._outstanding[name] -= 1
             metrics.OUTSTANDING_BY(name).dec()
 
-    async def _refused(self, req: RouteRequest, resp: Response) -> AttemptFailure:
-        """A non-2xx answer; its (small) body says why."""
+    async def _refused(
+        self, req: RouteRequest, endpoint: Endpoint, resp: Response
+    ) -> AttemptFailure:
+        """A non-2xx answer; its (small) body says why, in its kind's error shape."""
         try:
             data = await self._upstream.read_body(resp)
         except (UpstreamError, TimeoutError):  # the status alone still says enough
             data = b""
+        status, body, retry_after = endpoint.error_answer(
+            resp.status, resp.headers, data[:ERROR_BODY_LIMIT]
+        )
         return from_status(
-            resp.status,
-            data[:ERROR_BODY_LIMIT],
-            resp.headers.get("retry-after"),
+            status,
+            body,
+            retry_after,
             req.response_model,
             cooldown_default=self._cfg.cooldown_default_seconds,
         )

@@ -248,3 +248,9 @@ def wire(dep: DeploymentConfig) -> Wire:
 
     builders = {"anthropic": anthropic.wire, "bedrock": bedrock.wire, "vertex": vertex.wire}
     return builders[dep.kind](dep)
+
+
+def events_type(wire: Wire) -> str:
+    """The content type of the deployment's streams: what its stream route asks for in
+    ``Accept`` (Bedrock invoke: AWS event stream), else Server-Sent Events."""
+    return wire.route("messages", True).headers.get("accept", "text/event-stream")
