@@ -115,6 +115,8 @@ VERTEX = 'kind = "vertex"\nproject = "p"\nregion = "global"\nmodel_id = "m@1"\n'
         (VERTEX + 'base_url = "ftp://x"\n', "deployments[0].base_url: must start with http(s)://"),
         (BEDROCK + "price = { input = 1.0, output = -2.0 }\n",
          "deployments[0].price.output: must not be negative"),
+        (BEDROCK + "price = { input = 1.0, output = 2.0, web_search_per_1k = -10.0 }\n",
+         "deployments[0].price.web_search_per_1k: must not be negative"),
         (BEDROCK + "betas = 3\n", "deployments[0].betas: Expected `array | null`"),
     ],
 )  # fmt: skip

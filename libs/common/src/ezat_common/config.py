@@ -64,13 +64,20 @@ class EdgeConfig(Struct, forbid_unknown_fields=True, kw_only=True):
 
 
 class Price(Struct, forbid_unknown_fields=True, kw_only=True):
-    """USD per million tokens, as operators write them; cache prices default from input."""
+    """USD per million tokens, as operators write them; cache prices default from input.
+
+    Server tools the upstream runs are priced in USD per 1,000 requests (docs/billing.md,
+    "Server tools"). None on a model: Anthropic's published price (web search $10 per 1,000,
+    web fetch nothing beyond its tokens); None on a deployment's price: the model's.
+    """
 
     input: float
     output: float
     cache_write_5m: float | None = None
     cache_write_1h: float | None = None
     cache_read: float | None = None
+    web_search_per_1k: float | None = None
+    web_fetch_per_1k: float | None = None
 
 
 class ModelConfig(Struct, forbid_unknown_fields=True, kw_only=True):
@@ -356,7 +363,15 @@ def load_config(explicit: str | None = None) -> Config:
 
 
 def _check_price(price: Price, where: str) -> None:
-    for pname in ("input", "output", "cache_write_5m", "cache_write_1h", "cache_read"):
+    for pname in (
+        "input",
+        "output",
+        "cache_write_5m",
+        "cache_write_1h",
+        "cache_read",
+        "web_search_per_1k",
+        "web_fetch_per_1k",
+    ):
         value = getattr(price, pname)
         if value is not None and value < 0:
             raise ConfigError(f"{where}.{pname}: must not be negative")

@@ -101,6 +101,7 @@ def usage_base(req: RouteRequest, state: RequestState, finished_at: float) -> Us
         status="complete",
         deployment=dep.name if dep is not None else "",
         region=dep.routing_region if dep is not None else "",
+        deployment_kind=dep.kind if dep is not None else "",
         received_at=req.received_at,
         upstream_started_at=state.upstream_started_at,
         first_token_at=state.first_token_at,
