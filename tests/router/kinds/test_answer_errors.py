@@ -178,8 +178,8 @@ def test_the_google_status_names_the_error_whatever_the_http_status() -> None:
     ],
     ids=["anthropic_400", "anthropic_529", "html", "empty"],
 )
-def test_anthropic_shaped_and_unreadable_vertex_answers_pass_unchanged(
-    status: int, body: bytes
-) -> None:
+def test_anthropic_shaped_and_unreadable_answers_pass_unchanged(status: int, body: bytes) -> None:
     assert vertex_error(status, {"retry-after": "5"}, body) == ErrorAnswer(status, body, "5")
+    if body.startswith(b'{"type":"error"'):  # Bedrock's messages wire relays the model's too
+        assert bedrock_error(status, {"retry-after": "5"}, body) == ErrorAnswer(status, body, "5")
     assert anthropic_error(status, {"retry-after": "5"}, body) == ErrorAnswer(status, body, "5")

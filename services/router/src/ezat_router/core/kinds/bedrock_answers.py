@@ -212,8 +212,11 @@ def error_frame(status: int, message: str) -> Frame:
 def bedrock_error(status: int, headers: Mapping[str, str], body: bytes) -> ErrorAnswer:
     """A non-2xx Bedrock answer as ``from_status`` reads an Anthropic one. ``headers`` have
     lower-case names (as ``ezat_http1`` gives them). The message is Bedrock's own (it names
-    the problem, never the prompt); unknown types keep their HTTP status."""
+    the problem, never the prompt); unknown types keep their HTTP status. An Anthropic error
+    body (the ``messages`` wire relays the model's own) passes unchanged."""
     fields = _object(body)
+    if fields.get("type") == "error" and "x-amzn-errortype" not in headers:
+        return ErrorAnswer(status, body, headers.get("retry-after"))
     code = _error_code(status, headers, body if fields else b"")
     mapped = _status_of(code, fields, status)
     return ErrorAnswer(mapped, error_body(mapped, _message(fields)), headers.get("retry-after"))
