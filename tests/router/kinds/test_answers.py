@@ -18,7 +18,7 @@ from botocore.eventstream import EventStreamBuffer
 from ezat_common.sse import Frame, SseError, SseParser
 from ezat_router.core.accounting import UsageAccumulator
 from ezat_router.core.health import FAULT_COOLDOWN
-from ezat_router.core.kinds.bedrock_answers import EventStreamParser
+from ezat_router.core.kinds.bedrock_answers import EventStreamParser, count_tokens_answer
 from ezat_router.core.stream import StepResult, StreamStep
 from ezat_router.core.upstream_errors import from_stream_error
 from ezat_simulator import engine, eventstream, sse
@@ -244,3 +244,16 @@ def test_a_message_longer_than_the_limit_is_an_sse_error() -> None:
     assert parser.feed(big[:4000]) == []
     with pytest.raises(SseError, match=r"^an event exceeds 4096 bytes$"):
         parser.feed(big[4000:4100])
+
+
+@pytest.mark.parametrize(
+    ("body", "answer"),
+    [
+        (b'{"inputTokens":42}', b'{"input_tokens":42}'),
+        (b'{ "inputTokens" : 7, "extra": 1 }', b'{"input_tokens":7}'),
+        (b'{"message":"no count"}', b'{"message":"no count"}'),
+        (b"not json", b"not json"),
+    ],
+)
+def test_bedrock_count_tokens_answers_in_the_anthropic_shape(body: bytes, answer: bytes) -> None:
+    assert count_tokens_answer(body) == answer

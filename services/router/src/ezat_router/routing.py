@@ -372,13 +372,11 @@ class Router:
             data = await self._upstream.read_body(resp)
         except (UpstreamError, TimeoutError):  # the status alone still says enough
             data = b""
-        status, body, retry_after = endpoint.error_answer(
-            resp.status, resp.headers, data[:ERROR_BODY_LIMIT]
-        )
+        answer = endpoint.error_answer(resp.status, resp.headers, data[:ERROR_BODY_LIMIT])
         return from_status(
-            status,
-            body,
-            retry_after,
+            answer.status,
+            answer.body,
+            answer.retry_after,
             req.response_model,
             cooldown_default=self._cfg.cooldown_default_seconds,
         )

@@ -20,9 +20,13 @@ from ezat_common.sse import SseParser
 from ezat_http1 import Pool, Response, UpstreamError, address, request_head, request_prefix
 
 from .core import kinds
+from .core.kinds.answers import ErrorAnswer, anthropic_error
+from .core.kinds.bedrock_answers import EventStreamParser, bedrock_error, count_tokens_answer
+from .core.kinds.vertex_answers import vertex_error
 
 log = logging.getLogger("ezat.router")
 USER_AGENT = "ezat-router"
+_ERRORS = {"anthropic": anthropic_error, "bedrock": bedrock_error, "vertex": vertex_error}
 KEEPALIVE_SECONDS = 30.0
 SWEEP_SECONDS = 10.0  # how often idle connections past their keep-alive are closed
 
@@ -109,20 +113,24 @@ class Endpoint:
             own.update(self._signer.headers("POST", self._urls[route_key], signed, shaped.body))
         return request_head(self._prefixes[route_key], own, len(shaped.body)), shaped.body
 
-    def stream_parser(self, max_frame: int) -> SseParser:
-        """A parser of this deployment's stream into Anthropic events (``core/stream.py``)."""
+    def stream_parser(self, max_frame: int) -> SseParser | EventStreamParser:
+        """A parser of this deployment's stream into the Anthropic events ``core/stream.py``
+        steps through: Server-Sent Events, or Bedrock's AWS event stream."""
+        if self.events_type == kinds.bedrock.EVENT_STREAM:
+            return EventStreamParser(max_frame)
         return SseParser(max_frame=max_frame)
 
     def count_answer(self, data: bytes) -> bytes:
-        """A 2xx count_tokens body in the Anthropic API's shape."""
+        """A 2xx count_tokens body in the Anthropic API's shape (Bedrock's CountTokens answers
+        ``{"inputTokens": N}``)."""
+        if self.wire.wraps_count:
+            return count_tokens_answer(data)
         return data
 
-    def error_answer(
-        self, status: int, headers: Mapping[str, str], body: bytes
-    ) -> tuple[int, bytes, str | None]:
+    def error_answer(self, status: int, headers: Mapping[str, str], body: bytes) -> ErrorAnswer:
         """A non-2xx answer as the Anthropic API would give it: status, error body and
         ``retry-after`` (``core/upstream_errors.from_status`` reads those)."""
-        return status, body, headers.get("retry-after")
+        return _ERRORS[self.kind](status, headers, body)
 
     def _log_dropped(self, shaped: kinds.Shaped) -> None:
         """Each refused beta or field is logged once per deployment, not per request."""
@@ -186,4 +194,5 @@ class Upstream:
     async def read_body(self, resp: Response) -> bytes:
         """The whole body, within ``between_events_timeout``; raises UpstreamError/TimeoutError."""
         async with asyncio.timeout(self._cfg.between_events_timeout):
-            return await resp.read()
+            data: bytes = await resp.read()
+            return data

@@ -256,3 +256,19 @@ def _object(payload: bytes) -> dict[str, Any]:
 def _message(fields: Mapping[str, Any]) -> str:
     message = fields.get("message", fields.get("Message", ""))
     return message if isinstance(message, str) else ""
+
+
+class _Counted(msgspec.Struct):
+    inputTokens: int
+
+
+def count_tokens_answer(body: bytes) -> bytes:
+    """Bedrock CountTokens' ``{"inputTokens": N}`` as the Anthropic API's count_tokens answer,
+    ``{"input_tokens": N}`` (API_runtime_CountTokens). A body without the count is relayed as
+    received: ``forwarder.body`` relays count answers unparsed, and the client's SDK reports
+    what it cannot read."""
+    try:
+        counted = msgspec.json.decode(body, type=_Counted)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return body
+    return b'{"input_tokens":%d}' % counted.inputTokens
