@@ -118,6 +118,10 @@ VERTEX = 'kind = "vertex"\nproject = "p"\nregion = "global"\nmodel_id = "m@1"\n'
         (BEDROCK + "price = { input = 1.0, output = 2.0, web_search_per_1k = -10.0 }\n",
          "deployments[0].price.web_search_per_1k: must not be negative"),
         (BEDROCK + "betas = 3\n", "deployments[0].betas: Expected `array | null`"),
+        (VERTEX + 'aws_profile = "p"\n', "deployments[0].aws_profile: only a `bedrock`"),
+        (BEDROCK + 'google_key_file = "k.json"\n', "deployments[0].google_key_file: only a `v"),
+        (BEDROCK + 'aws_profile = "p"\napi_key_env = "K"\n',
+         "deployments[0].aws_profile: a deployment with a Bedrock API key signs nothing"),
     ],
 )  # fmt: skip
 def test_bad_deployment_kind_names_its_key(lines: str, message: str) -> None:

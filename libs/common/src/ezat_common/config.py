@@ -106,8 +106,8 @@ Kind = Literal["anthropic", "bedrock", "vertex"]
 # Keys only one kind reads; set on another kind they are a ConfigError, not silently ignored.
 _KIND_KEYS: dict[str, tuple[str, ...]] = {
     "anthropic": ("upstream_model",),
-    "bedrock": ("bedrock_api",),
-    "vertex": ("project",),
+    "bedrock": ("bedrock_api", "aws_profile"),
+    "vertex": ("project", "google_key_file"),
 }
 _NOT_FOR: dict[str, tuple[str, ...]] = {"vertex": ("api_key", "api_key_env")}
 # A provider region goes into a host name: lower-case letters, digits and dashes only.
@@ -135,6 +135,11 @@ class DeploymentConfig(Struct, forbid_unknown_fields=True, kw_only=True):
     model_id: str | None = None  # bedrock/vertex: the provider's model id (or profile, ARN)
     bedrock_api: Literal["invoke", "messages"] | None = None  # bedrock: None = "invoke"
     project: str | None = None  # vertex: the Google Cloud project
+    # bedrock (SigV4): a named profile of the shared AWS config/credentials files (None: the
+    # standard chain, AWS_PROFILE included). vertex: a service-account key file (None:
+    # Application Default Credentials). Deployments naming the same one share its refresh.
+    aws_profile: str | None = None
+    google_key_file: str | None = None
     anthropic_version: str | None = None  # None: the kind's documented default
     # Overrides of the kind's allow-list of anthropic-beta values (None: the kind's list) and
     # of the top-level body fields it refuses (None: the kind's list).
@@ -391,6 +396,8 @@ def _check_kind(d: DeploymentConfig, where: str) -> None:
             raise ConfigError(f"{where}.{key}: a `{d.kind}` deployment does not use it")
     if d.price is not None:
         _check_price(d.price, f"{where}.price")
+    if d.aws_profile is not None and (d.api_key is not None or d.api_key_env is not None):
+        raise ConfigError(f"{where}.aws_profile: a deployment with a Bedrock API key signs nothing")
     if d.kind == "anthropic":
         if d.model_id is not None:
             raise ConfigError(f"{where}.model_id: an `anthropic` deployment uses upstream_model")
