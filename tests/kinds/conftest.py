@@ -139,7 +139,7 @@ class Kinds:
         if loop not in self._clients:
             self._clients[loop] = (
                 anthropic.AsyncAnthropic(base_url=self.url, api_key=self.key, max_retries=0),
-                openai.AsyncOpenAI(base_url=self.url + "/v1", api_key=self.key, max_retries=0),
+                openai.AsyncOpenAI(base_url=self.url + "/openai/v1", api_key=self.key, max_retries=0),
             )
         return self._clients[loop]
 

@@ -34,8 +34,8 @@ from ezat_common.config import Config, ConfigError, load_config, split_listen
 from ezat_common.runtime import run_service
 
 from .app import Settings, start
-from .sigv4 import AwsCredential, BedrockAuth
 from .oauth import load_service_account
+from .sigv4 import AwsCredential, BedrockAuth
 from .vertex import VERTEX_VERSION, VertexSettings
 
 

@@ -35,6 +35,7 @@ from aiohttp import web
 from ezat_common.errors import anthropic_body, type_for_status
 
 from . import bedrock, engine, sse
+from .bedrock_wire import runtime_version_refused
 from .cache import NO_CACHE, PromptCache
 from .faults import Fault, Faults, decode_fault, retry_after_header
 from .oauth import tokens_issued
@@ -208,6 +209,11 @@ async def _create(
         await asyncio.sleep(fault.delay_ms / 1000)
     if fault is not None and fault.status is not None:
         return _error(sim, record, fault.status, _simulated(fault.status), fault.retry_after)
+    if request.get(bedrock.AUTHORIZED) and isinstance(body, dict):
+        body = dict(body)
+        refused = runtime_version_refused(body)
+        if refused:
+            return _error(sim, record, 400, refused)
     try:
         validate_request(body, betas=betas_of(request.headers.get("anthropic-beta")))
         directives, seed = engine.read_directives(body)
@@ -298,6 +304,11 @@ async def count_tokens(request: web.Request) -> web.StreamResponse:
         if isinstance(body, web.Response):
             return body
         try:
+            if request.get(bedrock.AUTHORIZED) and isinstance(body, dict):
+                body = dict(body)
+                refused = runtime_version_refused(body)
+                if refused:
+                    raise InvalidRequest(refused)
             betas = betas_of(request.headers.get("anthropic-beta"))
             validate_request(body, count_only=True, betas=betas)
             directives, _ = engine.read_directives(body)

@@ -155,6 +155,21 @@ def model_id(raw_segment: str) -> str:
     return unquote(raw_segment)
 
 
+def runtime_version_refused(body: Any) -> str | None:
+    """bedrock-runtime's ``/anthropic`` endpoint takes ``"anthropic_version":
+    "bedrock-2023-05-31"`` in the body (userguide/inference-messages-api.html, "Anthropic version
+    header"; bedrock-mantle takes the ``anthropic-version`` header instead): remove it from
+    ``body`` for the Anthropic validation, and say what is wrong with its value, if anything."""
+    if not isinstance(body, dict) or "anthropic_version" not in body:
+        return None
+    version = body.pop("anthropic_version")  # the caller's copy: the log keeps what came
+    if version == ANTHROPIC_VERSION or (
+        isinstance(version, str) and _API_VERSION.fullmatch(version)
+    ):
+        return None
+    return f"anthropic_version: {version!r} is not a version this endpoint accepts"
+
+
 def to_messages_body(body: Any, model: str) -> dict[str, Any]:
     """The Messages body an invoke body stands for (``model`` added, Bedrock's keys removed);
     raise ``BedrockError`` for what Bedrock's own schema refuses."""

@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from ezat_common import envelopes, lifecycle, logs, tracing
 from ezat_common.bus import Claims
@@ -31,9 +31,10 @@ from .core.accounting import UsageAccumulator
 from .core.payload import PayloadError
 from .core.retry_budget import RetryBudget
 from .core.upstream_errors import AttemptFailure, all_down, from_status, from_transport
+from .credentials import CredentialsUnavailable
 from .forwarder import Forwarder, RequestState, usage_base
 from .shared_state import SharedState
-from .upstream import Endpoint, Upstream, UpstreamUnavailable
+from .upstream import Endpoint, Signer, Upstream, UpstreamUnavailable
 from .usage_sink import UsageSink
 
 log = logging.getLogger("ezat.router")
@@ -66,6 +67,7 @@ class Router:
         shared: SharedState,
         region: str | None = None,
         clock: Callable[[], float] = time.time,
+        signers: Mapping[str, Signer] | None = None,
     ) -> None:
         self._cfg = cfg.router
         self._region = region or cfg.router.region
@@ -77,7 +79,10 @@ class Router:
         self._clock = clock
         self._forwarder = Forwarder(nc, claims, upstream, usage_sink, cfg.router, clock)
         self._deployments = selection.by_model(cfg.deployments)
-        self._endpoints = {dep.name: Endpoint(dep) for dep in cfg.deployments}
+        signers = signers or {}
+        self._endpoints = {
+            dep.name: Endpoint(dep, signers.get(dep.name)) for dep in cfg.deployments
+        }
         self._series = {
             name: metrics.DeploymentSeries(name, e.kind) for name, e in self._endpoints.items()
         }
@@ -285,6 +290,18 @@ class Router:
             traceparent = tracing.traceparent(state.attempt_span)
         try:
             head, payload = endpoint.request(req, body, traceparent)
+        except CredentialsUnavailable:
+            # Expired and not yet refreshed: this deployment cannot be called now; another can.
+            bad = from_status(
+                403,
+                b"",
+                None,
+                req.response_model,
+                cooldown_default=self._cfg.cooldown_default_seconds,
+            )
+            if state.attempt_span is not None:
+                spans.end_attempt(state, bad, "")
+            return bad
         except PayloadError:
             bad = AttemptFailure(error=INTERNAL, retryable=False, reason="bad_body")
             if state.attempt_span is not None:
