@@ -14,12 +14,15 @@ Models:
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import anthropic
+import asyncpg
 import openai
 import pytest
 from ezat_cli.infra import Infra
@@ -35,8 +38,9 @@ BEDROCK_API_KEY = "bedrock-api-key-kinds"
 BEDROCK_ID = "anthropic.claude-sonnet-5-5-v1:0"
 VERTEX_ID = "claude-sonnet-5-5@20261001"
 PROJECT = "ezat-kinds"
-# Vertex tokens live this long: the suite outlives several, so refreshes happen mid-run.
-TOKEN_LIFETIME = 20.0
+# Vertex tokens live this long: the refresh test outlives several (the router refreshes at half
+# a short lifetime and stops sending a token a tenth of it before its expiry).
+TOKEN_LIFETIME = 6.0
 
 MODELS = ("one-of-each", "anthropic-only", "bedrock-only", "bedrock-messages", "bedrock-key")
 MODELS += ("vertex-only", "bad-signature")
@@ -55,7 +59,12 @@ def _deployments(urls: dict[str, str]) -> list[dict[str, Any]]:
         {"name": "mix-bedrock", "model": one, **bed},
         {"name": "mix-vertex", "model": one, **vtx},
         {"name": "only-anthropic", "model": "anthropic/anthropic-only", **anth},
-        {"name": "only-bedrock", "model": "anthropic/bedrock-only", **bed},
+        {
+            "name": "only-bedrock",
+            "model": "anthropic/bedrock-only",
+            **bed,
+            "price": {"input": 4.0, "output": 20.0},
+        },
         {
             "name": "only-bedrock-messages",
             "model": "anthropic/bedrock-messages",
@@ -130,6 +139,7 @@ class Kinds:
     url: str
     key: str
     sims: dict[str, str]  # face -> simulator base URL
+    database_url: str
     _clients: dict[int, tuple[anthropic.AsyncAnthropic, openai.AsyncOpenAI]] = field(
         default_factory=dict
     )
@@ -139,7 +149,9 @@ class Kinds:
         if loop not in self._clients:
             self._clients[loop] = (
                 anthropic.AsyncAnthropic(base_url=self.url, api_key=self.key, max_retries=0),
-                openai.AsyncOpenAI(base_url=self.url + "/openai/v1", api_key=self.key, max_retries=0),
+                openai.AsyncOpenAI(
+                    base_url=self.url + "/openai/v1", api_key=self.key, max_retries=0
+                ),
             )
         return self._clients[loop]
 
@@ -155,6 +167,28 @@ class Kinds:
 
     async def faults(self, face: str, **fault: Any) -> None:
         await sims.set_faults(self.sims[face], **fault)
+
+    async def stats(self, face: str) -> dict[str, Any]:
+        async with aiohttp.ClientSession() as s, s.get(f"{self.sims[face]}/_sim/stats") as r:
+            found: dict[str, Any] = await r.json()
+            return found
+
+    async def row(self, request_id: str, wait: float = 10.0) -> asyncpg.Record:
+        """The usage row of ``request_id`` (the outbox drains a little later)."""
+        end = time.monotonic() + wait
+        while True:
+            conn = await asyncpg.connect(self.database_url)
+            try:
+                found = await conn.fetchrow(
+                    "SELECT * FROM usage_records WHERE request_id=$1", request_id
+                )
+            finally:
+                await conn.close()
+            if found is not None:
+                return found
+            if time.monotonic() > end:
+                raise AssertionError(f"no usage row for {request_id} after {wait}s")
+            await asyncio.sleep(0.1)
 
 
 @pytest.fixture(scope="package")
@@ -181,6 +215,7 @@ def kinds(infra: Infra, database_url: str, data_dir: Path) -> Iterator[Kinds]:
             url=base_url(ports["edge"]),
             key=key(database_url, "kinds"),
             sims={face: base_url(ports[face]) for face in ("anthropic", "bedrock", "vertex")},
+            database_url=database_url,
         )
 
 

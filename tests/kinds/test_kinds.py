@@ -4,13 +4,15 @@ each face received, betas moved or dropped, a wrong AWS secret, and one pool of 
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
 from typing import Any
 
 import anthropic
 import pytest
 
-from .conftest import BEDROCK_API_KEY, BEDROCK_ID, PROJECT, VERTEX_ID, Kinds
+from .conftest import BEDROCK_API_KEY, BEDROCK_ID, PROJECT, TOKEN_LIFETIME, VERTEX_ID, Kinds
 
 # model -> (the deployment that serves it, the face that receives it, the path it asks for)
 ONE_KIND = {
@@ -243,3 +245,83 @@ async def test_a_mixed_pool_keeps_a_session_home_and_moves_it_once_when_the_home
     assert moved[0][1].usage.cache_read_input_tokens == 0
     assert moved[0][1].usage.cache_creation_input_tokens
     assert all(m.usage.cache_read_input_tokens for _, m in moved[1:])
+    # The old home recovers; the session stays where its cache now is.
+    await gw.faults(FACE_OF[home])
+    stayed = [await _ask(gw, session, f"later {i}") for i in range(2)]
+    assert {name for name, _ in stayed} == {new_home}
+    assert all(m.usage.cache_read_input_tokens for _, m in stayed)
+
+
+async def test_the_usage_row_keeps_the_kind_and_the_deployment_price(gw: Kinds) -> None:
+    """only-bedrock has its own price (4 / 20 USD per million); the model's is 3 / 15."""
+    rows = {}
+    for model in ("bedrock-only", "vertex-only"):
+        headers = _rid()
+        await gw.anthropic().messages.create(
+            model=model,
+            max_tokens=32,
+            messages=[{"role": "user", "content": "price me"}],
+            extra_headers=headers,
+        )
+        rows[model] = await gw.row(headers["x-request-id"])
+    bedrock, vertex = rows["bedrock-only"], rows["vertex-only"]
+    assert (bedrock["deployment"], bedrock["deployment_kind"]) == ("only-bedrock", "bedrock")
+    assert (vertex["deployment"], vertex["deployment_kind"]) == ("only-vertex", "vertex")
+    assert bedrock["region"] == vertex["region"] == "eu"  # the routing region
+    for row, (inp, out) in ((bedrock, (4, 20)), (vertex, (3, 15))):
+        # Integer micro-dollars: tokens x USD per million, rounded once (docs/billing.md).
+        exact = row["input_tokens"] * inp + row["output_tokens"] * out
+        assert row["cost_micros"] == exact, (row["cost_micros"], exact)
+
+
+async def test_a_vertex_token_expiring_mid_run_is_refreshed_with_no_failed_request(
+    gw: Kinds,
+) -> None:
+    before = (await gw.stats("vertex"))["tokens_issued"]
+    started = time.monotonic()
+    answered = 0
+    while time.monotonic() - started < TOKEN_LIFETIME * 2.5:
+        message = await gw.anthropic().messages.create(
+            model="vertex-only",
+            max_tokens=8,
+            messages=[{"role": "user", "content": "still there?"}],
+        )
+        assert message.content
+        answered += 1
+        await asyncio.sleep(0.2)
+    assert answered >= 20
+    # Two lifetimes passed: the router fetched new tokens in the background at least twice, and
+    # not one request was refused for an expired one.
+    assert (await gw.stats("vertex"))["tokens_issued"] - before >= 2
+    refused = [r for r in await gw.received("vertex", 200) if r["status"] == 401]
+    assert refused == []
+
+
+async def test_a_bedrock_throttle_before_the_first_byte_fails_over(gw: Kinds) -> None:
+    await gw.faults("bedrock", bedrock_exception="ThrottlingException", count=50)
+    session = f"throttle-{uuid.uuid4().hex}"
+    served = []
+    for i in range(6):
+        name, message = await _ask(gw, session, f"throttled {i}")
+        served.append(name)
+        assert message.content
+    assert "mix-bedrock" not in served  # throttled there: rested, the others answered
+
+
+async def test_a_bedrock_throttle_mid_stream_ends_with_the_api_error_event_and_no_charge(
+    gw: Kinds,
+) -> None:
+    await gw.faults("bedrock", bedrock_exception="throttlingException", fail_after=3, count=1)
+    headers = _rid()
+    with pytest.raises(anthropic.APIStatusError) as caught:
+        async with gw.anthropic().messages.stream(
+            model="bedrock-only",
+            max_tokens=64,
+            messages=[{"role": "user", "content": "a long answer please"}],
+            extra_headers=headers,
+        ) as stream:
+            async for _ in stream.text_stream:
+                pass
+    assert "rate_limit" in str(caught.value.body) or caught.value.status_code == 429
+    row = await gw.row(headers["x-request-id"])
+    assert row["status"] == "failed" and row["cost_micros"] == 0

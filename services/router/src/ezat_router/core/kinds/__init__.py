@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import base64
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, NamedTuple
 from urllib.parse import urlsplit
 
 import msgspec
@@ -83,15 +84,15 @@ class Route:
     headers: dict[str, str]
 
 
-@dataclass(frozen=True, slots=True)
-class Shaped:
+class Shaped(NamedTuple):
     """One request as the deployment receives it (auth aside). ``dropped_betas`` and
-    ``dropped_fields`` are what the kind refused; the caller logs each value once."""
+    ``dropped_fields`` are what the kind refused; the caller logs each value once. A tuple, not
+    a frozen dataclass: one is made per attempt, and a frozen dataclass costs a microsecond."""
 
     method: str
     url: str
     path: str
-    headers: dict[str, str]
+    headers: Mapping[str, str]  # the route's own, shared: never changed by a caller
     body: bytes
     dropped_betas: tuple[str, ...] = ()
     dropped_fields: tuple[str, ...] = ()
@@ -119,18 +120,26 @@ class Wire:
     wraps_count: bool = False
     # Fields the count_tokens prefix writes beyond OWNED_FIELDS (Bedrock's "max_tokens":1).
     count_owned: frozenset[str] = frozenset()
-    # Per api: the top-level names removed from the body, and the byte search that finds them.
+    # Whether a client's copy of a prefix-owned field can reach the body: not for the anthropic
+    # kind, whose body is the translator's as the Anthropic API takes it (no model, no stream),
+    # so its requests skip the byte search unless the deployment refuses fields.
+    scans_owned: bool = True
+    # Per api: the top-level names removed from the body, and the byte search that finds them;
+    # per route: the kind's and the route's headers, merged once.
     removed: dict[Api, frozenset[str]] = field(init=False, repr=False)
     scans: dict[Api, re.Pattern[bytes]] = field(init=False, repr=False)
+    route_headers: dict[tuple[Api, bool], dict[str, str]] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        base = OWNED_FIELDS | self.refused_fields
+        base = (OWNED_FIELDS if self.scans_owned else frozenset()) | self.refused_fields
         removed: dict[Api, frozenset[str]] = {
             "messages": base,
             "count_tokens": base | self.count_owned,
         }
         object.__setattr__(self, "removed", removed)
         object.__setattr__(self, "scans", {api: field_scan(n) for api, n in removed.items()})
+        merged = {k: {**self.headers, **r.headers} for k, r in self.routes.items()}
+        object.__setattr__(self, "route_headers", merged)
 
     def route(self, api: Api, stream: bool) -> Route:
         return self.routes[(api, stream and api == "messages")]
@@ -208,31 +217,26 @@ def shape(wire: Wire, api: Api, stream: bool, body: bytes, beta: str | None) -> 
 
     ``beta`` (the client's anthropic-beta header) is passed on for messages only, never for
     count_tokens (docs/api.md, "Messages API"), filtered by the kind's allow-list."""
-    stream = stream and api == "messages"
-    route = wire.route(api, stream)
+    key = (api, stream and api == "messages")
+    route = wire.routes[key]
     kept: tuple[str, ...] = ()
     dropped: tuple[str, ...] = ()
-    if api == "messages":
+    if beta and api == "messages":
         kept, dropped = filter_betas(split_betas(beta), wire.allowed_betas)
-    body, removed = without_fields(body, wire.removed[api], wire.scans[api])
-    headers = {**wire.headers, **route.headers}
-    prefix = wire.prefixes[(api, stream)]
+    removed: tuple[str, ...] = ()
+    if wire.removed[api]:
+        body, removed = without_fields(body, wire.removed[api], wire.scans[api])
+    headers: Mapping[str, str] = wire.route_headers[key]
+    prefix = wire.prefixes[key]
     if kept and wire.betas_in_header:
-        headers["anthropic-beta"] = ",".join(kept)
+        headers = {**headers, "anthropic-beta": ",".join(kept)}
     elif kept:
         prefix += b',"anthropic_beta":' + _encode(list(kept))
     payload = with_model(prefix, body)
     if wire.wraps_count and api == "count_tokens":
         payload = count_tokens_envelope(payload)
-    return Shaped(
-        method="POST",
-        url=wire.origin + route.path,
-        path=route.path,
-        headers=headers,
-        body=payload,
-        dropped_betas=dropped,
-        dropped_fields=tuple(f for f in removed if f in wire.refused_fields),
-    )
+    refused = tuple(f for f in removed if f in wire.refused_fields) if removed else ()
+    return Shaped("POST", wire.origin + route.path, route.path, headers, payload, dropped, refused)
 
 
 def count_tokens_envelope(invoke_body: bytes) -> bytes:

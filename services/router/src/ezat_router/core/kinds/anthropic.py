@@ -46,6 +46,7 @@ def wire(dep: DeploymentConfig) -> Wire:
         allowed_betas=BETAS if dep.betas is None else frozenset(dep.betas),
         betas_in_header=True,
         refused_fields=REFUSED_FIELDS if dep.drop_fields is None else frozenset(dep.drop_fields),
+        scans_owned=False,
         prefixes={
             ("messages", False): model,
             ("messages", True): model + b',"stream":true',
