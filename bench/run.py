@@ -167,8 +167,9 @@ class Bench:
             return loadgen.Target(url, loadgen.headers_for("anthropic", "sim"), body, stream)
         path = "/openai/v1/chat/completions" if api == "openai" else "/v1/messages"
         # "bedrock": the Anthropic API to a Bedrock-kind deployment (event-stream decoding).
-        headers = loadgen.headers_for("openai" if api == "openai" else "anthropic", self.sys.key)
-        return loadgen.Target(self.sys.gateway_url + path, headers, body, stream, api)
+        wire = "openai" if api == "openai" else "anthropic"
+        headers = loadgen.headers_for(wire, self.sys.key)
+        return loadgen.Target(self.sys.gateway_url + path, headers, body, stream, wire)
 
     async def probe(self) -> None:
         """Which gateway APIs answer at all; also warms every code path once."""

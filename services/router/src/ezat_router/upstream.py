@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ezat_common.config import DeploymentConfig, RouterConfig
 from ezat_common.envelopes import RouteRequest
@@ -21,12 +21,14 @@ from ezat_http1 import Pool, Response, UpstreamError, address, request_head, req
 
 from .core import kinds
 from .core.kinds.answers import ErrorAnswer, anthropic_error
-from .core.kinds.bedrock_answers import EventStreamParser, bedrock_error, count_tokens_answer
 from .core.kinds.vertex_answers import vertex_error
+
+if TYPE_CHECKING:
+    from .core.kinds.bedrock_answers import EventStreamParser
 
 log = logging.getLogger("ezat.router")
 USER_AGENT = "ezat-router"
-_ERRORS = {"anthropic": anthropic_error, "bedrock": bedrock_error, "vertex": vertex_error}
+
 KEEPALIVE_SECONDS = 30.0
 SWEEP_SECONDS = 10.0  # how often idle connections past their keep-alive are closed
 
@@ -53,7 +55,9 @@ class Endpoint:
     (``core/kinds``), the request heads' constant part per route, and its credentials."""
 
     __slots__ = (
+        "_bedrock",
         "_dropped",
+        "_error_of",
         "_host",
         "_prefixes",
         "_signer",
@@ -87,6 +91,15 @@ class Endpoint:
         # What a 2xx stream's content-type must be (core/timeouts.content_type_ok).
         self.events_type = kinds.events_type(wire)
         self._dropped: set[str] = set()  # betas and fields already logged as dropped
+        self._error_of: Any = vertex_error if self.kind == "vertex" else anthropic_error
+        self._bedrock: Any = None
+        if self.kind == "bedrock":
+            # botocore's event-stream and error parsers: imported only for Bedrock deployments
+            # (botocore costs ~10 MB a process that has none).
+            from .core.kinds import bedrock_answers
+
+            self._bedrock = bedrock_answers
+            self._error_of = bedrock_answers.bedrock_error
         # Base of every reply's x-ezat-* headers; the router adds the affinity outcome.
         self.reply_headers = {"x-ezat-region": dep.routing_region, "x-ezat-deployment": dep.name}
 
@@ -117,20 +130,23 @@ class Endpoint:
         """A parser of this deployment's stream into the Anthropic events ``core/stream.py``
         steps through: Server-Sent Events, or Bedrock's AWS event stream."""
         if self.events_type == kinds.bedrock.EVENT_STREAM:
-            return EventStreamParser(max_frame)
+            parser: EventStreamParser = self._bedrock.EventStreamParser(max_frame)
+            return parser
         return SseParser(max_frame=max_frame)
 
     def count_answer(self, data: bytes) -> bytes:
         """A 2xx count_tokens body in the Anthropic API's shape (Bedrock's CountTokens answers
         ``{"inputTokens": N}``)."""
         if self.wire.wraps_count:
-            return count_tokens_answer(data)
+            answer: bytes = self._bedrock.count_tokens_answer(data)
+            return answer
         return data
 
     def error_answer(self, status: int, headers: Mapping[str, str], body: bytes) -> ErrorAnswer:
         """A non-2xx answer as the Anthropic API would give it: status, error body and
         ``retry-after`` (``core/upstream_errors.from_status`` reads those)."""
-        return _ERRORS[self.kind](status, headers, body)
+        answer: ErrorAnswer = self._error_of(status, headers, body)
+        return answer
 
     def _log_dropped(self, shaped: kinds.Shaped) -> None:
         """Each refused beta or field is logged once per deployment, not per request."""

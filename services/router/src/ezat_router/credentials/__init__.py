@@ -16,13 +16,11 @@ signature is ever logged or put in an error message.
 from __future__ import annotations
 
 import asyncio
-from typing import Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from ezat_common.config import ConfigError, DeploymentConfig
 
 from ..core.kinds import Wire
-from .aws import AwsSource
-from .google import GoogleSource
 from .refresh import (
     DEFAULT_EVERY,
     DEFAULT_MARGIN,
@@ -31,11 +29,15 @@ from .refresh import (
     error_text,
 )
 
+if TYPE_CHECKING:
+    # botocore and google-auth cost the router ~10 MB and 0.3 s at start: imported only when a
+    # deployment signs with them (``Providers.credentials_for``).
+    from .aws import AwsSource
+    from .google import GoogleSource
+
 __all__ = [
-    "AwsSource",
     "Credentials",
     "CredentialsUnavailable",
-    "GoogleSource",
     "NoCredentials",
     "Providers",
     "RefreshStats",
@@ -177,7 +179,7 @@ class _SharedUser(Generic[S]):
         return self._shared.source.stats()
 
 
-class SigV4(_SharedUser[AwsSource]):
+class SigV4(_SharedUser["AwsSource"]):
     """Signs ``host`` and the ``x-amz-*`` headers, all SigV4 requires: each header signed costs
     botocore ~5 us (its header map is an ``email.message``), and TLS protects the others."""
 
@@ -196,7 +198,7 @@ class SigV4(_SharedUser[AwsSource]):
         return self._source.sign(method, url, signed, body, self._service, self._region)
 
 
-class GoogleToken(_SharedUser[GoogleSource]):
+class GoogleToken(_SharedUser["GoogleSource"]):
     def __init__(self, shared: _Shared[GoogleSource]) -> None:
         super().__init__(shared)
         self._source = shared.source
@@ -228,12 +230,16 @@ class Providers:
                 raise ConfigError(f"deployment `{dep.name}`: a SigV4 wire without signing inputs")
             aws = self._aws.get(dep.aws_profile)
             if aws is None:
+                from .aws import AwsSource
+
                 source = AwsSource(dep.aws_profile, margin=self._margin, every=self._every)
                 aws = self._aws[dep.aws_profile] = _Shared(source)
             aws.deployments.append(dep.name)
             return SigV4(aws, wire.signing.service, wire.signing.region)
         google = self._google.get(dep.google_key_file)
         if google is None:
+            from .google import GoogleSource
+
             key_file = dep.google_key_file
             google = _Shared(GoogleSource(key_file, margin=self._margin, every=self._every))
             self._google[key_file] = google
