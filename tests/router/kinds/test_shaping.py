@@ -114,8 +114,11 @@ def test_count_tokens_never_carries_betas() -> None:
 
 def test_the_body_s_own_stream_is_replaced_by_the_kind_s() -> None:
     body = b'{"stream":true,"max_tokens":5,"messages":[]}'
+    # The anthropic kind does not search (the translator never sends stream: RouteRequest);
+    # the kinds whose prefix owns more than model and stream do.
+    trusted = b'{"max_tokens":5,"messages":[]}'
     anthropic = wire(DEPLOYMENTS["anthropic"])
-    assert shape(anthropic, "messages", False, body, None).body == (
+    assert shape(anthropic, "messages", False, trusted, None).body == (
         b'{"model":"claude-sonnet-5-5","max_tokens":5,"messages":[]}'
     )
     invoke = shape(wire(DEPLOYMENTS["bedrock_invoke"]), "messages", True, body, None)
