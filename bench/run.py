@@ -51,7 +51,10 @@ import loadgen  # noqa: E402
 import profile_services  # noqa: E402
 import report  # noqa: E402
 from procstat import Sampler, cpu_delta, rss_mb  # noqa: E402
-from stackrun import MODEL, STACK_GROUPS, Systems  # noqa: E402
+from stackrun import BEDROCK_MODEL, MODEL, STACK_GROUPS, Systems  # noqa: E402
+
+# The gateway's phases: both client APIs, and the Anthropic API to a Bedrock-kind deployment.
+APIS = ("anthropic", "openai", "bedrock")
 
 SERVICES = ["edge", "translator", "router", "billing", "fetcher"]
 MODES = ("json", "stream")
@@ -153,7 +156,8 @@ class Bench:
 
     def target(self, api: str, mode: str, extra: str = "", tokens: int | None = None):  # type: ignore[no-untyped-def]
         stream = mode == "stream"
-        body = loadgen.request_body(api, stream, tokens or self.args.tokens, MODEL, extra)
+        model = BEDROCK_MODEL if api == "bedrock" else MODEL
+        body = loadgen.request_body(api, stream, tokens or self.args.tokens, model, extra)
         if api in ("direct", report.FLOOR_DIRECT):
             url = self.sys.direct_url + "/v1/messages"
             return loadgen.Target(url, loadgen.headers_for("anthropic", "sim"), body, stream)
@@ -162,13 +166,15 @@ class Bench:
             url = self.sys.floor_url + FLOORS[api]
             return loadgen.Target(url, loadgen.headers_for("anthropic", "sim"), body, stream)
         path = "/openai/v1/chat/completions" if api == "openai" else "/v1/messages"
-        headers = loadgen.headers_for(api, self.sys.key)
-        return loadgen.Target(self.sys.gateway_url + path, headers, body, stream, api)
+        # "bedrock": the Anthropic API to a Bedrock-kind deployment (event-stream decoding).
+        wire = "openai" if api == "openai" else "anthropic"
+        headers = loadgen.headers_for(wire, self.sys.key)
+        return loadgen.Target(self.sys.gateway_url + path, headers, body, stream, wire)
 
     async def probe(self) -> None:
         """Which gateway APIs answer at all; also warms every code path once."""
         async with aiohttp.ClientSession() as s:
-            for api in ("anthropic", "openai"):
+            for api in APIS:
                 for mode in MODES:
                     t = self.target(api, mode)
                     async with s.post(t.url, data=t.body, headers=t.headers) as r:
@@ -177,8 +183,7 @@ class Bench:
                         self.available[(api, mode)] = NOT_AVAILABLE
                     elif r.status >= 300:
                         print(f"probe {api}/{mode}: {r.status} {text[:200]}", file=sys.stderr)
-        apis = ["anthropic", "openai"]
-        self.results["apis"] = apis
+        self.results["apis"] = list(APIS)
         self.results["floors"] = list(FLOORS) if self.args.floor else []
         for api in self.results["floors"]:
             await self._wait_floor(api)
@@ -239,7 +244,7 @@ class Bench:
                     await self.phase(api, mode, conc)
         await sampler.stop()
         cpu: dict[str, dict[str, float]] = {}
-        for api in ("anthropic", "openai"):
+        for api in APIS:
             for mode in MODES:
                 p = self.results["phases"].get(report.key(mode, api, 32), {})
                 if "cpu_ms_per_request" in p:

@@ -39,11 +39,21 @@ prompt_caching = true
 thinking = "adaptive"
 price = {{ input = 3.0, output = 15.0 }}
 
+[[models]]
+id = "anthropic/bedrock-sonnet"
+aliases = ["bedrock-sonnet"]
+context_window = 200000
+max_output_tokens = 64000
+prompt_caching = true
+thinking = "adaptive"
+price = {{ input = 3.0, output = 15.0 }}
+
 [[simulators]]
 name = "bench"
 listen = "127.0.0.1:{sim}"
 first_token_ms = 0
 token_ms = 0
+bedrock_access_key_id = "{aws_key_id}"
 
 [[deployments]]
 name = "bench-sonnet"
@@ -52,7 +62,27 @@ base_url = "http://127.0.0.1:{sim}"
 upstream_model = "claude-sonnet-5-5"
 api_key = "sim-key"
 region = "local"
+
+# The Bedrock phase: the same simulator's Bedrock face (SigV4 checked, event-stream answers).
+[[deployments]]
+name = "bench-bedrock"
+model = "anthropic/bedrock-sonnet"
+kind = "bedrock"
+base_url = "http://127.0.0.1:{sim}"
+region = "us-east-1"
+routing_region = "local"
+model_id = "anthropic.claude-sonnet-5-5-v1:0"
 """
+BEDROCK_MODEL = "bedrock-sonnet"
+# The bench's own AWS identity: the router signs with it, the simulator's face checks it.
+AWS_KEY_ID = "AKIDEZATBENCH0000001"
+AWS_SECRET = "ezat-bench-secret-0123456789"
+AWS_ENV = {
+    "AWS_ACCESS_KEY_ID": AWS_KEY_ID,
+    "AWS_SECRET_ACCESS_KEY": AWS_SECRET,
+    "AWS_EC2_METADATA_DISABLED": "true",
+    "EZAT_SIM_BEDROCK_SECRET_ACCESS_KEY": AWS_SECRET,
+}
 
 # Groups whose RSS adds up to "the whole stack" (the simulators stand in for providers).
 STACK_GROUPS = [*SERVICES, "nats", "redis", "postgres"]
@@ -86,7 +116,7 @@ class Systems:
     def start(self) -> None:
         self.ports = {name: free_port() for name in ("edge", "sim", "direct", "floor")}
         config = self.folder / "ezat-bench.toml"
-        config.write_text(CONFIG.format(**self.ports))
+        config.write_text(CONFIG.format(**self.ports, aws_key_id=AWS_KEY_ID))
         log = open(self.folder / "direct-sim.log", "ab")  # noqa: SIM115 - the child owns it
         args = [sys.executable, "-m", "ezat_simulator", "--name", "direct"]
         args += ["--listen", f"127.0.0.1:{self.ports['direct']}"]
@@ -95,7 +125,7 @@ class Systems:
             args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
         log.close()
-        self.stack = Stack(config_path=config, data_dir=self.folder / "stack")
+        self.stack = Stack(config_path=config, data_dir=self.folder / "stack", extra_env=AWS_ENV)
         try:
             self.stack.start(timeout=120)
             wait_port(self.ports["direct"], self.direct)

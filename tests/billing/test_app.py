@@ -52,6 +52,10 @@ ITEM_KEYS = [
     "received_at",
     "ttft_ms",
     "total_ms",
+    # Issue 16, appended (the public shape only grows).
+    "deployment_kind",
+    "web_search_requests",
+    "web_fetch_requests",
 ]
 
 
@@ -179,6 +183,8 @@ async def test_usage_page_shape(billing: Running, key_id: str) -> None:
         "reasoning_tokens",
         "cost_micros",
         "cost_usd",
+        "web_search_requests",
+        "web_fetch_requests",
     ]
     [day] = page["by_day"]
     assert list(day) == ["day", "model", "requests", "input_tokens", "output_tokens", "cost_micros"]

@@ -314,3 +314,37 @@ async def test_migration_0002_moves_the_primary_key_to_uid(pool: asyncpg.Pool) -
                 )
         finally:
             await conn.execute(f"SET search_path TO DEFAULT; DROP SCHEMA {schema} CASCADE")
+
+
+async def test_migration_0004_gives_old_rows_their_kind_and_no_server_tools(
+    pool: asyncpg.Pool,
+) -> None:
+    """Rows stored before 0004 were served by Anthropic deployments (or by none); after it they
+    say so, with 0 server-tool requests, and a row written without a kind has none."""
+    folder = resources.files("ezat_common") / "migrations"
+    schema = f"m_{uuid.uuid4().hex[:10]}"
+    insert = (
+        "INSERT INTO usage_records (uid, request_id, key_id, model, api, stream, deployment,"
+        " region, status, cost_micros, prices, received_at) VALUES ($1, $1, 'k', 'm',"
+        " 'messages', false, $2, 'r', 'complete', 5, '{}', now())"
+    )
+    async with pool.acquire() as conn:
+        try:
+            await conn.execute(f"CREATE SCHEMA {schema}; SET search_path TO {schema}")
+            for name in ("0001_init.sql", "0002_usage_uid.sql", "0003_usage_delivery.sql"):
+                await conn.execute((folder / name).read_text())
+            await conn.execute(insert, "served", "sonnet-sim")
+            await conn.execute(insert, "unserved", "")
+            await conn.execute((folder / "0004_usage_kind_server_tools.sql").read_text())
+            await conn.execute(insert, "new-without-kind", "sonnet-eu")
+            got = await conn.fetch(
+                "SELECT uid, deployment_kind, web_search_requests, web_fetch_requests"
+                " FROM usage_records ORDER BY uid"
+            )
+            assert [tuple(r) for r in got] == [
+                ("new-without-kind", "", 0, 0),
+                ("served", "anthropic", 0, 0),
+                ("unserved", "", 0, 0),
+            ]
+        finally:
+            await conn.execute(f"SET search_path TO DEFAULT; DROP SCHEMA {schema} CASCADE")

@@ -76,6 +76,9 @@ async def test_cached_request_costs_every_token_kind_at_its_price(
             "cache_write_5m": 3_750_000,
             "cache_write_1h": 6_000_000,
             "cache_read": 300_000,
+            # Server tools: Anthropic's published prices, per 1,000 requests (docs/billing.md).
+            "web_search_per_1k": 10_000_000,
+            "web_fetch_per_1k": 0,
         }
         assert row["deployment"] == "sonnet-sim" and row["region"] == "local"
         assert row["ttft_ms"] is not None and row["total_ms"] >= row["ttft_ms"]

@@ -80,6 +80,90 @@ def test_bad_config_names_file_and_key(text: str, message: str) -> None:
     assert str(info.value).startswith(message), str(info.value)
 
 
+def deployment(lines: str) -> str:
+    return MODEL + '[[deployments]]\nname = "d"\nmodel = "anthropic/m"\n' + lines
+
+
+BEDROCK = 'kind = "bedrock"\nregion = "us-east-1"\nmodel_id = "anthropic.m-v1:0"\n'
+VERTEX = 'kind = "vertex"\nproject = "p"\nregion = "global"\nmodel_id = "m@1"\n'
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        ('kind = "azure"\n', "deployments[0].kind: `azure` is not a deployment kind; one of "
+         "`anthropic`, `bedrock`, `vertex`"),
+        ("", "deployments[0].base_url: an `anthropic` deployment needs it"),
+        ('kind = "bedrock"\nmodel_id = "m"\n', "deployments[0].region: a `bedrock` deployment"),
+        ('kind = "bedrock"\nregion = "us-east-1"\n', "deployments[0].model_id: a `bedrock`"),
+        ('kind = "vertex"\nregion = "global"\nmodel_id = "m"\n',
+         "deployments[0].project: a `vertex` deployment needs it"),
+        ('kind = "vertex"\nproject = "p"\nmodel_id = "m"\n', "deployments[0].region: a `vertex`"),
+        ('kind = "vertex"\nproject = "p"\nregion = "global"\n', "deployments[0].model_id: a `v"),
+        (VERTEX.replace("global", "US-East5"), "deployments[0].region: `US-East5` is not"),
+        (BEDROCK.replace("us-east-1", "us.evil.com"), "deployments[0].region: `us.evil.com` is"),
+        (BEDROCK + 'upstream_model = "x"\n',
+         "deployments[0].upstream_model: only a `anthropic` deployment has it"),
+        (BEDROCK + 'project = "p"\n', "deployments[0].project: only a `vertex` deployment has it"),
+        (VERTEX + 'bedrock_api = "invoke"\n', "deployments[0].bedrock_api: only a `bedrock`"),
+        (VERTEX + 'api_key_env = "K"\n', "deployments[0].api_key_env: a `vertex` deployment does"),
+        ('base_url = "http://x"\nmodel_id = "m"\n', "deployments[0].model_id: an `anthropic`"),
+        ('base_url = "http://x"\nbedrock_api = "invoke"\n', "deployments[0].bedrock_api: only"),
+        (BEDROCK + 'bedrock_api = "converse"\n', "deployments[0].bedrock_api: Invalid enum value"),
+        (BEDROCK + 'base_url = "http://vpce.example/v1"\n',
+         "deployments[0].base_url: `http://vpce.example/v1` has a path"),
+        (VERTEX + 'base_url = "ftp://x"\n', "deployments[0].base_url: must start with http(s)://"),
+        (BEDROCK + "price = { input = 1.0, output = -2.0 }\n",
+         "deployments[0].price.output: must not be negative"),
+        (BEDROCK + "price = { input = 1.0, output = 2.0, web_search_per_1k = -10.0 }\n",
+         "deployments[0].price.web_search_per_1k: must not be negative"),
+        (BEDROCK + "betas = 3\n", "deployments[0].betas: Expected `array | null`"),
+        (VERTEX + 'aws_profile = "p"\n', "deployments[0].aws_profile: only a `bedrock`"),
+        (BEDROCK + 'google_key_file = "k.json"\n', "deployments[0].google_key_file: only a `v"),
+        (BEDROCK + 'aws_profile = "p"\napi_key_env = "K"\n',
+         "deployments[0].aws_profile: a deployment with a Bedrock API key signs nothing"),
+    ],
+)  # fmt: skip
+def test_bad_deployment_kind_names_its_key(lines: str, message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config(deployment(lines), "f.toml")
+    assert str(info.value).startswith("f.toml: " + message), str(info.value)
+
+
+def test_each_kind_loads_with_its_keys() -> None:
+    text = (
+        deployment('base_url = "http://x"\n')
+        + '[[deployments]]\nname = "b"\nmodel = "anthropic/m"\n' + BEDROCK
+        + 'bedrock_api = "messages"\nbase_url = "http://127.0.0.1:9100/"\n'
+        + 'api_key_env = "AWS_BEARER_TOKEN_BEDROCK"\nbetas = ["context-1m-2025-08-07"]\n'
+        + "price = { input = 3.3, output = 16.5 }\n"
+        + '[[deployments]]\nname = "v"\nmodel = "anthropic/m"\n' + VERTEX
+        + 'anthropic_version = "vertex-2099-01-01"\ndrop_fields = []\n'
+    )  # fmt: skip
+    anthropic, bedrock, vertex = parse_config(text, "f.toml").deployments
+    assert (anthropic.kind, anthropic.bedrock_api, anthropic.price) == ("anthropic", None, None)
+    assert (bedrock.kind, bedrock.region, bedrock.bedrock_api) == (
+        "bedrock",
+        "us-east-1",
+        "messages",
+    )
+    assert bedrock.price is not None and bedrock.price.output == 16.5
+    assert bedrock.betas == ["context-1m-2025-08-07"]
+    assert (vertex.project, vertex.region, vertex.anthropic_version) == (
+        "p",
+        "global",
+        "vertex-2099-01-01",
+    )
+
+
+def test_every_shipped_config_loads_unchanged() -> None:
+    for path in sorted((ROOT / "config").glob("*.toml")):
+        cfg = load_config(str(path))
+        for d in cfg.deployments:
+            assert d.kind == "anthropic" and d.base_url.startswith("http"), path
+            assert (d.model_id, d.bedrock_api, d.project, d.price) == (None, None, None, None)
+
+
 def test_thinking_mode_is_checked() -> None:
     text = MODEL.replace("max_output_tokens = 100", 'max_output_tokens = 100\nthinking = "maybe"')
     with pytest.raises(ConfigError, match=r"^f.toml: models\[0\].thinking: Invalid enum value"):

@@ -38,6 +38,13 @@ def lines(head: bytes) -> list[str]:
     return head.decode("latin-1").split("\r\n")[:-2]
 
 
+def head_of(t: Endpoint, req: RouteRequest, body: bytes = b'{"max_tokens":1}') -> list[str]:
+    head, payload = t.request(req, body)
+    found = lines(head)
+    assert f"Content-Length: {len(payload)}" in found
+    return found
+
+
 @pytest.mark.parametrize(
     ("base_url", "origin", "host", "path"),
     [
@@ -52,25 +59,26 @@ def test_origin_host_and_path(
 ) -> None:
     t = endpoint(base_url)
     assert t.origin == origin
-    head = lines(t.request_head(request(), 7))
+    head = head_of(t, request())
     assert head[0] == f"POST {path}/v1/messages HTTP/1.1"
     assert head[1] == f"Host: {host}"
 
 
 def test_create_carries_key_version_request_id_beta_and_length() -> None:
-    head = lines(endpoint("https://api.example.com").request_head(request(), 42))
+    head, payload = endpoint("https://api.example.com").request(request(), b'{"max_tokens":1}')
+    assert payload == b'{"model":"u","stream":true,"max_tokens":1}'
     assert {
         "x-api-key: sk-secret",
         "anthropic-version: 2023-06-01",
         "content-type: application/json",
         "x-request-id: req-1",
         "anthropic-beta: tools-2024",
-        "Content-Length: 42",
-    } <= set(head)
+        f"Content-Length: {len(payload)}",
+    } <= set(lines(head))
 
 
 def test_count_tokens_goes_to_its_path_without_the_beta_header() -> None:
-    head = lines(endpoint("https://api.example.com").request_head(request(api="count_tokens"), 2))
+    head = head_of(endpoint("https://api.example.com"), request(api="count_tokens"))
     assert head[0] == "POST /v1/messages/count_tokens HTTP/1.1"
     assert not any(line.startswith("anthropic-beta") for line in head)
 
@@ -78,7 +86,7 @@ def test_count_tokens_goes_to_its_path_without_the_beta_header() -> None:
 @pytest.mark.parametrize("field", ["beta", "request_id"])
 def test_a_value_that_would_inject_a_header_is_refused(field: str) -> None:
     with pytest.raises(ValueError, match="control character"):
-        endpoint("https://api.example.com").request_head(request(**{field: "x\r\nX-Evil: 1"}), 0)
+        endpoint("https://api.example.com").request(request(**{field: "x\r\nX-Evil: 1"}), b"{}")
 
 
 def test_the_key_can_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -86,8 +94,6 @@ def test_the_key_can_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) 
     written down."""
     dep = DeploymentConfig(name="d", model="m", base_url="https://a.example", api_key_env="K")
     monkeypatch.setenv("K", "sk-from-env")
-    assert "x-api-key: sk-from-env" in lines(Endpoint(dep).request_head(request(), 0))
+    assert "x-api-key: sk-from-env" in head_of(Endpoint(dep), request())
     monkeypatch.delenv("K")
-    assert not any(
-        h.startswith("x-api-key") for h in lines(Endpoint(dep).request_head(request(), 0))
-    )
+    assert not any(h.startswith("x-api-key") for h in head_of(Endpoint(dep), request()))

@@ -504,3 +504,48 @@ async def test_stall_before_start_sends_the_headers_only(sim: Running, stream: b
 async def test_bad_stall_fault_is_refused(sim: Running) -> None:
     async with sim.http.post(sim.url + "/_sim/faults", json={"stall_after": -1}) as resp:
         assert resp.status == 400
+
+
+# ---- Claude Code's mid-conversation system messages (issue 16) ------------------------------
+
+STEERED = [
+    {"role": "user", "content": "look it up"},
+    {
+        "role": "assistant",
+        "content": [{"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {}}],
+    },
+    {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "sun"}],
+    },
+    {"role": "system", "content": "Answer briefly.", "output_config": {"effort": "low"}},
+]
+CLAUDE_CODE_BETAS = ["mid-conversation-system-2026-04-07", "per-turn-control-2026-07-01"]
+
+
+async def test_system_role_messages_are_answered_under_claude_codes_betas(sim: Running) -> None:
+    msg = await sim.client.beta.messages.create(
+        model="m",
+        max_tokens=50,
+        messages=STEERED,
+        betas=CLAUDE_CODE_BETAS,  # type: ignore[arg-type]
+    )
+    assert msg.stop_reason == "end_turn" and msg.content[0].type == "text"
+    count = await sim.client.beta.messages.count_tokens(
+        model="m",
+        messages=STEERED,
+        betas=CLAUDE_CODE_BETAS,  # type: ignore[arg-type]
+    )
+    assert count.input_tokens == msg.usage.input_tokens > 0
+    (logged, _) = (await sim.requests())[-2:]
+    assert logged["body"]["messages"][3]["role"] == "system"
+
+
+async def test_system_role_messages_are_refused_without_the_beta(sim: Running) -> None:
+    with pytest.raises(anthropic.BadRequestError) as err:
+        await sim.client.messages.create(
+            model="m",
+            max_tokens=50,
+            messages=STEERED,  # type: ignore[arg-type]
+        )
+    assert "messages.3.role: Input should be 'user' or 'assistant'" in str(err.value)

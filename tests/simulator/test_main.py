@@ -11,8 +11,10 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from ezat_common.config import ConfigError
 from ezat_simulator.__main__ import _parser, _settings, main
 from support.config import model, write_config
+from support.google import EMAIL, write_service_account
 
 READY = re.compile(r"^simulator (\S+) listening on (http://127\.0\.0\.1:\d+)$")
 
@@ -138,3 +140,57 @@ def test_bad_arguments_exit_2(
     with pytest.raises(SystemExit) as exited:
         main(list(args))
     assert exited.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_bedrock_credentials_come_from_the_flag_and_the_environment() -> None:
+    from ezat_simulator.__main__ import bedrock_auth
+
+    env = {
+        "EZAT_SIM_BEDROCK_SECRET_ACCESS_KEY": "s3cret",
+        "EZAT_SIM_BEDROCK_SESSION_TOKEN": "tok",
+        "EZAT_SIM_BEDROCK_API_KEY": "bk",
+    }
+    auth = bedrock_auth("AKIDX", env)
+    (cred,) = auth.credentials
+    assert (cred.access_key_id, cred.secret_access_key, cred.session_token) == (
+        "AKIDX",
+        "s3cret",
+        "tok",
+    )
+    assert auth.api_keys == ("bk",)
+    assert "s3cret" not in repr(auth) and "bk" not in repr(auth)  # never in a log line
+    assert bedrock_auth(None, {}).credentials == ()
+
+
+def test_a_bedrock_key_id_without_its_secret_is_a_config_error() -> None:
+    from ezat_common.config import ConfigError
+    from ezat_simulator.__main__ import bedrock_auth
+
+    with pytest.raises(ConfigError, match="EZAT_SIM_BEDROCK_SECRET_ACCESS_KEY"):
+        bedrock_auth("AKIDX", {})
+
+
+def test_vertex_flags_turn_the_vertex_face_on(tmp_path: Path) -> None:
+    key = write_service_account(tmp_path / "sa.json", "http://127.0.0.1:1/token")
+    args = ["--listen", "127.0.0.1:0", "--vertex-service-account", str(key)]
+    settings, _ = _settings(_parser().parse_args(args))
+    assert settings.vertex is not None
+    (account,) = settings.vertex.service_accounts
+    assert account.email == EMAIL and list(account.public_keys) == ["sim-key-1"]
+    assert settings.vertex.token_lifetime == 3600.0
+    assert settings.vertex.anthropic_versions == {"vertex-2023-10-16"}
+    more = [*args, "--vertex-token-lifetime", "5", "--vertex-anthropic-version", "2026-10-21"]
+    settings, _ = _settings(_parser().parse_args(more))
+    assert settings.vertex is not None and settings.vertex.token_lifetime == 5.0
+    assert settings.vertex.anthropic_versions == {"2026-10-21"}
+    plain, _ = _settings(_parser().parse_args(["--listen", "127.0.0.1:0"]))
+    assert plain.vertex is None
+
+
+def test_a_key_file_without_a_private_key_is_a_config_error(tmp_path: Path) -> None:
+    bad = tmp_path / "sa.json"
+    bad.write_text(json.dumps({"client_email": "a@b", "private_key_id": "k"}))
+    with pytest.raises(ConfigError, match="needs `private_key`"):
+        _settings(
+            _parser().parse_args(["--listen", "127.0.0.1:0", "--vertex-service-account", str(bad)])
+        )

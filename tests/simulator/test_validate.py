@@ -206,3 +206,101 @@ def test_thinking_tool_turn_must_start_with_its_thinking_block() -> None:
     forged = {"type": "thinking", "thinking": "hmm", "signature": "sim_sig_forged"}
     with pytest.raises(InvalidRequest, match="Invalid `signature`"):
         validate_request(_thinking_turn(forged))
+
+
+# ---- role "system" messages under the betas Claude Code sends (issue 16) --------------------
+
+CLAUDE_CODE_BETAS = ("claude-code-20250219", "mid-conversation-system-2026-04-07")
+PER_TURN = ("per-turn-control-2026-07-01",)
+TOOL_TURN = [
+    {"role": "user", "content": "run it"},
+    {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "x", "input": {}}]},
+    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]},
+]
+
+
+def steered(*system_messages: dict[str, Any]) -> dict[str, Any]:
+    return with_(messages=[*TOOL_TURN, *system_messages])
+
+
+SYSTEM_GOOD = [
+    (
+        steered({"role": "system", "content": "the user asked to stop after this"}),
+        CLAUDE_CODE_BETAS,
+    ),
+    (
+        steered(
+            {
+                "role": "system",
+                "content": [
+                    {"type": "text", "text": "hint", "cache_control": {"type": "ephemeral"}}
+                ],
+                "output_config": {"effort": "low"},
+                "clear_at": "next_user_message",
+            }
+        ),
+        PER_TURN,
+    ),
+    # A message that only changes the effort carries no content at all.
+    (steered({"role": "system", "output_config": {"effort": "high"}}), PER_TURN),
+    (steered({"role": "system", "content": "x"}), ("mid-conversation-system-2027-01-01",)),
+]
+
+
+@pytest.mark.parametrize(("body", "betas"), SYSTEM_GOOD)
+def test_system_messages_accepted_under_their_betas(
+    body: dict[str, Any], betas: tuple[str, ...]
+) -> None:
+    validate_request(body, betas=betas)
+    validate_request(body, betas=betas, count_only=True)
+
+
+SYSTEM_BAD = [
+    # Without the beta the API knows two roles, as before.
+    (steered({"role": "system", "content": "x"}), (), "messages.3.role: Input should be 'user'"),
+    (
+        steered({"role": "system", "content": "x"}),
+        ("context-management-2025-06-27",),
+        "messages.3.role: Input should be 'user' or 'assistant'",
+    ),
+    (
+        with_(messages=[{"role": "system", "content": "x"}, *TOOL_TURN]),
+        PER_TURN,
+        "messages.0.role: the first message must not be 'system'",
+    ),
+    (steered({"role": "system"}), PER_TURN, "messages.3.content: Field required"),
+    (
+        steered({"role": "system", "content": [{"type": "image", "source": {}}]}),
+        PER_TURN,
+        "messages.3.content.0.type: Input should be 'text'",
+    ),
+    (
+        steered({"role": "system", "content": "x", "output_config": {"effort": "huge"}}),
+        PER_TURN,
+        "messages.3.output_config.effort: Input should be 'low'",
+    ),
+    (
+        steered({"role": "system", "content": "x", "output_config": {"format": {}}}),
+        PER_TURN,
+        "messages.3.output_config.format: Extra inputs are not permitted",
+    ),
+    (
+        steered({"role": "system", "content": "x", "clear_at": "later"}),
+        PER_TURN,
+        "messages.3.clear_at: Input should be 'next_user_message' or 'never'",
+    ),
+    (
+        with_(messages=[{"role": "user", "content": "x", "clear_at": "never"}]),
+        PER_TURN,
+        "messages.0.clear_at: Extra inputs are not permitted",
+    ),
+]
+
+
+@pytest.mark.parametrize(("body", "betas", "message"), SYSTEM_BAD, ids=[m for *_, m in SYSTEM_BAD])
+def test_system_messages_refused(
+    body: dict[str, Any], betas: tuple[str, ...], message: str
+) -> None:
+    with pytest.raises(InvalidRequest) as err:
+        validate_request(body, betas=betas)
+    assert err.value.message.startswith(message)

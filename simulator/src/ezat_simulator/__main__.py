@@ -8,18 +8,35 @@ With ``--config`` the instance's ``[[simulators]]`` entry gives ``listen``, ``fi
 ``token_ms``, and each model's ``min_cache_tokens`` applies to requests naming it (by id, alias or
 a deployment's ``upstream_model``); flags given on the command line win. Once bound it prints
 ``simulator NAME listening on http://HOST:PORT`` (port 0 picks a free port).
+
+The Bedrock face (``bedrock.py``) accepts SigV4 signatures of one access key: its id from
+``--bedrock-access-key-id`` (or ``EZAT_SIM_BEDROCK_ACCESS_KEY_ID``), its secret from
+``EZAT_SIM_BEDROCK_SECRET_ACCESS_KEY`` and an optional session token from
+``EZAT_SIM_BEDROCK_SESSION_TOKEN``; and the Bedrock API key in ``EZAT_SIM_BEDROCK_API_KEY``. The
+secrets come from the environment only, never a flag (a command line is visible to every user).
+
+``--vertex-service-account FILE`` (repeatable) turns on the Vertex AI face and its ``/token``
+endpoint (vertex.py, oauth.py), trusting that service-account key file's public key;
+``--vertex-token-lifetime S`` sets ``expires_in`` of the tokens it issues (default 3600) and
+``--vertex-anthropic-version V`` (repeatable) the ``anthropic_version`` values it accepts (default
+``vertex-2023-10-16``).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
+from collections.abc import Mapping
 
 from ezat_common.config import Config, ConfigError, load_config, split_listen
 from ezat_common.runtime import run_service
 
 from .app import Settings, start
+from .oauth import load_service_account
+from .sigv4 import AwsCredential, BedrockAuth
+from .vertex import VERTEX_VERSION, VertexSettings
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -39,7 +56,63 @@ def _parser() -> argparse.ArgumentParser:
         "from --config, else 1024)",
     )
     p.add_argument("--max-body-mb", type=float, default=32.0, help="request body limit (413 above)")
+    p.add_argument(
+        "--bedrock-access-key-id",
+        help="AWS access key id the Bedrock face accepts "
+        "(its secret: EZAT_SIM_BEDROCK_SECRET_ACCESS_KEY)",
+    )
+    p.add_argument(
+        "--vertex-service-account",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="serve the Vertex AI face, trusting this service-account key file (repeatable)",
+    )
+    p.add_argument(
+        "--vertex-token-lifetime",
+        type=float,
+        default=3600.0,
+        metavar="S",
+        help="lifetime of the access tokens /token issues, in seconds",
+    )
+    p.add_argument(
+        "--vertex-anthropic-version",
+        action="append",
+        default=[],
+        metavar="V",
+        help=f"an anthropic_version the Vertex face accepts (repeatable; default {VERTEX_VERSION})",
+    )
     return p
+
+
+def bedrock_auth(key_id: str | None, env: Mapping[str, str]) -> BedrockAuth:
+    """The Bedrock face's credentials from the flag and the environment (secrets env only)."""
+    key_id = key_id or env.get("EZAT_SIM_BEDROCK_ACCESS_KEY_ID")
+    secret = env.get("EZAT_SIM_BEDROCK_SECRET_ACCESS_KEY")
+    if key_id and not secret:
+        raise ConfigError("a Bedrock access key id needs EZAT_SIM_BEDROCK_SECRET_ACCESS_KEY")
+    credentials: tuple[AwsCredential, ...] = ()
+    if key_id and secret:
+        token = env.get("EZAT_SIM_BEDROCK_SESSION_TOKEN") or None
+        credentials = (AwsCredential(key_id, secret, token),)
+    api_key = env.get("EZAT_SIM_BEDROCK_API_KEY")
+    return BedrockAuth(credentials, (api_key,) if api_key else ())
+
+
+def _vertex(args: argparse.Namespace) -> VertexSettings | None:
+    if not args.vertex_service_account:
+        return None
+    if args.vertex_token_lifetime <= 0:
+        raise ConfigError("--vertex-token-lifetime: must be positive")
+    try:
+        accounts = tuple(load_service_account(f) for f in args.vertex_service_account)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"--vertex-service-account: {exc}") from exc
+    return VertexSettings(
+        accounts,
+        args.vertex_token_lifetime,
+        frozenset(args.vertex_anthropic_version or (VERTEX_VERSION,)),
+    )
 
 
 def _min_cache_tokens_by_model(cfg: Config) -> dict[str, int]:
@@ -60,6 +133,7 @@ def _settings(args: argparse.Namespace) -> tuple[Settings, str]:
     """Settings and listen address from the flags, over the config entry when one is named."""
     listen, first_ms, token_ms = args.listen, 0.0, 0.0
     by_model: dict[str, int] = {}
+    key_id = args.bedrock_access_key_id
     if args.config:
         if not args.name:
             raise ConfigError("--config needs --name to pick a [[simulators]] entry")
@@ -70,6 +144,10 @@ def _settings(args: argparse.Namespace) -> tuple[Settings, str]:
         listen = args.listen or entry.listen
         first_ms, token_ms = entry.first_token_ms, entry.token_ms
         by_model = _min_cache_tokens_by_model(cfg)
+        key_id = key_id or entry.bedrock_access_key_id
+        if entry.vertex_service_account and not args.vertex_service_account:
+            args.vertex_service_account = [entry.vertex_service_account]
+            args.vertex_token_lifetime = entry.vertex_token_lifetime
     if not listen:
         raise ConfigError("pass --listen HOST:PORT (or --config FILE --name NAME)")
     settings = Settings(
@@ -79,6 +157,8 @@ def _settings(args: argparse.Namespace) -> tuple[Settings, str]:
         min_cache_tokens=1024 if args.min_cache_tokens is None else args.min_cache_tokens,
         min_cache_tokens_by_model={} if args.min_cache_tokens is not None else by_model,
         max_body_bytes=int(args.max_body_mb * 1024 * 1024),
+        bedrock=bedrock_auth(key_id, os.environ),
+        vertex=_vertex(args),
     )
     return settings, listen
 

@@ -7,15 +7,19 @@ accepted):
 - ``POST /v1/messages/count_tokens``: ``{"input_tokens": N}`` (of the directives, only
   ``status`` applies).
 
+The Amazon Bedrock face (``/model/{modelId}/...``, ``/anthropic/v1/messages``) is ``bedrock.py``.
+
 Admin (no key; for tests):
 
 - ``POST /_sim/faults`` ``{"status", "count", "retry_after", "delay_ms", "fail_after",
-  "drop_after", "stall_after", "stall_before_start", "never_answer", "html"}`` (all optional, see
-  ``faults.py``) -> ``{"fault": {...}, "remaining": N}``; ``GET`` shows it, ``DELETE`` clears it.
+  "drop_after", "stall_after", "stall_before_start", "never_answer", "html", "bedrock_exception"}``
+  (all optional, see ``faults.py``) -> ``{"fault": {...}, "remaining": N}``; ``GET`` shows it,
+  ``DELETE`` clears it.
 - ``GET /_sim/requests?limit=N`` -> the last N (default 100) requests, newest last
   (``requestlog.RequestRecord``).
 - ``POST /_sim/reset`` clears the request log, the fault and the prompt cache.
-- ``GET /_sim/stats`` -> ``{"name", "requests", "active", "cache_entries"}``.
+- ``GET /_sim/stats`` -> ``{"name", "requests", "active", "cache_entries"}`` (and
+  ``tokens_issued`` with a Vertex face, vertex.py).
 """
 
 from __future__ import annotations
@@ -24,19 +28,25 @@ import asyncio
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from aiohttp import web
 from ezat_common.errors import anthropic_body, type_for_status
 
-from . import engine, sse
+from . import bedrock, engine, sse
+from .bedrock_wire import runtime_version_refused
 from .cache import NO_CACHE, PromptCache
 from .faults import Fault, Faults, decode_fault, retry_after_header
+from .oauth import tokens_issued
 from .requestlog import DEFAULT_SIZE, RequestLog, RequestRecord
+from .sigv4 import BedrockAuth
 from .stream import SseResponse, Timing, drop_connection, hold, send_stream
 from .tokens import input_tokens, measure
-from .validate import InvalidRequest, validate_request
+from .validate import InvalidRequest, betas_of, validate_request
+
+if TYPE_CHECKING:
+    from .vertex import VertexSettings
 
 JSON = "application/json"
 _decode = msgspec.json.decode
@@ -64,6 +74,9 @@ class Settings:
     min_cache_tokens_by_model: Mapping[str, int] = field(default_factory=dict)
     max_body_bytes: int = 32 * 1024 * 1024
     log_size: int = DEFAULT_SIZE
+    # Who the Bedrock face accepts (bedrock.py, sigv4.py): access keys and API keys.
+    bedrock: BedrockAuth = field(default_factory=BedrockAuth)
+    vertex: VertexSettings | None = None  # the Vertex AI face and /token (vertex.py), when set
 
 
 class Simulator:
@@ -80,6 +93,20 @@ class Simulator:
         if not by_model:
             return self.settings.min_cache_tokens
         return by_model.get(model.strip().lower(), self.settings.min_cache_tokens)
+
+    def plan(
+        self, body: Mapping[str, Any], directives: engine.Directives, seed: int, seq: int
+    ) -> engine.Plan:
+        """The reply to a validated Messages ``body``, the prompt cache accounted."""
+        measured = measure(body, body["model"])
+        cache = NO_CACHE
+        if measured.boundaries:
+            cache = self.cache.account(
+                measured.boundaries, time.monotonic(), self.min_cache_tokens(body["model"])
+            )
+        return engine.plan_reply(
+            body, directives, seed, seq=seq, input_tokens=measured.input_tokens, cache=cache
+        )
 
     def timing(self, directives: engine.Directives, fault: Fault | None) -> Timing:
         d, s = directives, self.settings
@@ -138,7 +165,7 @@ async def _read_json(
     request: web.Request, sim: Simulator, record: RequestRecord
 ) -> Any | web.Response:
     """The decoded body, or the error response to send instead (auth, size, JSON)."""
-    if not _has_key(request):
+    if not request.get(bedrock.AUTHORIZED) and not _has_key(request):
         return _error(sim, record, 401, "x-api-key header is required")
     try:
         raw = await request.read()
@@ -182,8 +209,13 @@ async def _create(
         await asyncio.sleep(fault.delay_ms / 1000)
     if fault is not None and fault.status is not None:
         return _error(sim, record, fault.status, _simulated(fault.status), fault.retry_after)
+    if request.get(bedrock.AUTHORIZED) and isinstance(body, dict):
+        body = dict(body)
+        refused = runtime_version_refused(body)
+        if refused:
+            return _error(sim, record, 400, refused)
     try:
-        validate_request(body)
+        validate_request(body, betas=betas_of(request.headers.get("anthropic-beta")))
         directives, seed = engine.read_directives(body)
     except InvalidRequest as exc:
         return _error(sim, record, 400, exc.message)
@@ -196,15 +228,7 @@ async def _create(
         return web.Response(
             body=HTML_PAGE, content_type="text/html", charset="utf-8", headers={"x-sim": "html"}
         )
-    measured = measure(body, body["model"])
-    cache = NO_CACHE
-    if measured.boundaries:
-        cache = sim.cache.account(
-            measured.boundaries, time.monotonic(), sim.min_cache_tokens(body["model"])
-        )
-    plan = engine.plan_reply(
-        body, directives, seed, seq=seq, input_tokens=measured.input_tokens, cache=cache
-    )
+    plan = sim.plan(body, directives, seed, seq)
     record.message_id = plan.message_id
     timing = sim.timing(directives, fault)
     if timing.stall_before_start:
@@ -280,7 +304,13 @@ async def count_tokens(request: web.Request) -> web.StreamResponse:
         if isinstance(body, web.Response):
             return body
         try:
-            validate_request(body, count_only=True)
+            if request.get(bedrock.AUTHORIZED) and isinstance(body, dict):
+                body = dict(body)
+                refused = runtime_version_refused(body)
+                if refused:
+                    raise InvalidRequest(refused)
+            betas = betas_of(request.headers.get("anthropic-beta"))
+            validate_request(body, count_only=True, betas=betas)
             directives, _ = engine.read_directives(body)
         except InvalidRequest as exc:
             return _error(sim, record, 400, exc.message)
@@ -353,14 +383,16 @@ async def reset(request: web.Request) -> web.Response:
 
 async def stats(request: web.Request) -> web.Response:
     sim = request.app[SIM]
-    return _json(
-        {
-            "name": sim.settings.name,
-            "requests": sim.log.total,
-            "active": sim.log.active,
-            "cache_entries": len(sim.cache),
-        }
-    )
+    shown: dict[str, Any] = {
+        "name": sim.settings.name,
+        "requests": sim.log.total,
+        "active": sim.log.active,
+        "cache_entries": len(sim.cache),
+    }
+    issued = tokens_issued(request.app)
+    if issued is not None:  # with a Vertex face: access tokens /token has issued
+        shown["tokens_issued"] = issued
+    return _json(shown)
 
 
 def make_app(settings: Settings) -> web.Application:
@@ -374,6 +406,11 @@ def make_app(settings: Settings) -> web.Application:
     app.router.add_get("/_sim/requests", list_requests)
     app.router.add_post("/_sim/reset", reset)
     app.router.add_get("/_sim/stats", stats)
+    bedrock.add_routes(app, app[SIM], create_message, count_tokens)
+    if settings.vertex is not None:
+        from .vertex import add_vertex_face  # vertex.py builds on this module's helpers
+
+        add_vertex_face(app, settings.vertex)
     return app
 
 

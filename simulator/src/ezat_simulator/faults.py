@@ -15,11 +15,20 @@ open until the client gives up:
   answer sends its headers and the first half of its body, then nothing;
 - ``html``: 200 with ``content-type: text/html`` and an HTML page (a proxy's or a captive
   portal's), for JSON and stream requests alike.
+
+On the Bedrock face (``bedrock.py``) ``status`` becomes Bedrock's error type for it, and
+``bedrock_exception`` names one directly (``ThrottlingException``, ``ModelNotReadyException``,
+``ServiceQuotaExceededException``, ...; ``throttlingException`` spelling too): alone it is that
+HTTP error; with ``fail_after: K`` a stream sends K content tokens and then that exception as an
+event-stream ``exception`` message (only the types a Bedrock stream carries). The other faces
+ignore ``bedrock_exception``.
 """
 
 from __future__ import annotations
 
 import msgspec
+
+from .bedrock_wire import STATUS_OF_TYPE, STREAM_EXCEPTIONS, exception_name
 
 
 class Fault(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, omit_defaults=True):
@@ -33,6 +42,7 @@ class Fault(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, omit_defau
     stall_before_start: bool = False
     never_answer: bool = False
     html: bool = False
+    bedrock_exception: str | None = None
 
     @property
     def breaks_stream(self) -> bool:
@@ -54,6 +64,19 @@ class Fault(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, omit_defau
             value = getattr(self, name)
             if value is not None and value < 0:
                 return f"{name}: must not be negative"
+        return self._bedrock_problem()
+
+    def _bedrock_problem(self) -> str | None:
+        if self.bedrock_exception is None:
+            return None
+        name = exception_name(self.bedrock_exception)
+        if self.status is not None:
+            return "bedrock_exception: give it or status, not both"
+        if name not in STATUS_OF_TYPE:
+            return f"bedrock_exception: {self.bedrock_exception} is not a Bedrock error type"
+        if self.fail_after is not None and name not in STREAM_EXCEPTIONS:
+            known = ", ".join(sorted(STREAM_EXCEPTIONS))
+            return f"bedrock_exception: a stream carries only {known}"
         return None
 
 

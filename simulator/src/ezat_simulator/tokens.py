@@ -182,7 +182,8 @@ def prompt_parts(req: Mapping[str, Any]) -> Iterator[Part]:
             yield Part("system\x1f" + text, len(text), block.get("cache_control"))
     for message in req["messages"]:
         role = message["role"]
-        content = message["content"]
+        # A system message may carry only its output_config (no content at all).
+        content = message.get("content", "")
         if isinstance(content, str):
             # Hashed like a single text block: the API treats the two forms the same.
             yield Part(f"{role}\x1ftext\x1f{content}", len(content), None)

@@ -3,13 +3,17 @@
 Messages name the offending field by its dotted path, the way the real API does:
 ``messages.0.content.1.type: Input tag 'video' found using 'type' does not match any of the
 expected tags: ...``. The gateway passes most fields through unchanged and relies on the
-deployment to refuse bad ones, so the simulator refuses what the real API refuses.
+deployment to refuse bad ones, so the simulator refuses what the real API refuses, and accepts
+what it accepts under the betas real clients send: with a mid-conversation-system beta
+(Claude Code sends ``mid-conversation-system-2026-04-07`` and, for per-turn effort,
+``per-turn-control-2026-07-01``) a message may have ``role: "system"``, carrying text and its own
+``output_config`` / ``clear_at`` (simulator/README.md, "Validation").
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 BLOCK_TYPES = (
@@ -50,6 +54,19 @@ KNOWN_FIELDS = frozenset(
 IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
 MAX_BREAKPOINTS = 4
 MIN_THINKING_BUDGET = 1024
+# Betas under which the API takes ``role: "system"`` messages inside ``messages``, by prefix (the
+# date suffix changes as a beta is revised). Claude Code sends the first two together; the
+# Python SDK's BetaSystemMessageParam documents the per-message output_config and clear_at.
+SYSTEM_MESSAGE_BETAS = (
+    "mid-conversation-system-",
+    "per-turn-control-",
+    "mid-conversation-output-config-",
+    "mid-conversation-system-clear-at-",
+)
+EFFORTS = ("low", "medium", "high", "xhigh", "max")
+CLEAR_AT = ("next_user_message", "never")
+# Fields only a system message may carry ("Only permitted on role: system messages").
+SYSTEM_ONLY_FIELDS = ("output_config", "clear_at")
 FORCED_TOOL_WITH_THINKING = "Thinking may not be enabled when tool_choice forces tool use."
 
 
@@ -143,18 +160,72 @@ def _check_block(block: Any, path: str, counter: list[int]) -> None:
     _check_cache_control(block, path, counter)
 
 
-def _check_messages(messages: Any, counter: list[int]) -> None:
+def betas_of(header: str | None) -> tuple[str, ...]:
+    """The values of an ``anthropic-beta`` header (comma-separated, blanks ignored)."""
+    return tuple(b.strip() for b in (header or "").split(",") if b.strip())
+
+
+def system_messages_allowed(betas: Iterable[str]) -> bool:
+    """Whether the ``anthropic-beta`` values sent let ``messages`` hold ``role: "system"``."""
+    return any(beta.startswith(SYSTEM_MESSAGE_BETAS) for beta in betas)
+
+
+def _check_system_message(message: Mapping[str, Any], path: str, counter: list[int]) -> None:
+    """A mid-conversation system message: text only, never first, its own output_config."""
+    _require(path != "messages.0", f"{path}.role", "the first message must not be 'system'")
+    config = message.get("output_config")
+    if config is not None:
+        _require(isinstance(config, Mapping), f"{path}.output_config", "Input should be an object")
+        for name in config:
+            _require(
+                name == "effort", f"{path}.output_config.{name}", "Extra inputs are not permitted"
+            )
+        effort = config.get("effort")
+        _require(
+            effort is None or effort in EFFORTS,
+            f"{path}.output_config.effort",
+            "Input should be " + ", ".join(f"'{e}'" for e in EFFORTS),
+        )
+    clear_at = message.get("clear_at")
+    _require(
+        clear_at is None or clear_at in CLEAR_AT,
+        f"{path}.clear_at",
+        "Input should be 'next_user_message' or 'never'",
+    )
+    if "content" not in message:
+        _require(config is not None, f"{path}.content", "Field required")
+        return
+    content = message["content"]
+    if isinstance(content, str):
+        return
+    _require(isinstance(content, list), f"{path}.content", "Input should be a valid list")
+    for j, block in enumerate(content):
+        _require(
+            isinstance(block, Mapping) and block.get("type") == "text",
+            f"{path}.content.{j}.type",
+            "Input should be 'text'",
+        )
+        _check_block(block, f"{path}.content.{j}", counter)
+
+
+def _check_messages(messages: Any, counter: list[int], system_ok: bool) -> None:
     _require(messages is not None, "messages", "Field required")
     _require(isinstance(messages, list), "messages", "Input should be a valid list")
     _require(len(messages) > 0, "messages", "at least one message is required")
+    roles = ("user", "assistant", "system") if system_ok else ("user", "assistant")
     for i, message in enumerate(messages):
         path = f"messages.{i}"
         _require(isinstance(message, Mapping), path, "Input should be a valid dictionary")
         _require(
-            message.get("role") in ("user", "assistant"),
+            message.get("role") in roles,
             f"{path}.role",
-            "Input should be 'user' or 'assistant'",
+            "Input should be " + ", ".join(f"'{r}'" for r in roles[:-1]) + f" or '{roles[-1]}'",
         )
+        if message["role"] == "system":
+            _check_system_message(message, path, counter)
+            continue
+        for name in SYSTEM_ONLY_FIELDS:
+            _require(name not in message, f"{path}.{name}", "Extra inputs are not permitted")
         _require("content" in message, f"{path}.content", "Field required")
         content = message["content"]
         if isinstance(content, str):
@@ -315,8 +386,9 @@ def _check_sampling(req: Mapping[str, Any]) -> None:
         )
 
 
-def validate_request(body: Any, *, count_only: bool = False) -> None:
-    """Raise ``InvalidRequest`` for anything Anthropic's API would refuse with a 400."""
+def validate_request(body: Any, *, count_only: bool = False, betas: Iterable[str] = ()) -> None:
+    """Raise ``InvalidRequest`` for anything Anthropic's API would refuse with a 400 (``betas``:
+    the request's ``anthropic-beta`` values)."""
     if not isinstance(body, Mapping):
         raise InvalidRequest("request body: Input should be a JSON object")
     for name in body:
@@ -335,7 +407,7 @@ def validate_request(body: Any, *, count_only: bool = False) -> None:
             stream is None or isinstance(stream, bool), "stream", "Input should be a valid boolean"
         )
     counter = [0]
-    _check_messages(body.get("messages"), counter)
+    _check_messages(body.get("messages"), counter, system_messages_allowed(betas))
     _check_system(body.get("system"), counter)
     _check_tools(body.get("tools"), counter)
     _check_tool_choice(body.get("tool_choice"))

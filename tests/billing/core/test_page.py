@@ -33,6 +33,9 @@ def _row(i: int) -> dict[str, object]:
         "received_at": datetime.datetime(2025, 1, 2, 3, 4, 5, 678000, tzinfo=UTC),
         "ttft_ms": 12.5,
         "total_ms": None,
+        "deployment_kind": "bedrock",
+        "web_search_requests": 2,
+        "web_fetch_requests": 0,
     }
 
 
@@ -51,6 +54,7 @@ def test_page_shape_and_next_cursor_from_the_last_shown_row() -> None:
     assert item["received_at"] == "2025-01-02T03:04:05.678Z"
     assert item["cost_usd"] == 1.5 and item["cost_micros"] == 1_500_000
     assert item["total_ms"] is None
+    assert (item["deployment_kind"], item["web_search_requests"]) == ("bedrock", 2)
     assert body["totals"]["requests"] == 0 and body["totals"]["cost_usd"] == 0.0
 
 

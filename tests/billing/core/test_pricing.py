@@ -128,7 +128,11 @@ def test_prices_json_records_every_price() -> None:
         "cache_write_5m": 3_750_000,
         "cache_write_1h": 6_000_000,
         "cache_read": 300_000,
+        "web_search_per_1k": 0,
+        "web_fetch_per_1k": 0,
     }
+    listed = prices_json(prices_of(Price(input=3.0, output=15.0)))
+    assert (listed["web_search_per_1k"], listed["web_fetch_per_1k"]) == (10_000_000, 0)
 
 
 counts = st.integers(min_value=0, max_value=10**9)

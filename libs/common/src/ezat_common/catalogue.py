@@ -17,20 +17,43 @@ from .names import name_problem, normalise, valid_model_name
 
 
 class Prices(Struct, frozen=True):
-    """Micro-dollars per million tokens (integers, so that money is never a float)."""
+    """Micro-dollars per million tokens (integers, so that money is never a float), and
+    micro-dollars per 1,000 requests of the server tools (docs/billing.md, "Server tools")."""
 
     input: int
     output: int
     cache_write_5m: int
     cache_write_1h: int
     cache_read: int
+    web_search_per_1k: int = 0
+    web_fetch_per_1k: int = 0
+
+
+# The token prices of ``Prices`` (per million tokens), apart from the per-request ones.
+TOKEN_PRICES = ("input", "output", "cache_write_5m", "cache_write_1h", "cache_read")
+# The per-request prices (micro-dollars per 1,000 requests).
+SERVER_TOOL_PRICES = ("web_search_per_1k", "web_fetch_per_1k")
+
+# Anthropic's published server-tool prices (USD per 1,000 requests), for a model whose price
+# says nothing: web search is $10 per 1,000 searches; web fetch costs nothing beyond the tokens
+# of what it fetched. So a reported search is never free by omission.
+WEB_SEARCH_PER_1K = 10.0
+WEB_FETCH_PER_1K = 0.0
 
 
 def _micro(usd: float) -> int:
     return round(usd * 1_000_000)
 
 
-def prices_of(price: Price) -> Prices:
+def prices_of(price: Price, model: Prices | None = None) -> Prices:
+    """``price`` in micro-dollars. ``model`` is the model's own, when ``price`` is a
+    deployment's override: the server-tool prices it leaves unset are the model's."""
+    web_search = _micro(WEB_SEARCH_PER_1K) if model is None else model.web_search_per_1k
+    web_fetch = _micro(WEB_FETCH_PER_1K) if model is None else model.web_fetch_per_1k
+    if price.web_search_per_1k is not None:
+        web_search = _micro(price.web_search_per_1k)
+    if price.web_fetch_per_1k is not None:
+        web_fetch = _micro(price.web_fetch_per_1k)
     return Prices(
         input=_micro(price.input),
         output=_micro(price.output),
@@ -41,6 +64,8 @@ def prices_of(price: Price) -> Prices:
             price.cache_write_1h if price.cache_write_1h is not None else price.input * 2
         ),
         cache_read=_micro(price.cache_read if price.cache_read is not None else price.input * 0.1),
+        web_search_per_1k=web_search,
+        web_fetch_per_1k=web_fetch,
     )
 
 
@@ -54,6 +79,13 @@ class Catalogue:
             for name in (m.id, *m.aliases):
                 self._by_name[normalise(name)] = m
         self.prices = {m.id: prices_of(m.price) for m in self.models}
+        # Deployments with a price of their own (regional endpoints may cost more), by
+        # (deployment name, model id); a deployment's model is a configured id (config.py).
+        self.deployment_prices = {
+            (d.name, d.model): prices_of(d.price, self.prices[d.model])
+            for d in cfg.deployments
+            if d.price is not None and d.model in self.prices
+        }
 
     def resolve(self, name: str) -> ModelConfig | None:
         if not valid_model_name(name):

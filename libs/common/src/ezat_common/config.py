@@ -64,13 +64,20 @@ class EdgeConfig(Struct, forbid_unknown_fields=True, kw_only=True):
 
 
 class Price(Struct, forbid_unknown_fields=True, kw_only=True):
-    """USD per million tokens, as operators write them; cache prices default from input."""
+    """USD per million tokens, as operators write them; cache prices default from input.
+
+    Server tools the upstream runs are priced in USD per 1,000 requests (docs/billing.md,
+    "Server tools"). None on a model: Anthropic's published price (web search $10 per 1,000,
+    web fetch nothing beyond its tokens); None on a deployment's price: the model's.
+    """
 
     input: float
     output: float
     cache_write_5m: float | None = None
     cache_write_1h: float | None = None
     cache_read: float | None = None
+    web_search_per_1k: float | None = None
+    web_fetch_per_1k: float | None = None
 
 
 class ModelConfig(Struct, forbid_unknown_fields=True, kw_only=True):
@@ -93,15 +100,56 @@ class ModelConfig(Struct, forbid_unknown_fields=True, kw_only=True):
     price: Price
 
 
+# Deployment kinds (docs/routing.md, "Deployment kinds"): the API a deployment speaks.
+KINDS = ("anthropic", "bedrock", "vertex")
+Kind = Literal["anthropic", "bedrock", "vertex"]
+# Keys only one kind reads; set on another kind they are a ConfigError, not silently ignored.
+_KIND_KEYS: dict[str, tuple[str, ...]] = {
+    "anthropic": ("upstream_model",),
+    "bedrock": ("bedrock_api", "aws_profile"),
+    "vertex": ("project", "google_key_file"),
+}
+_NOT_FOR: dict[str, tuple[str, ...]] = {"vertex": ("api_key", "api_key_env")}
+# A provider region goes into a host name: lower-case letters, digits and dashes only.
+_REGION_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
+
+
 class DeploymentConfig(Struct, forbid_unknown_fields=True, kw_only=True):
     name: str
     model: str
-    base_url: str
-    upstream_model: str | None = None
+    # "anthropic" (default), "bedrock" or "vertex"; checked (and listed) by parse_config.
+    kind: str = "anthropic"
+    # Required for anthropic. For bedrock/vertex optional: the provider's URL by default, else
+    # only its scheme, host and port are used (a VPC endpoint, the simulator); no path.
+    base_url: str = ""
+    upstream_model: str | None = None  # anthropic: the name the deployment knows the model by
+    # bedrock: a Bedrock API key (sent as a bearer token) instead of SigV4; vertex: not used.
     api_key_env: str | None = None
     api_key: str | None = None
+    # anthropic: the routing region. bedrock/vertex: the provider's (AWS / Google Cloud) region,
+    # and the routing region too unless ``routing_region`` names the gateway's own (AWS and
+    # Google name their regions differently, so one pool of both kinds needs it).
     region: str = "local"
+    routing_region: str = ""  # "": ``region`` (set at decoding); routing and billing read it
     weight: int = 1
+    model_id: str | None = None  # bedrock/vertex: the provider's model id (or profile, ARN)
+    bedrock_api: Literal["invoke", "messages"] | None = None  # bedrock: None = "invoke"
+    project: str | None = None  # vertex: the Google Cloud project
+    # bedrock (SigV4): a named profile of the shared AWS config/credentials files (None: the
+    # standard chain, AWS_PROFILE included). vertex: a service-account key file (None:
+    # Application Default Credentials). Deployments naming the same one share its refresh.
+    aws_profile: str | None = None
+    google_key_file: str | None = None
+    anthropic_version: str | None = None  # None: the kind's documented default
+    # Overrides of the kind's allow-list of anthropic-beta values (None: the kind's list) and
+    # of the top-level body fields it refuses (None: the kind's list).
+    betas: list[str] | None = None
+    drop_fields: list[str] | None = None
+    price: Price | None = None  # None: the model's price
+
+    def __post_init__(self) -> None:
+        if not self.routing_region:
+            self.routing_region = self.region
 
     def key(self) -> str | None:
         if self.api_key is not None:
@@ -183,6 +231,13 @@ class SimulatorConfig(Struct, forbid_unknown_fields=True, kw_only=True):
     # Delay before the first event and between streamed tokens, in milliseconds.
     first_token_ms: float = 0.0
     token_ms: float = 0.0
+    # Its Bedrock face's AWS access key id (the secret: EZAT_SIM_BEDROCK_SECRET_ACCESS_KEY in
+    # its environment, never here), and its Vertex face: the service-account key file whose
+    # public key it trusts at /token, and the lifetime of the tokens it issues
+    # (simulator/README.md).
+    bedrock_access_key_id: str | None = None
+    vertex_service_account: str | None = None
+    vertex_token_lifetime: float = 3600.0
 
 
 class Config(Struct, forbid_unknown_fields=True, kw_only=True):
@@ -241,10 +296,7 @@ def _check(cfg: Config, file: str) -> None:
             names[key] = where
         if m.max_output_tokens < 1 or m.context_window < 1:
             raise ConfigError(f"{file}: models[{i}]: token limits must be positive")
-        for pname in ("input", "output", "cache_write_5m", "cache_write_1h", "cache_read"):
-            value = getattr(m.price, pname)
-            if value is not None and value < 0:
-                raise ConfigError(f"{file}: models[{i}].price.{pname}: must not be negative")
+        _check_price(m.price, f"{file}: models[{i}].price")
     if not 0 <= cfg.shutdown.drain_timeout <= 3600:
         raise ConfigError(f"{file}: shutdown.drain_timeout: must be between 0 and 3600 seconds")
     model_ids = {m.id for m in cfg.models}
@@ -259,9 +311,7 @@ def _check(cfg: Config, file: str) -> None:
         seen.add(d.name)
         if d.weight < 1:
             raise ConfigError(f"{file}: deployments[{i}].weight: must be at least 1")
-        if not d.base_url.startswith(("http://", "https://")):
-            raise ConfigError(f"{file}: deployments[{i}].base_url: must start with http(s)://")
-        _check_base_url(d.base_url, f"{file}: deployments[{i}].base_url")
+        _check_kind(d, f"{file}: deployments[{i}]")
     if not cfg.billing.delivery_confirm_seconds >= 1:
         raise ConfigError(
             f"{file}: billing.delivery_confirm_seconds: must be at least 1 (seconds); it must "
@@ -317,8 +367,65 @@ def load_config(explicit: str | None = None) -> Config:
     return parse_config(text, str(path))
 
 
+def _check_price(price: Price, where: str) -> None:
+    for pname in (
+        "input",
+        "output",
+        "cache_write_5m",
+        "cache_write_1h",
+        "cache_read",
+        "web_search_per_1k",
+        "web_fetch_per_1k",
+    ):
+        value = getattr(price, pname)
+        if value is not None and value < 0:
+            raise ConfigError(f"{where}.{pname}: must not be negative")
+
+
+def _check_kind(d: DeploymentConfig, where: str) -> None:
+    """The kind's own keys: present where required, absent where another kind's."""
+    if d.kind not in KINDS:
+        kinds = ", ".join(f"`{k}`" for k in KINDS)
+        raise ConfigError(f"{where}.kind: `{d.kind}` is not a deployment kind; one of {kinds}")
+    for kind, keys in _KIND_KEYS.items():
+        foreign = [key for key in keys if kind != d.kind and getattr(d, key) is not None]
+        if foreign:
+            raise ConfigError(f"{where}.{foreign[0]}: only a `{kind}` deployment has it")
+    for key in _NOT_FOR.get(d.kind, ()):
+        if getattr(d, key) is not None:
+            raise ConfigError(f"{where}.{key}: a `{d.kind}` deployment does not use it")
+    if d.price is not None:
+        _check_price(d.price, f"{where}.price")
+    if d.aws_profile is not None and (d.api_key is not None or d.api_key_env is not None):
+        raise ConfigError(f"{where}.aws_profile: a deployment with a Bedrock API key signs nothing")
+    if d.kind == "anthropic":
+        if d.model_id is not None:
+            raise ConfigError(f"{where}.model_id: an `anthropic` deployment uses upstream_model")
+        if not d.base_url:
+            raise ConfigError(f"{where}.base_url: an `anthropic` deployment needs it")
+        _check_base_url(d.base_url, f"{where}.base_url")
+        return
+    needed = ("project", "region", "model_id") if d.kind == "vertex" else ("region", "model_id")
+    for key in needed:
+        value = getattr(d, key)
+        # "local" is the routing default, never a provider's region.
+        if not value or (key == "region" and value == "local"):
+            raise ConfigError(f"{where}.{key}: a `{d.kind}` deployment needs it")
+    if not set(d.region) <= _REGION_CHARS:
+        raise ConfigError(f"{where}.region: `{d.region}` is not a provider region name")
+    if d.base_url:
+        _check_base_url(d.base_url, f"{where}.base_url")
+        if urlsplit(d.base_url).path not in ("", "/"):
+            raise ConfigError(
+                f"{where}.base_url: `{d.base_url}` has a path; a `{d.kind}` deployment takes only "
+                "scheme, host and port from it (the provider's path is kept)"
+            )
+
+
 def _check_base_url(url: str, where: str) -> None:
     """A deployment's address must name a host and a valid port; no query or fragment."""
+    if not url.startswith(("http://", "https://")):
+        raise ConfigError(f"{where}: must start with http(s)://")
     parts = urlsplit(url)
     try:
         parts.port  # noqa: B018  # raises ValueError for a port out of range or not a number

@@ -64,8 +64,9 @@ class ClientRequest(Struct, _Identified, kw_only=True, tag_field="t", tag="clien
 class RouteRequest(Struct, _Identified, kw_only=True, tag_field="t", tag="route_request"):
     """translator -> router: an Anthropic Messages body to run on one deployment of ``model``.
 
-    ``body`` is the request JSON *without* its ``model`` field: the router splices in the
-    deployment's upstream model name without parsing the body again.
+    ``body`` is the request JSON *without* its ``model`` and ``stream`` fields (``stream`` is
+    this message's): the router writes both where the deployment's kind wants them, without
+    parsing the body again (docs/routing.md, "Deployment kinds").
     """
 
     request_id: str
@@ -270,6 +271,22 @@ class UsageRecord(Struct, _Identified, kw_only=True, tag_field="t", tag="usage")
     first_token_at: float = 0.0
     finished_at: float = 0.0
     error_type: str | None = None
+    # The deployment's kind (anthropic, bedrock, vertex: docs/routing.md, "Deployment kinds").
+    deployment_kind: str = ""
+    # Server-tool requests the upstream reported in ``usage.server_tool_use``, priced per
+    # request (docs/billing.md, "Server tools"). Defaults: records of older routers decode.
+    web_search_requests: int = 0
+    web_fetch_requests: int = 0
+
+    def __post_init__(self) -> None:
+        _Identified.__post_init__(self)
+        # Routers older than deployment kinds sent none, and had only Anthropic deployments.
+        if not self.deployment_kind and self.deployment:
+            self.deployment_kind = "anthropic"
+
+
+# The per-request counts of a record (server tools), beside its TOKEN_FIELDS.
+SERVER_TOOL_FIELDS = ("web_search_requests", "web_fetch_requests")
 
 
 class Delivered(Struct, kw_only=True, tag_field="t", tag="delivered"):

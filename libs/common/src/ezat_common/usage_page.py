@@ -50,6 +50,11 @@ class UsageItem(Struct, kw_only=True):
     received_at: str
     ttft_ms: float | None
     total_ms: float | None
+    # Added by issue 16, last so that CSV columns are only appended; defaults so that a page
+    # from an older billing still decodes (docs/billing.md, "Server tools").
+    deployment_kind: str = ""
+    web_search_requests: int = 0
+    web_fetch_requests: int = 0
 
 
 class UsageTotals(Struct, kw_only=True):
@@ -62,6 +67,8 @@ class UsageTotals(Struct, kw_only=True):
     reasoning_tokens: int = 0
     cost_micros: int = 0
     cost_usd: float = 0.0
+    web_search_requests: int = 0
+    web_fetch_requests: int = 0
 
 
 class DayTotal(Struct, kw_only=True):

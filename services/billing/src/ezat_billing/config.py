@@ -1,4 +1,5 @@
-"""Billing settings: the operator's TOML (prices come from its ``[[models]]``) and a few knobs.
+"""Billing settings: the operator's TOML (prices come from its ``[[models]]``, and from the
+``price`` of a ``[[deployments]]`` entry that has one) and a few knobs.
 
 The acknowledgement deadline is an environment knob (``EZAT_BILLING_ACK_DEADLINE``, seconds)
 because the shared ``[billing]`` table does not carry it. It bounds the wait for PostgreSQL;
@@ -11,7 +12,7 @@ whose record billing then stores.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ezat_common import environment
 from ezat_common.catalogue import Catalogue, Prices
@@ -40,6 +41,8 @@ class Settings:
     cfg: Config
     catalogue: Catalogue
     prices: dict[str, Prices]  # canonical model id -> micro-dollars per million tokens
+    # (deployment name, canonical model id) -> the deployment's own price, where it has one.
+    deployment_prices: dict[tuple[str, str], Prices] = field(default_factory=dict)
     ack_deadline: float = ACK_DEADLINE
     write_timeout: float = WRITE_TIMEOUT
     degraded_deadline: float = DEGRADED_DEADLINE
@@ -60,6 +63,7 @@ def from_config(cfg: Config, ack_deadline: float | None = None) -> Settings:
         cfg=cfg,
         catalogue=catalogue,
         prices=dict(catalogue.prices),
+        deployment_prices=dict(catalogue.deployment_prices),
         ack_deadline=ack_deadline if ack_deadline is not None else ACK_DEADLINE,
         delivery_confirm=cfg.billing.delivery_confirm_seconds,
     )

@@ -32,7 +32,7 @@ from nats.aio.msg import Msg
 from . import metrics, spans, store
 from .batcher import Batcher, BatcherStopped, DeadlineExceeded, StoppedInDoubt
 from .config import Settings
-from .core.pricing import FREE, cost_micros
+from .core.pricing import FREE, cost_micros, prices_for
 from .core.query import QueryError
 from .core.rows import UsageRow, problem_of, to_row
 
@@ -150,11 +150,14 @@ class Handlers:
         return to_row(record, prices, cost_micros(record, prices))
 
     def prices_for(self, record: UsageRecord) -> Prices:
-        prices = self._settings.prices.get(record.model)
-        if prices is None:
+        """The deployment's price when it has one, else the model's (core/pricing.py)."""
+        settings = self._settings
+        model_id: str | None = record.model if record.model in settings.prices else None
+        if model_id is None:
             # The router sends canonical ids; an alias still prices correctly.
-            model = self._settings.catalogue.resolve(record.model)
-            prices = self._settings.prices.get(model.id) if model else None
+            model = settings.catalogue.resolve(record.model)
+            model_id = model.id if model else None
+        prices = prices_for(record, model_id, settings.prices, settings.deployment_prices)
         if prices is None:
             # The tokens are facts worth keeping even if the price is unknown: stored at 0, loudly.
             log.warning("no price for model %r: recorded at cost 0", record.model)

@@ -23,9 +23,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-import msgspec
-from ezat_common.catalogue import Prices
-from ezat_common.envelopes import TOKEN_FIELDS
+from ezat_common.catalogue import TOKEN_PRICES, Prices
+from ezat_common.envelopes import SERVER_TOOL_FIELDS, TOKEN_FIELDS
 from ezat_common.metrics import labelled
 
 from . import metrics
@@ -35,12 +34,23 @@ if TYPE_CHECKING:
     from asyncpg import Record
 
 # The columns counted, in the order ``count`` reads them.
-COLUMNS = ("model", "deployment", "region", "status", "estimated", *TOKEN_FIELDS, "cost_micros")
+COLUMNS = (
+    "model",
+    "deployment",
+    "region",
+    "status",
+    "estimated",
+    *TOKEN_FIELDS,
+    "cost_micros",
+    *SERVER_TOOL_FIELDS,
+)
 # The same columns of the row aliased ``r``, for the RETURNING clause of a settling statement.
 RETURNING = ", ".join(f"r.{name}" for name in COLUMNS)
 KINDS = tuple(name.removesuffix("_tokens") for name in TOKEN_FIELDS)
 _TOKENS = slice(5, 5 + len(TOKEN_FIELDS))
 _COST = 5 + len(TOKEN_FIELDS)
+TOOLS = tuple(name.removesuffix("_requests") for name in SERVER_TOOL_FIELDS)
+_TOOLS = slice(_COST + 1, _COST + 1 + len(SERVER_TOOL_FIELDS))
 
 
 def of_row(row: UsageRow) -> tuple[Any, ...]:
@@ -51,6 +61,7 @@ def of_row(row: UsageRow) -> tuple[Any, ...]:
 # Memoised children: a ``labels()`` call takes a lock and costs about a microsecond, and a record
 # touches five or so series (bounded: models x deployments x regions, kinds, statuses).
 _TOKENS_OF = labelled(metrics.TOKENS)
+_TOOLS_OF = labelled(metrics.SERVER_TOOL_REQUESTS)
 _COST_OF = labelled(metrics.COST)
 _RECORDS_OF = labelled(metrics.RECORDS)
 _ESTIMATED = {True: "true", False: "false"}
@@ -64,13 +75,17 @@ def count(rows: Iterable[Sequence[Any] | Record]) -> None:
         for kind, n in zip(KINDS, row[_TOKENS], strict=True):
             if n:
                 _TOKENS_OF(kind, model, deployment, region).inc(n)
+        for tool, n in zip(TOOLS, row[_TOOLS], strict=True):
+            if n:
+                _TOOLS_OF(tool, model, deployment, region).inc(n)
         _COST_OF(model, region).inc(row[_COST])
         _RECORDS_OF(row[3], _ESTIMATED[bool(row[4])]).inc()
 
 
 def publish_prices(prices: Mapping[str, Prices]) -> None:
     """The price list as gauges, one per model and token kind (the kinds of the token counter
-    that have a price: reasoning is output). The dashboards price cache savings with them."""
+    that have a price: reasoning is output). The dashboards price cache savings with them.
+    Server-tool prices are per 1,000 requests, not per million tokens: not in this gauge."""
     for model, price in prices.items():
-        for kind in msgspec.structs.fields(price):
-            metrics.PRICES.labels(model, kind.name).set(getattr(price, kind.name))
+        for kind in TOKEN_PRICES:
+            metrics.PRICES.labels(model, kind).set(getattr(price, kind))

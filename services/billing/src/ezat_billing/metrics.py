@@ -14,6 +14,12 @@ TOKENS = LeanCounter(
     "output), canonical model, deployment and region; failed records' tokens included",
     ["kind", "model", "deployment", "region"],
 )
+SERVER_TOOL_REQUESTS = LeanCounter(
+    "ezat_billing_server_tool_requests_total",
+    "Server-tool requests the upstream reported in the settled usage records (tool: web_search, "
+    "web_fetch), priced per 1,000 requests into the cost; failed records' requests included",
+    ["tool", "model", "deployment", "region"],
+)
 COST = LeanCounter(
     "ezat_billing_cost_micros_total",
     "Micro-dollars charged by the settled usage records (0 for failed and undelivered ones)",

@@ -16,7 +16,7 @@ from typing import Any
 
 import asyncpg
 import msgspec
-from ezat_common.envelopes import TOKEN_FIELDS
+from ezat_common.envelopes import SERVER_TOOL_FIELDS, TOKEN_FIELDS
 from ezat_common.usage_page import UsagePage
 from msgspec import Struct
 
@@ -51,6 +51,9 @@ _COLUMNS: tuple[tuple[str, str], ...] = (
     ("total_ms", "float8"),
     ("error_type", "text"),
     ("awaiting_delivery", "bool"),
+    ("deployment_kind", "text"),
+    ("web_search_requests", "int8"),
+    ("web_fetch_requests", "int8"),
 )
 _NAMES = ", ".join(name for name, _ in _COLUMNS)
 _INSERT = (
@@ -187,11 +190,12 @@ async def _rollback(conn: asyncpg.Connection) -> None:
 
 # ---- the usage listing ------------------------------------------------------------------------
 
+_COUNTS = (*TOKEN_FIELDS, *SERVER_TOOL_FIELDS)
 _RECORD_COLUMNS = (
-    "uid, request_id, model, api, stream, status, deployment, region, "
-    f"{', '.join(TOKEN_FIELDS)}, estimated, cost_micros, received_at, ttft_ms, total_ms"
+    "uid, request_id, model, api, stream, status, deployment, deployment_kind, region, "
+    f"{', '.join(_COUNTS)}, estimated, cost_micros, received_at, ttft_ms, total_ms"
 )
-_SUMS = ", ".join(f"sum({c})::int8 AS {c}" for c in TOKEN_FIELDS)
+_SUMS = ", ".join(f"sum({c})::int8 AS {c}" for c in _COUNTS)
 
 
 async def query_usage(

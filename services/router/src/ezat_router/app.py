@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from ezat_common import bus, environment, kv, lifecycle, logs, readiness, redis_keys, tracing
@@ -23,6 +24,8 @@ from ezat_common.liveness import Heartbeats
 from ezat_common.subjects import QUEUE_ROUTER, Subjects, from_env
 from nats.aio.client import Client
 
+from .core import kinds
+from .credentials import Credentials, Providers
 from .handlers import Handlers
 from .routing import Router
 from .shared_state import SharedState
@@ -48,12 +51,14 @@ class RouterService:
         shared: SharedState,
         region: str,
         ready: readiness.Readiness | None = None,
+        signers: Mapping[str, Credentials] | None = None,
     ) -> None:
         self._nc = nc
         self.ready = ready or readiness.Readiness("router", optional=OPTIONAL)
         self._subjects = subjects
         self.region = region
         self.upstream = upstream
+        self.signers = signers or {}
         self.usage_sink = UsageSink(nc, subjects)
         self.shared = shared
         self.router = Router(
@@ -64,6 +69,7 @@ class RouterService:
             self.usage_sink,
             self.shared,
             region=self.region,
+            signers=self.signers,
         )
         self.beats = Heartbeats(nc)
         self.handlers = Handlers(self.router, self.beats)
@@ -116,6 +122,23 @@ class RouterService:
         await self.usage_sink.drain(CANCEL_GRACE_SECONDS)
         await self.upstream.close()
         await self.shared.close()
+        for credentials in self.signers.values():
+            await credentials.close()
+
+
+async def signing(cfg: Config) -> dict[str, Credentials]:
+    """The started credentials of every deployment signed per request (SigV4) or by a refreshed
+    token (Google), by name; static keys live in each Endpoint's request head. A deployment
+    whose credentials cannot be had stops the start with a ``ConfigError`` naming it
+    (docs/routing.md, "Credentials")."""
+    providers = Providers()
+    signers = {}
+    for dep in cfg.deployments:
+        wire = kinds.wire(dep)
+        if wire.auth in ("sigv4", "google"):
+            signers[dep.name] = providers.credentials_for(dep, wire)
+    await asyncio.gather(*(c.start() for c in signers.values()))
+    return signers
 
 
 async def main(stop: asyncio.Event) -> None:
@@ -137,7 +160,8 @@ async def main(stop: asyncio.Event) -> None:
     # predecessor to stop, and only then may it take the same metrics port.
     readiness.serve(environment.router_metrics_listen() or cfg.router.metrics_listen, ready)
     upstream = Upstream(cfg.router, pool(cfg.router))
-    service = RouterService(cfg, nc, from_env(), upstream, shared, region, ready)
+    signers = await signing(cfg)
+    service = RouterService(cfg, nc, from_env(), upstream, shared, region, ready, signers)
     await service.start()
     log.info(
         "router ready",

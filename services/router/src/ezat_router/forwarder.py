@@ -30,7 +30,7 @@ from ezat_common.envelopes import (
     RouteRequest,
     UsageRecord,
 )
-from ezat_common.sse import SseError, SseParser
+from ezat_common.sse import SseError
 from ezat_http1 import Response, UpstreamError
 from nats.aio.client import Client
 
@@ -100,7 +100,8 @@ def usage_base(req: RouteRequest, state: RequestState, finished_at: float) -> Us
         stream=req.stream,
         status="complete",
         deployment=dep.name if dep is not None else "",
-        region=dep.region if dep is not None else "",
+        region=dep.routing_region if dep is not None else "",
+        deployment_kind=dep.kind if dep is not None else "",
         received_at=req.received_at,
         upstream_started_at=state.upstream_started_at,
         first_token_at=state.first_token_at,
@@ -136,7 +137,7 @@ class Forwarder:
         """Relay a 2xx event stream; ``first_event_by`` (event-loop time) is when its first event
         (``message_start``) must have arrived (``stream_first_byte_timeout`` after the attempt
         began)."""
-        result, broken = await self._pump(req, state, resp, first_event_by)
+        result, broken = await self._pump(req, state, endpoint, resp, first_event_by)
         # Release the upstream connection before waiting on billing: a stream that finished
         # keeps it for its HTTP end (then pooled); anything else aborts it.
         if result is not None and result.finished and not result.invalid:
@@ -160,13 +161,19 @@ class Forwarder:
         return await self._complete(req, state, ReplyEnd(data=result.stop, seq=state.sent + 1))
 
     async def _pump(
-        self, req: RouteRequest, state: RequestState, resp: Response, first_event_by: float
+        self,
+        req: RouteRequest,
+        state: RequestState,
+        endpoint: Endpoint,
+        resp: Response,
+        first_event_by: float,
     ) -> tuple[StepResult | None, TransportKind | None]:
         """Read until the stream finishes, breaks or ends early (an unfinished result). The
         second value says how it broke: ``timeout`` (no message_start by ``first_event_by``),
         ``stalled`` (silent for ``between_events_timeout`` after it), ``dropped`` (the
         connection broke, or the bytes were not SSE)."""
-        parser = SseParser(max_frame=self._claims.inline_limit)
+        # Server-Sent Events, or Bedrock's event stream turned into the same events.
+        parser = endpoint.stream_parser(self._claims.inline_limit)
         step = StreamStep(req.response_model, state.usage)
         publish = self._nc.publish
         reply_to = req.reply_to
@@ -222,7 +229,9 @@ class Forwarder:
         resp.release()
         state.first_token_at = self._clock()
         if req.api == "count_tokens":
-            # Free and not billed: relayed as is, no usage record, no model rewrite.
+            # Free and not billed: relayed as is (in the Anthropic API's shape), no usage
+            # record, no model rewrite.
+            data = endpoint.count_answer(data)
             reply = ReplyBody(status=resp.status, headers=state.reply_headers)
             reply.data, reply.data_ref = await self._claims.pack(data)
             await self._nc.publish(req.reply_to, _encode(reply))

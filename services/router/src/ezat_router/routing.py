@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from ezat_common import envelopes, lifecycle, logs, tracing
 from ezat_common.bus import Claims
@@ -28,12 +28,13 @@ from nats.aio.client import Client
 from . import metrics, spans
 from .core import health, selection, timeouts
 from .core.accounting import UsageAccumulator
-from .core.payload import PayloadError, with_model
+from .core.payload import PayloadError
 from .core.retry_budget import RetryBudget
 from .core.upstream_errors import AttemptFailure, all_down, from_status, from_transport
+from .credentials import CredentialsUnavailable
 from .forwarder import Forwarder, RequestState, usage_base
 from .shared_state import SharedState
-from .upstream import Endpoint, Upstream, UpstreamUnavailable
+from .upstream import Endpoint, Signer, Upstream, UpstreamUnavailable
 from .usage_sink import UsageSink
 
 log = logging.getLogger("ezat.router")
@@ -66,6 +67,7 @@ class Router:
         shared: SharedState,
         region: str | None = None,
         clock: Callable[[], float] = time.time,
+        signers: Mapping[str, Signer] | None = None,
     ) -> None:
         self._cfg = cfg.router
         self._region = region or cfg.router.region
@@ -77,7 +79,10 @@ class Router:
         self._clock = clock
         self._forwarder = Forwarder(nc, claims, upstream, usage_sink, cfg.router, clock)
         self._deployments = selection.by_model(cfg.deployments)
-        self._endpoints = {dep.name: Endpoint(dep) for dep in cfg.deployments}
+        signers = signers or {}
+        self._endpoints = {
+            dep.name: Endpoint(dep, signers.get(dep.name)) for dep in cfg.deployments
+        }
         self._series = {
             name: metrics.DeploymentSeries(name, e.kind) for name, e in self._endpoints.items()
         }
@@ -279,16 +284,29 @@ class Router:
         state.attempts += 1
         state.endpoint = endpoint
         state.usage = usage = UsageAccumulator()
-        try:
-            payload = with_model(endpoint.body_prefix, body)
-        except PayloadError:
-            return AttemptFailure(error=INTERNAL, retryable=False, reason="bad_body")
         traceparent = state.traceparent
         if tracing.ENABLED:
             state.attempt_span = spans.attempt(state, endpoint)
             traceparent = tracing.traceparent(state.attempt_span)
         try:
-            head = endpoint.request_head(req, len(payload), traceparent)
+            head, payload = endpoint.request(req, body, traceparent)
+        except CredentialsUnavailable:
+            # Expired and not yet refreshed: this deployment cannot be called now; another can.
+            bad = from_status(
+                403,
+                b"",
+                None,
+                req.response_model,
+                cooldown_default=self._cfg.cooldown_default_seconds,
+            )
+            if state.attempt_span is not None:
+                spans.end_attempt(state, bad, "")
+            return bad
+        except PayloadError:
+            bad = AttemptFailure(error=INTERNAL, retryable=False, reason="bad_body")
+            if state.attempt_span is not None:
+                spans.end_attempt(state, bad, "")
+            return bad
         except ValueError:  # a header value that would break the request head: never sent
             bad = AttemptFailure(error=INTERNAL, retryable=False, reason="bad_header")
             if state.attempt_span is not None:
@@ -345,8 +363,9 @@ class Router:
                 self._series[name].first_byte.observe(first_byte, tracing.exemplar(span))
             try:
                 if resp.status >= 300:
-                    return await self._refused(req, resp)
-                if not timeouts.content_type_ok(events, resp.headers.get("content-type")):
+                    return await self._refused(req, endpoint, resp)
+                content_type = resp.headers.get("content-type")
+                if not timeouts.content_type_ok(events, content_type, endpoint.events_type):
                     # A 200 HTML page (a proxy's, a portal's) or JSON for a stream: nothing of
                     # it is the answer. Known from the headers, so nothing is read or sent.
                     return from_transport("protocol", req.response_model, bound)
@@ -362,16 +381,19 @@ class Router:
             self._outstanding[name] -= 1
             metrics.OUTSTANDING_BY(name).dec()
 
-    async def _refused(self, req: RouteRequest, resp: Response) -> AttemptFailure:
-        """A non-2xx answer; its (small) body says why."""
+    async def _refused(
+        self, req: RouteRequest, endpoint: Endpoint, resp: Response
+    ) -> AttemptFailure:
+        """A non-2xx answer; its (small) body says why, in its kind's error shape."""
         try:
             data = await self._upstream.read_body(resp)
         except (UpstreamError, TimeoutError):  # the status alone still says enough
             data = b""
+        answer = endpoint.error_answer(resp.status, resp.headers, data[:ERROR_BODY_LIMIT])
         return from_status(
-            resp.status,
-            data[:ERROR_BODY_LIMIT],
-            resp.headers.get("retry-after"),
+            answer.status,
+            answer.body,
+            answer.retry_after,
             req.response_model,
             cooldown_default=self._cfg.cooldown_default_seconds,
         )

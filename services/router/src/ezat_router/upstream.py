@@ -10,16 +10,25 @@ non-streamed answer, ``stream_first_byte_timeout`` for a stream or count_tokens)
 from __future__ import annotations
 
 import asyncio
-from typing import Literal
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ezat_common.config import DeploymentConfig, RouterConfig
 from ezat_common.envelopes import RouteRequest
+from ezat_common.sse import SseParser
 from ezat_http1 import Pool, Response, UpstreamError, address, request_head, request_prefix
 
-from .core.payload import model_prefix
+from .core import kinds
+from .core.kinds.answers import ErrorAnswer, anthropic_error
+from .core.kinds.vertex_answers import vertex_error
 
-ANTHROPIC_VERSION = "2023-06-01"
+if TYPE_CHECKING:
+    from .core.kinds.bedrock_answers import EventStreamParser
+
+log = logging.getLogger("ezat.router")
 USER_AGENT = "ezat-router"
+
 KEEPALIVE_SECONDS = 30.0
 SWEEP_SECONDS = 10.0  # how often idle connections past their keep-alive are closed
 
@@ -32,54 +41,126 @@ class UpstreamUnavailable(Exception):
         self.kind: Literal["connect", "timeout"] = kind
 
 
+class Signer(Protocol):
+    """What a deployment's credentials add to one request (credentials.py): SigV4's headers
+    for the bytes about to be sent, or the cached bearer token; cheap, on the event loop."""
+
+    def headers(
+        self, method: str, url: str, headers: dict[str, str], body: bytes
+    ) -> dict[str, str]: ...
+
+
 class Endpoint:
-    """One deployment with everything per-request work needs, computed once."""
+    """One deployment with everything per-request work needs, computed once: its kind's wire
+    (``core/kinds``), the request heads' constant part per route, and its credentials."""
 
     __slots__ = (
-        "body_prefix",
-        "count_prefix",
+        "_bedrock",
+        "_dropped",
+        "_error_of",
+        "_host",
+        "_prefixes",
+        "_signer",
+        "_urls",
         "dep",
+        "events_type",
         "kind",
-        "messages_prefix",
         "origin",
         "reply_headers",
+        "wire",
     )
 
-    def __init__(self, dep: DeploymentConfig) -> None:
+    def __init__(self, dep: DeploymentConfig, signer: Signer | None = None) -> None:
         self.dep = dep
-        # The API the deployment speaks (a metric label): the only one until DeploymentConfig
-        # has a kind (docs/development.md, "How to add a deployment kind").
-        self.kind = "anthropic"
-        # Config checked: http(s), a host, a valid port, no query.
-        self.origin, host, base = address(dep.base_url.rstrip("/"))
-        headers = {
-            "User-Agent": USER_AGENT,
-            "Accept-Encoding": "identity",
-            "content-type": "application/json",
-            "anthropic-version": ANTHROPIC_VERSION,
-        }
+        self.wire = wire = kinds.wire(dep)
+        self.kind = wire.kind
+        # Config checked: http(s), a host, a valid port (core/kinds keeps only the origin).
+        self.origin, self._host, _ = address(wire.origin)
+        constant = {"User-Agent": USER_AGENT, "Accept-Encoding": "identity", **wire.headers}
         key = dep.key()
-        if key:
-            headers["x-api-key"] = key
-        self.messages_prefix = request_prefix(base + "/v1/messages", host, headers)
-        self.count_prefix = request_prefix(base + "/v1/messages/count_tokens", host, headers)
-        self.body_prefix = model_prefix(dep)  # the JSON body's start, with the upstream model
-        # Base of every reply's x-ezat-* headers; the router adds the affinity outcome.
-        self.reply_headers = {"x-ezat-region": dep.region, "x-ezat-deployment": dep.name}
+        if wire.auth == "x-api-key" and key:
+            constant["x-api-key"] = key
+        elif wire.auth == "bearer" and key:
+            constant["authorization"] = "Bearer " + key
+        self._signer = signer if wire.auth in ("sigv4", "google") else None
+        self._prefixes = {
+            route_key: request_prefix(route.path, self._host, {**constant, **route.headers})
+            for route_key, route in wire.routes.items()
+        }
+        self._urls = {k: wire.origin + route.path for k, route in wire.routes.items()}
+        # What a 2xx stream's content-type must be (core/timeouts.content_type_ok).
+        self.events_type = kinds.events_type(wire)
+        self._dropped: set[str] = set()  # betas and fields already logged as dropped
+        self._error_of: Any = vertex_error if self.kind == "vertex" else anthropic_error
+        self._bedrock: Any = None
+        if self.kind == "bedrock":
+            # botocore's event-stream and error parsers: imported only for Bedrock deployments
+            # (botocore costs ~10 MB a process that has none).
+            from .core.kinds import bedrock_answers
 
-    def request_head(self, req: RouteRequest, length: int, traceparent: str | None = None) -> bytes:
-        """The request's head; ``ValueError`` if a client-given value cannot be a header.
-        ``traceparent`` (the attempt's span, or the client's with tracing off) is sent on."""
+            self._bedrock = bedrock_answers
+            self._error_of = bedrock_answers.bedrock_error
+        # Base of every reply's x-ezat-* headers; the router adds the affinity outcome.
+        self.reply_headers = {"x-ezat-region": dep.routing_region, "x-ezat-deployment": dep.name}
+
+    def request(
+        self, req: RouteRequest, body: bytes, traceparent: str | None = None
+    ) -> tuple[bytes, bytes]:
+        """The request's head and body as this deployment's kind wants them (``core/kinds``).
+        ``PayloadError`` for a body that is not a JSON object; ``ValueError`` if a client-given
+        value cannot be a header. ``traceparent`` (the attempt's span, or the client's with
+        tracing off) is sent on."""
+        api: kinds.Api = "count_tokens" if req.api == "count_tokens" else "messages"
+        shaped = kinds.shape(self.wire, api, req.stream, body, req.beta)
+        if shaped.dropped_betas or shaped.dropped_fields:
+            self._log_dropped(shaped)
         own = {"x-request-id": req.request_id}
         if traceparent:
             own["traceparent"] = traceparent
-        # anthropic-beta is passed on for create, never for count_tokens (docs/api.md, "Messages
-        # API").
-        if req.api == "count_tokens":
-            return request_head(self.count_prefix, own, length)
-        if req.beta:
-            own["anthropic-beta"] = req.beta
-        return request_head(self.messages_prefix, own, length)
+        beta = shaped.headers.get("anthropic-beta")
+        if beta:
+            own["anthropic-beta"] = beta
+        route_key = (api, req.stream and api == "messages")
+        if self._signer is not None:
+            signed = {"host": self._host, "content-type": "application/json"}
+            own.update(self._signer.headers("POST", self._urls[route_key], signed, shaped.body))
+        return request_head(self._prefixes[route_key], own, len(shaped.body)), shaped.body
+
+    def stream_parser(self, max_frame: int) -> SseParser | EventStreamParser:
+        """A parser of this deployment's stream into the Anthropic events ``core/stream.py``
+        steps through: Server-Sent Events, or Bedrock's AWS event stream."""
+        if self.events_type == kinds.bedrock.EVENT_STREAM:
+            parser: EventStreamParser = self._bedrock.EventStreamParser(max_frame)
+            return parser
+        return SseParser(max_frame=max_frame)
+
+    def count_answer(self, data: bytes) -> bytes:
+        """A 2xx count_tokens body in the Anthropic API's shape (Bedrock's CountTokens answers
+        ``{"inputTokens": N}``)."""
+        if self.wire.wraps_count:
+            answer: bytes = self._bedrock.count_tokens_answer(data)
+            return answer
+        return data
+
+    def error_answer(self, status: int, headers: Mapping[str, str], body: bytes) -> ErrorAnswer:
+        """A non-2xx answer as the Anthropic API would give it: status, error body and
+        ``retry-after`` (``core/upstream_errors.from_status`` reads those)."""
+        answer: ErrorAnswer = self._error_of(status, headers, body)
+        return answer
+
+    def _log_dropped(self, shaped: kinds.Shaped) -> None:
+        """Each refused beta or field is logged once per deployment, not per request."""
+        for what, values in (("beta", shaped.dropped_betas), ("field", shaped.dropped_fields)):
+            for value in values:
+                if (what + ":" + value) not in self._dropped:
+                    self._dropped.add(what + ":" + value)
+                    log.warning(
+                        "deployment %s (%s) does not accept the %s %r: dropped from its requests",
+                        self.dep.name,
+                        self.kind,
+                        what,
+                        value,
+                    )
 
 
 def pool(cfg: RouterConfig) -> Pool:
@@ -129,4 +210,5 @@ class Upstream:
     async def read_body(self, resp: Response) -> bytes:
         """The whole body, within ``between_events_timeout``; raises UpstreamError/TimeoutError."""
         async with asyncio.timeout(self._cfg.between_events_timeout):
-            return await resp.read()
+            data: bytes = await resp.read()
+            return data

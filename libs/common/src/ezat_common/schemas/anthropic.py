@@ -18,12 +18,21 @@ class CacheCreation(Struct, kw_only=True):
     ephemeral_1h_input_tokens: int = 0
 
 
+class ServerToolUse(Struct, kw_only=True):
+    """Requests of the server tools the upstream ran itself (priced per request: docs/billing.md,
+    "Server tools"). None: this usage object does not say (a later one may)."""
+
+    web_search_requests: int | None = None
+    web_fetch_requests: int | None = None
+
+
 class Usage(Struct, kw_only=True):
     input_tokens: int | None = None
     output_tokens: int | None = None
     cache_creation_input_tokens: int | None = None
     cache_read_input_tokens: int | None = None
     cache_creation: CacheCreation | None = None
+    server_tool_use: ServerToolUse | None = None
     # Not part of Anthropic's API; the bundled simulator reports it, real deployments do not.
     reasoning_tokens: int | None = None
 

@@ -11,7 +11,7 @@ import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ezat_common.envelopes import TOKEN_FIELDS
+from ezat_common.envelopes import SERVER_TOOL_FIELDS, TOKEN_FIELDS
 from ezat_common.usage_page import DayTotal, UsageItem, UsagePage, UsageTotals
 
 from .cursor import Position, encode_cursor
@@ -56,6 +56,8 @@ def to_item(row: Mapping[str, Any]) -> UsageItem:
         received_at=rfc3339(row["received_at"]),
         ttft_ms=row["ttft_ms"],
         total_ms=row["total_ms"],
+        deployment_kind=row["deployment_kind"],
+        **{c: int(row[c]) for c in SERVER_TOOL_FIELDS},
     )
 
 
@@ -69,6 +71,7 @@ def to_totals(row: Mapping[str, Any] | None) -> UsageTotals:
         **{c: int(row[c] or 0) for c in TOKEN_FIELDS},
         cost_micros=cost,
         cost_usd=usd(cost),
+        **{c: int(row[c] or 0) for c in SERVER_TOOL_FIELDS},
     )
 
 

@@ -13,7 +13,7 @@ import datetime
 import math
 
 from ezat_common.catalogue import Prices
-from ezat_common.envelopes import TOKEN_FIELDS, UsageRecord
+from ezat_common.envelopes import SERVER_TOOL_FIELDS, TOKEN_FIELDS, UsageRecord
 from msgspec import Struct
 
 from .pricing import prices_json
@@ -47,6 +47,10 @@ class UsageRow(Struct, frozen=True, kw_only=True):
     ttft_ms: float | None
     total_ms: float | None
     error_type: str | None
+    # What served it and the server tools it ran (migration 0004; docs/billing.md).
+    deployment_kind: str = ""
+    web_search_requests: int = 0
+    web_fetch_requests: int = 0
     # A complete record is charged for good once the edge confirms its delivery (settle.py).
     awaiting_delivery: bool = False
 
@@ -77,6 +81,9 @@ def to_row(record: UsageRecord, prices: Prices, cost: int) -> UsageRow:
         ttft_ms=_since_received(record, record.first_token_at),
         total_ms=_since_received(record, record.finished_at),
         error_type=record.error_type,
+        deployment_kind=record.deployment_kind,
+        web_search_requests=record.web_search_requests,
+        web_fetch_requests=record.web_fetch_requests,
         awaiting_delivery=record.status == "complete",
     )
 
@@ -100,7 +107,7 @@ def problem_of(record: UsageRecord) -> str | None:
         return "uid: must have at most 256 characters"
     if not record.key_id:
         return "key_id: must not be empty"
-    for name in TOKEN_FIELDS:
+    for name in (*TOKEN_FIELDS, *SERVER_TOOL_FIELDS):
         value = getattr(record, name)
         if not 0 <= value <= MAX_TOKENS:
             return f"{name}: must be between 0 and {MAX_TOKENS}"
@@ -110,4 +117,6 @@ def problem_of(record: UsageRecord) -> str | None:
             return f"{name}: must be a time in seconds since the epoch"
     if record.received_at <= 0:
         return "received_at: must be set"
+    if len(record.deployment_kind) > 64:
+        return "deployment_kind: must have at most 64 characters"
     return None

@@ -6,6 +6,11 @@ final output count never arrived (the client closed the stream early), output is
 from the characters generated so far (``ezat_common.tokens``), counting text, thinking and
 tool-input JSON.
 
+Server-tool requests (``usage.server_tool_use``: web searches, web fetches) are the upstream's
+own counts too, read like the token counts (a later non-null value wins; never estimated); a
+stream cut before its ``message_delta`` keeps what ``message_start`` said (docs/billing.md,
+"Server tools").
+
 Input is only ever the upstream's own count. A request cut before ``message_start`` (or before a
 non-streamed response) arrived has no reported input: it is recorded with 0 input tokens,
 ``estimated``. The raw body is no measure of input tokens (base64 images and documents are
@@ -51,6 +56,8 @@ class UsageAccumulator:
         "text_chars",
         "thinking_chars",
         "tool_chars",
+        "web_fetch",
+        "web_search",
     )
 
     def __init__(self) -> None:
@@ -68,6 +75,8 @@ class UsageAccumulator:
         self.text_chars = 0
         self.thinking_chars = 0
         self.tool_chars = 0
+        self.web_search: int | None = None
+        self.web_fetch: int | None = None
 
     def feed(self, event: AnyEvent) -> None:
         if isinstance(event, ContentBlockDelta):
@@ -103,6 +112,12 @@ class UsageAccumulator:
             self.cache_write_1h = usage.cache_creation.ephemeral_1h_input_tokens
         if usage.reasoning_tokens is not None:
             self.reasoning = usage.reasoning_tokens
+        tools = usage.server_tool_use
+        if tools is not None:
+            if tools.web_search_requests is not None:
+                self.web_search = tools.web_search_requests
+            if tools.web_fetch_requests is not None:
+                self.web_fetch = tools.web_fetch_requests
         if usage.output_tokens is not None:
             if final:
                 self.output_final = usage.output_tokens
@@ -177,6 +192,8 @@ class UsageAccumulator:
             reasoning_tokens=reasoning,
             estimated=estimated,
             error_type=error_type,
+            web_search_requests=self.web_search or 0,
+            web_fetch_requests=self.web_fetch or 0,
         )
 
 

@@ -84,7 +84,7 @@ def candidates(
 ) -> list[DeploymentConfig]:
     """The available deployments of the local region, or else of every other region."""
     usable = [d for d in deployments if available(d.name) in AVAILABLE]
-    local = [d for d in usable if d.region == local_region]
+    local = [d for d in usable if d.routing_region == local_region]
     return local or usable
 
 

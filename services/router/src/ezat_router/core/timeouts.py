@@ -40,13 +40,13 @@ def content_type(value: str | None) -> str:
     return value.split(";", 1)[0].strip().lower()
 
 
-def content_type_ok(events: bool, value: str | None) -> bool:
-    """Whether a 2xx with this ``content-type`` can be the answer: an event stream when
-    ``events``, else JSON. An absent header is given the benefit of the doubt (the body
-    is parsed anyway)."""
+def content_type_ok(events: bool, value: str | None, stream_type: str = EVENT_STREAM) -> bool:
+    """Whether a 2xx with this ``content-type`` can be the answer: the deployment's stream type
+    (``stream_type``: Server-Sent Events, or Bedrock's AWS event stream) when ``events``, else
+    JSON. An absent header is given the benefit of the doubt (the body is parsed anyway)."""
     kind = content_type(value)
     if not kind:
         return True
     if events:
-        return kind == EVENT_STREAM
+        return kind == stream_type
     return kind == "application/json" or kind.endswith("+json")

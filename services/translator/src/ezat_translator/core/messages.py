@@ -159,7 +159,10 @@ def image_url_parts(data: dict[str, Any]) -> list[ImageUrlPart]:
 
 
 def _rewrite(data: dict[str, Any], model: ModelConfig) -> dict[str, Any]:
+    # The router writes both where the deployment's kind wants them (RouteRequest.stream
+    # carries the choice): Bedrock's invoke body may hold neither (docs/routing.md).
     del data["model"]
+    data.pop("stream", None)
     if not model.prompt_caching:
         for key in ("system", "tools", "messages"):
             if key in data:
@@ -220,6 +223,5 @@ def prepare_count(body: bytes, catalogue: Catalogue) -> Prepared:
     """``POST /v1/messages/count_tokens``: ``max_tokens`` and ``stream`` are ignored."""
     data, model, name = _checked(body, catalogue, max_tokens=False)
     data.pop("max_tokens", None)
-    data.pop("stream", None)
     body = encode_body(_rewrite(data, model))
     return Prepared(model=model, response_model=name, stream=False, body=body)

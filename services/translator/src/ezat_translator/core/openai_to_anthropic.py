@@ -43,7 +43,9 @@ class ChatTranslation(Struct, frozen=True, kw_only=True):
     response_model: str  # exactly what the client sent in "model"
     stream: bool
     include_usage: bool  # stream_options.include_usage, as sent (also when not streaming)
-    body: dict[str, Any]  # the Anthropic Messages request without "model"
+    body: dict[
+        str, Any
+    ]  # the Anthropic Messages request without "model" and "stream" (the router writes both)
     session_key: str | None  # x-ezat-session wins over prompt_cache_key
     image_urls: list[ImageUrlPart]
     tool_turns: list[tuple[int, list[str]]]
@@ -135,8 +137,6 @@ def _anthropic_body(
     stop = to_stop_sequences(req.stop)
     if stop:
         out["stop_sequences"] = stop
-    if req.stream:
-        out["stream"] = True
     if auto_cache:
         mark_newest_message(conversation.messages)
     collapse_single_texts(conversation.messages)
