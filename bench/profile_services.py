@@ -1,7 +1,7 @@
 """``run.py --profile DIR``: sample the services with py-spy while the load generator drives them.
 
 For each mode (non-streaming, streaming) the gateway's Anthropic API (``EZAT_PROFILE_API=openai``
-for the other) is loaded at concurrency 32 (``EZAT_PROFILE_CONCURRENCY`` to change it) for
+for the other, ``bedrock`` for the Anthropic API to the Bedrock-kind deployment) is loaded at concurrency 32 (``EZAT_PROFILE_CONCURRENCY`` to change it) for
 ``seconds`` while ``py-spy record --format raw`` samples every named service at once. The raw
 (collapsed) stacks are written to ``DIR/{service}-{mode}.txt`` (open them with speedscope or
 ``flamegraph.pl``) and summarised: the functions with the most samples on-CPU at the top of the
@@ -24,8 +24,8 @@ import loadgen
 TOP = 20
 PROFILE_CONCURRENCY = int(os.environ.get("EZAT_PROFILE_CONCURRENCY", "32"))
 PROFILE_API = os.environ.get("EZAT_PROFILE_API", "anthropic")
-if PROFILE_API not in ("anthropic", "openai"):
-    raise SystemExit(f"EZAT_PROFILE_API must be anthropic or openai, not {PROFILE_API!r}")
+if PROFILE_API not in ("anthropic", "openai", "bedrock"):
+    raise SystemExit(f"EZAT_PROFILE_API must be anthropic, openai or bedrock, not {PROFILE_API!r}")
 
 
 def _py_spy() -> str | None:
