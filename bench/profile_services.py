@@ -1,9 +1,10 @@
 """``run.py --profile DIR``: sample the services with py-spy while the load generator drives them.
 
-For each mode (non-streaming, streaming) the gateway's Anthropic API (``EZAT_PROFILE_API=openai``
-for the other, ``bedrock`` for the Anthropic API to the Bedrock-kind deployment) is loaded at concurrency 32 (``EZAT_PROFILE_CONCURRENCY`` to change it) for
-``seconds`` while ``py-spy record --format raw`` samples every named service at once. The raw
-(collapsed) stacks are written to ``DIR/{service}-{mode}.txt`` (open them with speedscope or
+For each mode (non-streaming, streaming) the gateway's Anthropic API is loaded at concurrency 32
+(``EZAT_PROFILE_API=openai`` for the other API, ``bedrock`` for the Anthropic API to the
+Bedrock-kind deployment; ``EZAT_PROFILE_CONCURRENCY`` to change the concurrency) for ``seconds``
+while ``py-spy record --format raw`` samples every named service at once. The raw (collapsed)
+stacks are written to ``DIR/{service}-{mode}.txt`` (open them with speedscope or
 ``flamegraph.pl``) and summarised: the functions with the most samples on-CPU at the top of the
 stack ("self") and anywhere in it ("total"). py-spy is a profiling tool, not a dependency:
 ``uv pip install py-spy`` into the venv first.
