@@ -96,6 +96,7 @@ def kinds_config(folder: Path, edge: int, ports: dict[str, int], key_file: Path)
             "between_events_timeout": 10.0,
             "breaker_failures": 3,
             "breaker_open_seconds": 30.0,
+            "metrics_listen": listen(ports["metrics"]),
         },
         models=[model(f"anthropic/{m}", aliases=[m]) for m in MODELS],
         simulators=[
@@ -140,6 +141,7 @@ class Kinds:
     key: str
     sims: dict[str, str]  # face -> simulator base URL
     database_url: str
+    metrics_url: str  # the router's /metrics
     _clients: dict[int, tuple[anthropic.AsyncAnthropic, openai.AsyncOpenAI]] = field(
         default_factory=dict
     )
@@ -195,7 +197,7 @@ class Kinds:
 def kinds(infra: Infra, database_url: str, data_dir: Path) -> Iterator[Kinds]:
     folder = data_dir / "kinds"
     folder.mkdir()
-    ports = free_ports("anthropic", "bedrock", "vertex", "edge")
+    ports = free_ports("anthropic", "bedrock", "vertex", "edge", "metrics")
     key_file = write_service_account(
         folder / "vertex-sa.json", f"{base_url(ports['vertex'])}/token"
     )
@@ -216,6 +218,7 @@ def kinds(infra: Infra, database_url: str, data_dir: Path) -> Iterator[Kinds]:
             key=key(database_url, "kinds"),
             sims={face: base_url(ports[face]) for face in ("anthropic", "bedrock", "vertex")},
             database_url=database_url,
+            metrics_url=f"{base_url(ports['metrics'])}/metrics",
         )
 
 

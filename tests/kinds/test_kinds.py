@@ -9,8 +9,10 @@ import time
 import uuid
 from typing import Any
 
+import aiohttp
 import anthropic
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from .conftest import BEDROCK_API_KEY, BEDROCK_ID, PROJECT, TOKEN_LIFETIME, VERTEX_ID, Kinds
 
@@ -295,6 +297,28 @@ async def test_a_vertex_token_expiring_mid_run_is_refreshed_with_no_failed_reque
     assert (await gw.stats("vertex"))["tokens_issued"] - before >= 2
     refused = [r for r in await gw.received("vertex", 200) if r["status"] == 401]
     assert refused == []
+
+
+async def test_the_router_exports_how_long_each_signing_credential_has_left(gw: Kinds) -> None:
+    """After the refresh test: the Vertex token was refreshed and is fresh; the Bedrock
+    deployments' shared-file credentials have no expiry, so no seconds-left series, and static
+    keys have no series at all (docs/observability.md, "Router")."""
+    async with aiohttp.ClientSession() as s, s.get(gw.metrics_url) as r:
+        families = {f.name: f for f in text_string_to_metric_families(await r.text())}
+    left = {
+        s.labels["deployment"]: s.value
+        for s in families["ezat_router_credential_seconds_left"].samples
+    }
+    assert set(left) == {"only-vertex", "mix-vertex"}
+    assert all(0 < v <= TOKEN_LIFETIME for v in left.values()), left
+    refreshes = {
+        (s.labels["deployment"], s.labels["outcome"]): s.value
+        for s in families["ezat_router_credential_refreshes"].samples
+        if s.name.endswith("_total")
+    }
+    assert refreshes[("only-vertex", "ok")] >= 2 and refreshes[("only-vertex", "failed")] == 0
+    assert ("bad-bedrock", "ok") in refreshes  # signed, with a credential that never expires
+    assert not any(name == "only-anthropic" or name == "only-bedrock-key" for name, _ in refreshes)
 
 
 async def test_a_bedrock_throttle_before_the_first_byte_fails_over(gw: Kinds) -> None:

@@ -24,6 +24,7 @@ from ezat_common.liveness import Heartbeats
 from ezat_common.subjects import QUEUE_ROUTER, Subjects, from_env
 from nats.aio.client import Client
 
+from . import metrics
 from .core import kinds
 from .credentials import Credentials, Providers
 from .handlers import Handlers
@@ -138,6 +139,7 @@ async def signing(cfg: Config) -> dict[str, Credentials]:
         if wire.auth in ("sigv4", "google"):
             signers[dep.name] = providers.credentials_for(dep, wire)
     await asyncio.gather(*(c.start() for c in signers.values()))
+    metrics.watch_credentials(signers)
     return signers
 
 

@@ -9,16 +9,22 @@ upstream read; the per-deployment children an attempt touches are bound once
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from ezat_common.config import DeploymentConfig
 from ezat_common.lean_metrics import LeanCounter, LeanGauge, LeanHistogram
 from ezat_common.metrics import LATENCY_BUCKETS, labelled
-from prometheus_client import Counter, Gauge
+from prometheus_client import REGISTRY, Counter, Gauge
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from .core.accounting import UsageAccumulator
 from .core.health import DeploymentHealth, availability
 from .core.upstream_errors import AttemptFailure
+
+if TYPE_CHECKING:
+    from .credentials import RefreshStats
 
 REQUESTS = LeanCounter(
     "ezat_router_requests_total",
@@ -219,3 +225,57 @@ for _outcome in AFFINITY_OUTCOMES:
 REQUESTS_BY = labelled(REQUESTS)
 AFFINITY_BY = labelled(AFFINITY)
 OUTSTANDING_BY = labelled(OUTSTANDING)
+
+
+class _CredentialSeries:
+    """The upstream credentials' refresh state, read at scrape time from the deployments'
+    ``Credentials`` (credentials/): how long the one in use has left, and how its refreshes went.
+    Static keys have no such state and no series."""
+
+    def __init__(self) -> None:
+        self.sources: dict[str, Callable[[], RefreshStats | None]] = {}
+        self.clock: Callable[[], float] = time.time
+
+    def describe(self) -> list[Metric]:
+        return list(self._families())
+
+    def collect(self) -> Iterator[Metric]:
+        left, refreshes = self._families()
+        now = self.clock()
+        for deployment, stats_of in list(self.sources.items()):
+            stats = stats_of()
+            if stats is None:
+                continue
+            if stats.expires_at is not None:
+                left.add_metric([deployment], max(stats.expires_at - now, 0.0))
+            refreshes.add_metric([deployment, "ok"], stats.refreshes)
+            refreshes.add_metric([deployment, "failed"], stats.failures)
+        yield left
+        yield refreshes
+
+    @staticmethod
+    def _families() -> tuple[GaugeMetricFamily, CounterMetricFamily]:
+        return (
+            GaugeMetricFamily(
+                "ezat_router_credential_seconds_left",
+                "Seconds until the upstream credential a deployment signs with expires (SigV4's "
+                "temporary AWS credentials, Google access tokens); refreshed well before 0",
+                labels=["deployment"],
+            ),
+            CounterMetricFamily(
+                "ezat_router_credential_refreshes",
+                "Background refreshes of a deployment's upstream credential, by outcome (ok, "
+                "failed: the old one is kept until it expires); shared sources count for each "
+                "deployment that uses them",
+                labels=["deployment", "outcome"],
+            ),
+        )
+
+
+CREDENTIALS = _CredentialSeries()
+REGISTRY.register(CREDENTIALS)
+
+
+def watch_credentials(signers: Mapping[str, Any]) -> None:
+    """Read ``signers`` (deployment -> ``Credentials``) at every scrape; a later call rebinds."""
+    CREDENTIALS.sources = {name: c.stats for name, c in signers.items()}
