@@ -61,7 +61,6 @@ class Endpoint:
         "_host",
         "_prefixes",
         "_signer",
-        "_urls",
         "dep",
         "events_type",
         "kind",
@@ -87,7 +86,6 @@ class Endpoint:
             route_key: request_prefix(route.path, self._host, {**constant, **route.headers})
             for route_key, route in wire.routes.items()
         }
-        self._urls = {k: wire.origin + route.path for k, route in wire.routes.items()}
         # What a 2xx stream's content-type must be (core/timeouts.content_type_ok).
         self.events_type = kinds.events_type(wire)
         self._dropped: set[str] = set()  # betas and fields already logged as dropped
@@ -120,11 +118,11 @@ class Endpoint:
         beta = shaped.headers.get("anthropic-beta")
         if beta:
             own["anthropic-beta"] = beta
-        route_key = (api, req.stream and api == "messages")
         if self._signer is not None:
             signed = {"host": self._host, "content-type": "application/json"}
-            own.update(self._signer.headers("POST", self._urls[route_key], signed, shaped.body))
-        return request_head(self._prefixes[route_key], own, len(shaped.body)), shaped.body
+            own.update(self._signer.headers("POST", shaped.url, signed, shaped.body))
+        prefix = self._prefixes[kinds.route_key(api, req.stream)]
+        return request_head(prefix, own, len(shaped.body)), shaped.body
 
     def stream_parser(self, max_frame: int) -> SseParser | EventStreamParser:
         """A parser of this deployment's stream into the Anthropic events ``core/stream.py``

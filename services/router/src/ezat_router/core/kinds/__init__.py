@@ -129,6 +129,7 @@ class Wire:
     removed: dict[Api, frozenset[str]] = field(init=False, repr=False)
     scans: dict[Api, re.Pattern[bytes]] = field(init=False, repr=False)
     route_headers: dict[tuple[Api, bool], dict[str, str]] = field(init=False, repr=False)
+    urls: dict[tuple[Api, bool], str] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         base = (OWNED_FIELDS if self.scans_owned else frozenset()) | self.refused_fields
@@ -140,9 +141,15 @@ class Wire:
         object.__setattr__(self, "scans", {api: field_scan(n) for api, n in removed.items()})
         merged = {k: {**self.headers, **r.headers} for k, r in self.routes.items()}
         object.__setattr__(self, "route_headers", merged)
+        object.__setattr__(self, "urls", {k: self.origin + r.path for k, r in self.routes.items()})
 
     def route(self, api: Api, stream: bool) -> Route:
-        return self.routes[(api, stream and api == "messages")]
+        return self.routes[route_key(api, stream)]
+
+
+def route_key(api: Api, stream: bool) -> tuple[Api, bool]:
+    """A request's route: count_tokens never streams, whatever the request said."""
+    return api, stream and api == "messages"
 
 
 def origin_of(url: str) -> str:
@@ -217,7 +224,7 @@ def shape(wire: Wire, api: Api, stream: bool, body: bytes, beta: str | None) -> 
 
     ``beta`` (the client's anthropic-beta header) is passed on for messages only, never for
     count_tokens (docs/api.md, "Messages API"), filtered by the kind's allow-list."""
-    key = (api, stream and api == "messages")
+    key = route_key(api, stream)
     route = wire.routes[key]
     kept: tuple[str, ...] = ()
     dropped: tuple[str, ...] = ()
@@ -236,7 +243,7 @@ def shape(wire: Wire, api: Api, stream: bool, body: bytes, beta: str | None) -> 
     if wire.wraps_count and api == "count_tokens":
         payload = count_tokens_envelope(payload)
     refused = tuple(f for f in removed if f in wire.refused_fields) if removed else ()
-    return Shaped("POST", wire.origin + route.path, route.path, headers, payload, dropped, refused)
+    return Shaped("POST", wire.urls[key], route.path, headers, payload, dropped, refused)
 
 
 def count_tokens_envelope(invoke_body: bytes) -> bytes:
