@@ -46,7 +46,7 @@ class _Family:
         self._children: dict[tuple[str, ...], Any] = {}
         if not self._labelnames:
             self.labels()  # prometheus_client exports an unlabelled instrument from its birth
-        registry.register(self)  # type: ignore[arg-type]
+        registry.register(self)
 
     def _child(self) -> Any:
         raise NotImplementedError
@@ -63,7 +63,17 @@ class _Family:
         # The registry asks at registration to refuse a clash of names with another collector.
         return [self._family()]
 
+    def collect(self) -> Iterator[Metric]:
+        family = self._family()
+        for values, child in list(self._children.items()):
+            self._add(family, values, child)
+        yield family
+
     def _family(self) -> Metric:
+        raise NotImplementedError
+
+    def _add(self, family: Any, values: tuple[str, ...], child: Any) -> None:
+        """One child's samples into ``family`` (the scrape's copy of its values)."""
         raise NotImplementedError
 
 
@@ -103,11 +113,8 @@ class LeanCounter(_Family):
     def _family(self) -> CounterMetricFamily:
         return CounterMetricFamily(self._name, self._documentation, labels=self._labelnames)
 
-    def collect(self) -> Iterator[Metric]:
-        family = self._family()
-        for values, child in list(self._children.items()):
-            family.add_metric(values, child.value, created=child.created)
-        yield family
+    def _add(self, family: Any, values: tuple[str, ...], child: CounterChild) -> None:
+        family.add_metric(values, child.value, created=child.created)
 
 
 class HistogramChild(_Child):
@@ -162,23 +169,17 @@ class LeanHistogram(_Family):
     def _family(self) -> HistogramMetricFamily:
         return HistogramMetricFamily(self._name, self._documentation, labels=self._labelnames)
 
-    def collect(self) -> Iterator[Metric]:
-        family = self._family()
-        for values, child in list(self._children.items()):
-            counts, exemplars, total = list(child.counts), list(child.exemplars), child.sum
-            buckets: list[tuple[str, float] | tuple[str, float, Exemplar]] = []
-            cumulative = 0
-            for le, count, exemplar in zip(self._les, counts, exemplars, strict=True):
-                cumulative += count
-                buckets.append((le, cumulative) if exemplar is None else (le, cumulative, exemplar))
-            family.add_metric(values, buckets, total)
-            # HistogramMetricFamily has no `created` argument; the sample is prometheus_client's.
-            family.add_sample(
-                f"{self._name}_created",
-                dict(zip(self._labelnames, values, strict=True)),
-                child.created,
-            )
-        yield family
+    def _add(self, family: Any, values: tuple[str, ...], child: HistogramChild) -> None:
+        counts, exemplars, total = list(child.counts), list(child.exemplars), child.sum
+        buckets: list[tuple[str, float] | tuple[str, float, Exemplar]] = []
+        cumulative = 0
+        for le, count, exemplar in zip(self._les, counts, exemplars, strict=True):
+            cumulative += count
+            buckets.append((le, cumulative) if exemplar is None else (le, cumulative, exemplar))
+        family.add_metric(values, buckets, total)
+        # HistogramMetricFamily has no `created` argument; the sample is prometheus_client's.
+        labels = dict(zip(self._labelnames, values, strict=True))
+        family.add_sample(f"{self._name}_created", labels, child.created)
 
 
 class GaugeChild:
@@ -218,8 +219,5 @@ class LeanGauge(_Family):
     def _family(self) -> GaugeMetricFamily:
         return GaugeMetricFamily(self._name, self._documentation, labels=self._labelnames)
 
-    def collect(self) -> Iterator[Metric]:
-        family = self._family()
-        for values, child in list(self._children.items()):
-            family.add_metric(values, child.value)
-        yield family
+    def _add(self, family: Any, values: tuple[str, ...], child: GaugeChild) -> None:
+        family.add_metric(values, child.value)
