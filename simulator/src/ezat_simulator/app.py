@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -251,14 +251,26 @@ async def _headers_then_nothing(request: web.Request, stream: bool) -> web.Strea
     return resp  # never reached
 
 
+# A face's error answer (``_error``, the Vertex face's Google-shaped one): sim, record, status,
+# message.
+ErrorReply = Callable[[Simulator, RequestRecord, int, str], web.Response]
+
+
 async def _json_reply(
-    request: web.Request, sim: Simulator, record: RequestRecord, plan: engine.Plan, timing: Timing
+    request: web.Request,
+    sim: Simulator,
+    record: RequestRecord,
+    plan: engine.Plan,
+    timing: Timing,
+    error: ErrorReply | None = None,
 ) -> web.StreamResponse:
+    """A non-streamed answer with the plan's timing and faults; a failure in ``error``'s shape
+    (the Anthropic API's by default)."""
     delay = timing.total_ms(plan.deltas)
     if delay > 0:
         await asyncio.sleep(delay / 1000)
     if timing.fail_after is not None:
-        return _error(sim, record, 500, _simulated(500))
+        return (error or _error)(sim, record, 500, _simulated(500))
     if timing.drop_after is not None:
         drop_connection(request)
         sim.log.close(record, "dropped", 200, time.time())

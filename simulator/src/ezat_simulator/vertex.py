@@ -40,6 +40,7 @@ from .app import (
     Simulator,
     _error,
     _headers_then_nothing,
+    _json_reply,
     _open,
     _stream,
 )
@@ -47,7 +48,7 @@ from .cache import NO_CACHE
 from .faults import Fault
 from .oauth import CLOUD_PLATFORM, ISSUER, ServiceAccount, TokenIssuer, token
 from .requestlog import RequestRecord
-from .stream import Timing, drop_connection, hold
+from .stream import hold
 from .tokens import input_tokens, measure
 from .validate import InvalidRequest, betas_of, validate_request
 
@@ -299,31 +300,7 @@ async def _answer(
         return await _headers_then_nothing(request, streaming)
     if streaming:
         return await _stream(request, sim, record, plan, timing)
-    return await _json_reply(request, sim, record, plan, timing)
-
-
-async def _json_reply(
-    request: web.Request, sim: Simulator, record: RequestRecord, plan: engine.Plan, timing: Timing
-) -> web.StreamResponse:
-    delay = timing.total_ms(plan.deltas)
-    if delay > 0:
-        await asyncio.sleep(delay / 1000)
-    if timing.fail_after is not None:
-        return _google_error(sim, record, 500, _simulated(500))
-    if timing.drop_after is not None:
-        drop_connection(request)
-        sim.log.close(record, "dropped", 200, time.time())
-        return web.Response(status=200)
-    body = _encode(engine.to_message(plan))
-    if timing.stall_after is not None:
-        resp = web.StreamResponse(headers={"content-type": f"{JSON}; charset=utf-8"})
-        resp.content_length = len(body)
-        await resp.prepare(request)
-        await resp.write(body[: len(body) // 2])
-        await hold()
-    record.tokens_sent = plan.usage.output_tokens
-    sim.log.close(record, "complete", 200, time.time())
-    return web.Response(body=body, content_type=JSON, headers={"request-id": record.id})
+    return await _json_reply(request, sim, record, plan, timing, _google_error)
 
 
 VERTEX_SETTINGS = web.AppKey("vertex_settings", VertexSettings)
