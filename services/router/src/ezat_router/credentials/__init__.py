@@ -180,8 +180,8 @@ class _SharedUser(Generic[S]):
 
 
 class SigV4(_SharedUser["AwsSource"]):
-    """Signs ``host`` and the ``x-amz-*`` headers, all SigV4 requires: each header signed costs
-    botocore ~5 us (its header map is an ``email.message``), and TLS protects the others."""
+    """Signs ``host`` and the ``x-amz-*`` headers, all SigV4 requires (TLS protects the others):
+    fewer headers, fewer distinct routes for ``RouteSigner``'s memo."""
 
     def __init__(self, shared: _Shared[AwsSource], service: str, region: str) -> None:
         super().__init__(shared)
