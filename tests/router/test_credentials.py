@@ -9,6 +9,7 @@ the path the signature covers is the path sent)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -340,8 +341,9 @@ async def test_google_tokens_are_refreshed_before_expiry(
 
 
 async def test_a_failed_refresh_keeps_the_token_until_it_expires(
-    start_sim: StartSim, tmp_path: Path
+    start_sim: StartSim, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.WARNING, logger="ezat.router")
     sim, key_file = await vertex_sim(start_sim, tmp_path, lifetime=3.0)
     creds = await started(vertex(sim.url, key_file))
     first = creds.headers("POST", sim.url, {}, b"")
@@ -350,6 +352,14 @@ async def test_a_failed_refresh_keeps_the_token_until_it_expires(
         await asyncio.sleep(0.05)
     assert creds.ready() and creds.headers("POST", sim.url, {}, b"") == first
     assert stats is not None and stats.last_error and stats.last_error.startswith("TransportError")
+    # Each failure is logged with the source and what google-auth said, never the token.
+    failed = [r for r in caplog.records if r.getMessage() == "credential refresh failed"]
+    assert failed, "a failed refresh was not logged"
+    fields = failed[0].fields  # type: ignore[attr-defined]
+    assert fields["source"].startswith("google key file") and fields["consecutive"] == 1
+    assert fields["error"].startswith("TransportError")
+    token = first["authorization"].split()[1]
+    assert all(token not in r.getMessage() + str(r.__dict__) for r in caplog.records)
     while creds.ready():
         await asyncio.sleep(0.05)
     with pytest.raises(CredentialsUnavailable, match=r"google key file .*expired") as err:

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
+log = logging.getLogger("ezat.router")
 
 # Refresh when less than this remains (or half the lifetime, for short-lived credentials), and
 # at least this often (botocore's own advisory window is 15 minutes), whatever the clock did.
@@ -177,9 +179,13 @@ class Refresher(Generic[T]):
                 raise CredentialsUnavailable("the refreshed credential has already expired")
         except Exception as exc:  # any library error: keep the old value, retry with backoff
             failures = s.consecutive_failures + 1
+            error = error_text(exc)
             self._stats = RefreshStats(
-                s.source, s.refreshes, s.failures + 1, failures, s.expires_at, error_text(exc)
+                s.source, s.refreshes, s.failures + 1, failures, s.expires_at, error
             )
+            # What the library said names what failed, never the credential (error_text).
+            fields = {"source": s.source, "error": error, "consecutive": failures}
+            log.warning("credential refresh failed", extra={"fields": fields})
             return retry_delay(failures)
         self._store(fetched)
         self._stats = RefreshStats(s.source, s.refreshes + 1, s.failures, 0, fetched.expires_at)
