@@ -55,3 +55,26 @@ async def start_sim() -> AsyncIterator[StartSim]:
 @pytest_asyncio.fixture(loop_scope="function")
 async def sim(start_sim: StartSim) -> Running:
     return await start_sim()
+
+
+SEARCHED = [{"role": "user", "content": "look it up [sim:web_search=3 web_fetch=1]"}]
+_COUNTS = anthropic.types.ServerToolUsage(web_search_requests=3, web_fetch_requests=1)
+# What ``server_tool_use`` returns from every face: the counts wherever the final usage is,
+# none in message_start (as Anthropic's API).
+REPORTED = [_COUNTS, None, _COUNTS, _COUNTS]
+
+
+async def server_tool_use(client: Any, model: str, **extra: Any) -> list[Any]:
+    """What the SDK ``client`` (any face's) reads of ``SEARCHED``'s server tools: from the body,
+    then from a stream's message_start, its message_delta and the SDK's final message."""
+    args = {"model": model, "max_tokens": 50, "messages": SEARCHED, **extra}
+    body = await client.messages.create(**args)
+    said = [body.usage.server_tool_use]
+    async with client.messages.stream(**args) as stream:
+        async for event in stream:
+            if event.type == "message_start":
+                said.append(event.message.usage.server_tool_use)
+            elif event.type == "message_delta":
+                said.append(event.usage.server_tool_use)
+        said.append((await stream.get_final_message()).usage.server_tool_use)
+    return said

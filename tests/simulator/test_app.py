@@ -12,7 +12,7 @@ import msgspec
 import pytest
 from ezat_simulator import stream as stream_mod
 
-from .conftest import Running, StartSim
+from .conftest import REPORTED, Running, StartSim, server_tool_use
 
 # Each test gets its own event loop: the in-process simulator and its client never share a
 # loop with the session-wide stacks of other suites.
@@ -106,6 +106,10 @@ async def test_forced_tool_with_thinking_is_refused(sim: Running) -> None:
             tool_choice={"type": "tool", "name": "get_weather"},
             thinking={"type": "enabled", "budget_tokens": 1024},
         )
+
+
+async def test_server_tool_directives_reach_the_sdk_in_the_final_usage(sim: Running) -> None:
+    assert await server_tool_use(sim.client, "m") == REPORTED
 
 
 @pytest.mark.parametrize(

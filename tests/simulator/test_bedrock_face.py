@@ -24,7 +24,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError, EventStreamError
 from ezat_simulator.sigv4 import AwsCredential, BedrockAuth
 
-from .conftest import Running, StartSim
+from .conftest import REPORTED, Running, StartSim, server_tool_use
 
 pytestmark = pytest.mark.asyncio(loop_scope="function")
 
@@ -362,6 +362,20 @@ async def test_anthropic_bedrock_client_stream(bedrock: Running) -> None:
         final = await stream.get_final_message()
     assert [b.type for b in final.content] == ["thinking", "text"]
     assert final.usage.output_tokens == 8 + 12
+
+
+async def test_server_tool_directives_reach_both_bedrock_apis_final_usage(
+    bedrock: Running,
+) -> None:
+    for client in (bedrock_sdk(bedrock.url), mantle(bedrock.url)):
+        assert await server_tool_use(client, MODEL) == REPORTED
+    paths = [r["path"] for r in await bedrock.requests(4)]
+    assert paths == [
+        f"/model/{MODEL}/invoke",
+        f"/model/{MODEL}/invoke-with-response-stream",
+        "/anthropic/v1/messages",
+        "/anthropic/v1/messages",
+    ]
 
 
 async def test_anthropic_bedrock_client_sees_a_mid_stream_exception(bedrock: Running) -> None:

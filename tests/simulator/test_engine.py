@@ -36,6 +36,7 @@ from ezat_simulator.validate import InvalidRequest
         ("[sim:stop=END]", Directives(stop="END")),
         ("[sim:stall_after=3]", Directives(stall_after=3)),
         ("[sim:never_answer html]", Directives(never_answer=True, html=True)),
+        ("[sim:web_search=3 web_fetch=0]", Directives(web_search=3, web_fetch=0)),
         ("[sim:]", NO_DIRECTIVES),
     ],
 )
@@ -54,6 +55,8 @@ def test_directives_are_parsed(text: str, expected: Directives) -> None:
         ("[sim:tool=]", "expects a value"),
         ("[sim:html=1]", "takes no value"),
         ("[sim:stall_after=-1]", "expects a whole number"),
+        ("[sim:web_search]", "expects a whole number"),
+        ("[sim:web_fetch=-2]", "expects a whole number"),
     ],
 )
 def test_bad_directives_are_refused_with_the_message_path(text: str, problem: str) -> None:
@@ -229,6 +232,28 @@ def test_usage_splits_input_between_uncached_read_and_written() -> None:
         "output_tokens": 12,
         "reasoning_tokens": 0,
     }
+
+
+@pytest.mark.parametrize(
+    ("text", "reported"),
+    [
+        ("[sim:web_search=3]", {"web_search_requests": 3, "web_fetch_requests": 0}),
+        ("[sim:web_fetch=2]", {"web_search_requests": 0, "web_fetch_requests": 2}),
+        ("[sim:web_search=1 web_fetch=4]", {"web_search_requests": 1, "web_fetch_requests": 4}),
+    ],
+)
+def test_server_tool_directives_are_reported_in_the_final_usage(
+    text: str, reported: dict[str, int]
+) -> None:
+    # Both counts, as Anthropic's ServerToolUsage always has them.
+    plan = _plan(_req(text))
+    assert plan.usage.final()["server_tool_use"] == reported
+    assert to_message(plan)["usage"]["server_tool_use"] == reported
+    assert "server_tool_use" not in plan.usage.input_fields()  # not in message_start
+
+
+def test_without_server_tool_directives_usage_has_no_server_tool_use() -> None:
+    assert "server_tool_use" not in _plan(_req()).usage.final()
 
 
 def test_message_body() -> None:

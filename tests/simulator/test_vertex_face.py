@@ -20,7 +20,7 @@ from google.auth.transport.requests import Request
 from google.oauth2 import service_account
 from support.google import CLOUD_PLATFORM, point_token_uri, write_service_account
 
-from .conftest import Running, StartSim
+from .conftest import REPORTED, Running, StartSim, server_tool_use
 
 pytestmark = pytest.mark.asyncio(loop_scope="function")
 
@@ -140,6 +140,14 @@ async def test_stream_raw_predict_streams_anthropic_sse(vertex: Vertex) -> None:
     (record, _) = await vertex.sim.requests(2)
     assert record["path"] == PATH + MODEL + ":streamRawPredict"
     assert record["body"]["stream"] is True and "model" not in record["body"]
+
+
+async def test_server_tool_directives_reach_the_sdk_in_the_final_usage(vertex: Vertex) -> None:
+    assert await server_tool_use(vertex.client(), MODEL, extra_body=VERSION) == REPORTED
+    assert [r["path"].rsplit(":", 1)[1] for r in await vertex.sim.requests(2)] == [
+        "rawPredict",
+        "streamRawPredict",
+    ]
 
 
 async def test_count_tokens_names_the_model_in_its_body(vertex: Vertex) -> None:

@@ -33,7 +33,13 @@ bracket may hold several, separated by spaces or commas (``[sim:think tokens=40]
 ``token_ms``        delay between deltas (overrides the instance's)
 ``refuse``          stop_reason ``refusal``
 ``stop=WORD``       stop_reason ``stop_sequence``, stop_sequence WORD
+``web_search=N``    the final usage reports N server-side web searches
+``web_fetch=N``     the final usage reports N server-side web fetches
 ==================  ==========================================================================
+
+``web_search``/``web_fetch`` put Anthropic's ``"server_tool_use": {"web_search_requests": N,
+"web_fetch_requests": M}`` (the one not given at 0) in the final usage only (the body's, the
+message_delta's); no search blocks. Without either, usage has no ``server_tool_use``.
 
 K counts "content tokens": thinking and text deltas. When the reply has fewer, the failure comes
 before message_delta, so these directives always fail the request. The stalls and
@@ -74,6 +80,8 @@ class Directives:
     stop: str | None = None
     never_answer: bool = False
     html: bool = False
+    web_search: int | None = None
+    web_fetch: int | None = None
 
 
 NO_DIRECTIVES = Directives()
@@ -118,6 +126,8 @@ _PARSERS = {
     "first_token_ms": _millis,
     "token_ms": _millis,
     "stop": _word,
+    "web_search": _count,
+    "web_fetch": _count,
 }
 
 
@@ -212,6 +222,7 @@ class Usage:
     cache: CacheUsage
     output_tokens: int = 0
     reasoning_tokens: int = 0
+    server_tool_use: dict[str, int] | None = None  # Anthropic's object, as the API reports it
 
     def input_fields(self) -> dict[str, Any]:
         return {
@@ -229,6 +240,8 @@ class Usage:
         fields = self.input_fields()
         fields["output_tokens"] = self.output_tokens
         fields["reasoning_tokens"] = self.reasoning_tokens
+        if self.server_tool_use is not None:
+            fields["server_tool_use"] = dict(self.server_tool_use)
         return fields
 
 
@@ -349,8 +362,16 @@ def plan_reply(
         else:
             capped = True
     stop_reason, stop_sequence = _stop(capped, tool_name, directives)
-    usage = Usage(input_tokens - cache.read - cache.written, cache, output, n_think)
+    uncached = input_tokens - cache.read - cache.written
+    usage = Usage(uncached, cache, output, n_think, _server_tools(directives))
     return Plan(f"msg_sim_{seq}", req["model"], tuple(parts), stop_reason, stop_sequence, usage)
+
+
+def _server_tools(directives: Directives) -> dict[str, int] | None:
+    search, fetch = directives.web_search, directives.web_fetch
+    if search is None and fetch is None:
+        return None
+    return {"web_search_requests": search or 0, "web_fetch_requests": fetch or 0}
 
 
 def _stop(capped: bool, tool_name: str | None, directives: Directives) -> tuple[str, str | None]:
