@@ -1,10 +1,13 @@
-"""A lean closed-loop HTTP load generator for the EZAT benchmark (uvloop, ``ezat_http1``).
+"""A lean HTTP load generator for the EZAT benchmark (uvloop, ``ezat_http1``).
 
 Each of ``concurrency`` workers sends the same pre-encoded request again and again over a
 keep-alive connection of its own (from the phase's pool) until the phase's deadline (or its
-request budget) is spent. Replies are HTTP-decoded but not JSON-parsed: a non-streaming reply is
-read whole; a stream's body is scanned as bytes as it arrives, counting SSE events
-(blank-line terminators), noting the time of the first content delta and of the end. Both times
+request budget) is spent; with ``rate``, the workers share one schedule of at most ``rate``
+request starts a second (paced, so two targets can be compared at the same load). Replies are
+HTTP-decoded but not JSON-parsed: a non-streaming reply is read whole; a stream's body is
+scanned as bytes as it arrives, counting events (SSE's blank lines, or an AWS event stream's
+chunk headers for a Bedrock face answered directly), noting the time of the first content delta
+and of the end. Both times
 are taken in the client's protocol callback (``on_body``), so they exclude the wait for the
 worker task to resume. Any non-2xx status, exception, ``event: error`` or stream without its end
 marker counts as an error.
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import json
 import re
 import resource
@@ -35,8 +39,23 @@ from ezat_http1 import Origin, Pool, UpstreamError, post_head
 # The first content delta of each API's stream, and the marker of a complete stream.
 _FIRST_ANTHROPIC = re.compile(rb"event: content_block_delta")
 _FIRST_OPENAI = re.compile(rb'"content":\s?"[^"]')
-_END = {"anthropic": b"message_stop", "openai": b"[DONE]"}
-_ERROR_EVENT = b"event: error"
+# "eventstream": a Bedrock face answered directly. Each chunk's payload is
+# {"bytes":"base64(event JSON)"...}, and base64 of an event's first 3n bytes is fixed: the
+# markers are the encoded starts of a content_block_delta and of message_stop.
+_FIRST_EVENTS = re.compile(
+    re.escape(b'"bytes":"' + base64.b64encode(b'{"type":"content_block_delta"'[:27]))
+)
+_END = {
+    "anthropic": b"message_stop",
+    "openai": b"[DONE]",
+    "eventstream": b'"bytes":"' + base64.b64encode(b'{"type":"message_stop"'[:21]),
+}
+_FIRST = {"anthropic": _FIRST_ANTHROPIC, "openai": _FIRST_OPENAI, "eventstream": _FIRST_EVENTS}
+# What each event has once: SSE's blank line, an event stream's chunk header. And how many of
+# a stream's last bytes the end marker is looked for in (a chunk ends with padding and a CRC).
+_EVENT_MARK = {"eventstream": b":event-type\x07\x00\x05chunk"}
+_TAIL = {"eventstream": 1024}
+_ERROR_EVENT = {"eventstream": b":message-type\x07\x00\x09exception"}
 _SAMPLE = 300  # bytes of a failed reply kept as the phase's error sample
 KEEPALIVE_SECONDS = 60.0
 
@@ -79,7 +98,7 @@ class Target:
     headers: dict[str, str]
     body: bytes
     stream: bool
-    api: str = "anthropic"  # the reply format: which stream markers to look for
+    api: str = "anthropic"  # the reply format (anthropic, openai, eventstream): which markers
 
 
 @dataclass
@@ -127,10 +146,24 @@ class _StreamScan:
     error event, its first bytes (the detail of an HTTP error) and its last bytes (where the end
     marker is)."""
 
-    __slots__ = ("ended", "error", "events", "first", "marker", "start", "tail")
+    __slots__ = (
+        "each",
+        "ended",
+        "error",
+        "error_mark",
+        "events",
+        "first",
+        "keep",
+        "marker",
+        "start",
+        "tail",
+    )
 
-    def __init__(self, marker: re.Pattern[bytes]) -> None:
+    def __init__(self, marker: re.Pattern[bytes], api: str = "anthropic") -> None:
         self.marker = marker
+        self.each = _EVENT_MARK.get(api, b"\n\n")
+        self.keep = _TAIL.get(api, 32)
+        self.error_mark = _ERROR_EVENT.get(api, b"event: error")
         self.first = 0
         self.ended = 0
         self.events = 0
@@ -149,13 +182,15 @@ class _StreamScan:
             self.start += piece[: _SAMPLE - len(self.start)]
         tail = self.tail
         joined = tail + piece
-        # Terminators inside this piece, plus one straddling the previous piece.
-        self.events += piece.count(b"\n\n") + (tail[-1:] == b"\n" and piece[:1] == b"\n")
+        # Marks inside this piece, plus one straddling the previous piece.
+        # (A mark is longer than one byte, so the tail's part cannot hold a whole one.)
+        each = self.each
+        self.events += (tail[1 - len(each) :] + piece).count(each)
         if not self.first and self.marker.search(joined):
             self.first = time.perf_counter_ns()
-        if not self.error and _ERROR_EVENT in joined:
+        if not self.error and self.error_mark in joined:
             self.error = joined
-        self.tail = joined[-32:]
+        self.tail = joined[-self.keep :]
 
 
 @dataclass
@@ -168,11 +203,12 @@ class _Wire:
     timeout: float
     first: re.Pattern[bytes] | None  # a stream's first content delta; None: a whole reply
     end: bytes  # a complete stream's end marker
+    api: str  # the reply format (``Target.api``)
 
 
 async def _one(wire: _Wire, pool: Pool, out: Samples) -> None:
     """One request, on a kept-alive connection of ``pool`` or a new one."""
-    scan = _StreamScan(wire.first) if wire.first is not None else None
+    scan = _StreamScan(wire.first, wire.api) if wire.first is not None else None
     sink = scan if scan is not None else _Reply()
     t0 = time.perf_counter_ns()  # a reconnect counts in the request's time, as for any client
     try:
@@ -206,10 +242,36 @@ def _fail(out: Samples, kind: str, detail: bytes) -> None:
         out.error_sample = detail[:300].decode(errors="replace")
 
 
+class _Pace:
+    """One schedule for every worker of a phase: request starts ``1/rate`` s apart. A worker
+    takes the next slot and sleeps until it; a slot already past is taken at once (the load
+    then falls behind, as an open-loop client's would, but never bursts to catch up)."""
+
+    def __init__(self, rate: float) -> None:
+        self.gap = 1.0 / rate
+        self.next = time.monotonic()
+
+    async def wait(self) -> None:
+        now = time.monotonic()
+        slot = max(self.next, now)
+        self.next = slot + self.gap
+        if slot > now:
+            await asyncio.sleep(slot - now)
+
+
 async def _worker(
-    wire: _Wire, pool: Pool, out: Samples, deadline: float, budget: list[int]
+    wire: _Wire,
+    pool: Pool,
+    out: Samples,
+    deadline: float,
+    budget: list[int],
+    pace: _Pace | None = None,
 ) -> None:
     while time.monotonic() < deadline and budget[0] != 0:
+        if pace is not None:
+            await pace.wait()
+            if time.monotonic() >= deadline:
+                break
         budget[0] -= 1
         await _one(wire, pool, out)
 
@@ -222,15 +284,16 @@ async def run_phase(
     requests: int = -1,
     timeout: float = 120.0,
     on_start: Callable[[], Any] | None = None,
+    rate: float | None = None,
 ) -> dict[str, Any]:
-    """Warm up (samples discarded, errors kept), then run closed-loop for ``duration`` seconds
-    or ``requests`` requests, whichever ends first. ``on_start`` is called when the measured part
-    begins. Returns the phase's summary. Each worker keeps its connection from the warm-up into
+    """Warm up (samples discarded, errors kept), then run for ``duration`` seconds or
+    ``requests`` requests, whichever ends first: closed-loop, or paced at ``rate`` request
+    starts a second (``_Pace``). ``on_start`` is called when the measured part begins. Returns
+    the phase's summary. Each worker keeps its connection from the warm-up into
     the measured part: connecting is not what a phase measures."""
     origin, head = post_head(target.url, target.headers, len(target.body))
-    first = _FIRST_OPENAI if target.api == "openai" else _FIRST_ANTHROPIC
-    stream_first = first if target.stream else None
-    wire = _Wire(origin, head + target.body, timeout, stream_first, _END[target.api])
+    stream_first = _FIRST[target.api] if target.stream else None
+    wire = _Wire(origin, head + target.body, timeout, stream_first, _END[target.api], target.api)
     # Each worker holds at most one connection; one it closed may keep its slot until the close
     # completes, so twice the workers means none waits for a slot.
     pool = Pool(connect_timeout=timeout, keepalive=KEEPALIVE_SECONDS, limit=2 * concurrency)
@@ -239,14 +302,16 @@ async def run_phase(
         warm = Samples()
         if warmup > 0:
             end = time.monotonic() + warmup
-            await asyncio.gather(*(_worker(wire, pool, warm, end, [-1]) for _ in workers))
+            pace = _Pace(rate) if rate else None
+            await asyncio.gather(*(_worker(wire, pool, warm, end, [-1], pace) for _ in workers))
         out = Samples()
         if on_start is not None:
             on_start()
         budget = [requests]
         started = time.monotonic()
         deadline = started + duration
-        await asyncio.gather(*(_worker(wire, pool, out, deadline, budget) for _ in workers))
+        pace = _Pace(rate) if rate else None
+        await asyncio.gather(*(_worker(wire, pool, out, deadline, budget, pace) for _ in workers))
         elapsed = time.monotonic() - started
     finally:
         pool.close()

@@ -30,13 +30,18 @@ def _fmt(value: Any, digits: int = 2) -> str:
 
 
 FLOOR_DIRECT = "direct-floor"  # the direct run of the floors' own pass
+DIRECT_BEDROCK = "direct-bedrock"  # the simulator's Bedrock face alone (kinds.py)
 
 
 def baseline(results: dict[str, Any], mode: str, api: str, conc: int) -> dict[str, Any]:
     """The direct phase ``api`` is compared with: the one of its own pass (the floors run after
-    the gateway's phases and the open streams, and measure the simulator again)."""
+    the gateway's phases and the open streams, and measure the simulator again); for the
+    Bedrock kind, the simulator's Bedrock face alone where the run measured it."""
     base = FLOOR_DIRECT if api.startswith("floor") else "direct"
-    return results["phases"].get(key(mode, base, conc), {})  # type: ignore[no-any-return]
+    phases = results["phases"]
+    if api == "bedrock" and key(mode, DIRECT_BEDROCK, conc) in phases:
+        base = DIRECT_BEDROCK
+    return phases.get(key(mode, base, conc), {})  # type: ignore[no-any-return]
 
 
 def added(results: dict[str, Any], mode: str, api: str, conc: int, metric: str) -> float | None:
@@ -86,7 +91,10 @@ def _latency_rows(results: dict[str, Any], mode: str) -> list[list[Any]]:
 
 def render(results: dict[str, Any]) -> str:
     out: list[str] = [f"EZAT bench: {results['meta']['summary']}", ""]
-    out.append("Non-streaming latency, ms (direct = the simulator alone; added = gateway - direct)")
+    out.append(
+        "Non-streaming latency, ms (direct = the simulator alone, its Bedrock face for bedrock; "
+        "added = gateway - direct)"
+    )
     heads = ["conc", "api", "dir p50", "dir p90", "dir p99", "gw p50", "gw p90", "gw p99"]
     heads += ["add p50", "add p90", "add p99", "dir req/s", "gw req/s", "errors d/g"]
     out += [_table(heads, _latency_rows(results, "json")), ""]
@@ -98,6 +106,8 @@ def render(results: dict[str, Any]) -> str:
     heads += ["gw events/s", "errors d/g"]
     out += [_table(heads, _latency_rows(results, "stream")), ""]
     out += [_resources(results), ""]
+    if results.get("kinds"):
+        out += [_kinds(results["kinds"]), ""]
     if results.get("floors"):
         out += [_cpu_vs_floor(results), ""]
     if results.get("micro"):
@@ -160,6 +170,27 @@ def _cpu_vs_floor(results: dict[str, Any]) -> str:
             rows.append(row)
     text = "CPU ms per request: the gateway (services, NATS, PostgreSQL, Redis) and the floor\n"
     return text + _table(["mode", "conc", *apis], rows)
+
+
+def _kinds(kinds: dict[str, Any]) -> str:
+    rows = []
+    for mode in ("json", "stream"):
+        row = kinds.get(mode)
+        if not row:
+            continue
+        for api in ("anthropic", "bedrock"):
+            k = row[api]
+            rows.append(
+                [mode, kinds["rates"][mode], api, k["per_s"], k["p50_ms"], k["gateway_cpu_ms"],
+                 k["router_cpu_ms"], k["errors"]]
+            )  # fmt: skip
+        rows.append([mode, "", "bedrock / anthropic", "", "", row["cpu_ratio"], "", ""])
+    text = (
+        f"Deployment kinds at the same paced rate, c=32 (medians of {kinds['rounds']} alternated "
+        "rounds; gateway = services, NATS, PostgreSQL, Redis)\n"
+    )
+    heads = ["mode", "rate/s", "kind", "done/s", "p50 ms", "gateway CPU ms/req"]
+    return text + _table([*heads, "router CPU ms/req", "errors"], rows)
 
 
 def _micro(micro: list[dict[str, Any]]) -> str:
@@ -238,6 +269,11 @@ def targets(results: dict[str, Any]) -> list[list[Any]]:
         for k, p in phases.items()
         if k.startswith("stream/") and k.split("/")[1] in results["apis"] and not p.get("skipped")
     ]
+    for mode, row in ((m, results.get("kinds", {}).get(m)) for m in ("json", "stream")):
+        if row:
+            v = row["cpu_ratio"]
+            label = f"bedrock kind: gateway CPU per {mode} request <= 1.10 x anthropic kind's"
+            check(label, v, v is not None and v <= 1.10, " x")
     check(">= 20,000 relayed stream events/s", max(events) if events else None,
           bool(events) and max(events) >= 20000)  # fmt: skip
     idle = results.get("resources", {}).get("rss_idle_mb", {})

@@ -8,8 +8,10 @@
 2. The stack starts on a zero-latency simulator (``stackrun.Systems``), and a second simulator
    alone is the direct baseline. For each mode (non-streaming, streaming with 20-token replies)
    and concurrency level, one load generator (``loadgen.py``) drives the direct simulator, then
-   the gateway's Anthropic API, then its OpenAI API, each time-boxed after a warm-up. CPU
-   seconds per service are read around each gateway phase and RSS is sampled throughout.
+   the gateway's Anthropic API, then its OpenAI API, then the simulator's Bedrock face alone and
+   the Anthropic API to a Bedrock-kind deployment, each time-boxed after a warm-up. CPU seconds
+   per service are read around each gateway phase and RSS is sampled throughout. Then both
+   deployment kinds at the same paced rate (``kinds.py``), for CPU per request like for like.
 3. 1,000 slow streams held open at once through the gateway: the whole stack's RSS.
    Then ``floor.py`` (the same hops doing no work, or only the mandatory work, on the same NATS,
    simulator and billing) in the same modes and levels, each after the direct simulator again
@@ -47,17 +49,17 @@ from nats.aio.client import Client
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import kind_phases as kinds  # noqa: E402
 import loadgen  # noqa: E402
+import memory  # noqa: E402
 import profile_services  # noqa: E402
 import report  # noqa: E402
 from procstat import Sampler, cpu_delta, rss_mb  # noqa: E402
-from stackrun import BEDROCK_MODEL, MODEL, STACK_GROUPS, Systems  # noqa: E402
+from stackrun import BEDROCK_MODEL, MODEL, MODES, SERVICES, STACK_GROUPS, Systems  # noqa: E402
 
 # The gateway's phases: both client APIs, and the Anthropic API to a Bedrock-kind deployment.
 APIS = ("anthropic", "openai", "bedrock")
 
-SERVICES = ["edge", "translator", "router", "billing", "fetcher"]
-MODES = ("json", "stream")
 OUTBOX_STREAM = from_env().outbox_stream
 FLOORS = {
     "floor": "/v1/messages",
@@ -158,6 +160,8 @@ class Bench:
         stream = mode == "stream"
         model = BEDROCK_MODEL if api == "bedrock" else MODEL
         body = loadgen.request_body(api, stream, tokens or self.args.tokens, model, extra)
+        if api == kinds.DIRECT_BEDROCK:
+            return kinds.direct_bedrock(self.sys.direct_url, stream, body)
         if api in ("direct", report.FLOOR_DIRECT):
             url = self.sys.direct_url + "/v1/messages"
             return loadgen.Target(url, loadgen.headers_for("anthropic", "sim"), body, stream)
@@ -192,15 +196,24 @@ class Bench:
         target = self.target(api, "json")
         await wait_until_answered(target.url, target.body, FLOOR_START_SECONDS, api)
 
-    async def phase(self, api: str, mode: str, conc: int) -> None:
-        name = report.key(mode, api, conc)
+    async def phase(
+        self, api: str, mode: str, conc: int, name: str | None = None, rate: float | None = None
+    ) -> None:
+        """One phase of ``api``, kept in ``results["phases"]`` under ``name`` (by default its
+        mode, api and concurrency); closed-loop, or paced at ``rate`` requests a second."""
+        name = name or report.key(mode, api, conc)
         if (api, mode) in self.available:
             self.results["phases"][name] = {"skipped": self.available[(api, mode)]}
             return
         marks: dict[str, Any] = {}
         mark = lambda: marks.setdefault("before", self.group.snapshot())  # noqa: E731
         result = await loadgen.run_phase(
-            self.target(api, mode), conc, self.args.duration, self.args.warmup, on_start=mark
+            self.target(api, mode),
+            conc,
+            self.args.duration,
+            self.args.warmup,
+            on_start=mark,
+            rate=rate,
         )
         if not api.startswith("direct"):
             await self._outbox_drained()
@@ -213,7 +226,7 @@ class Bench:
         self.results["phases"][name] = result
         tail = f"ttft p50 {result.get('ttft_p50_ms')}" if mode == "stream" else ""
         print(
-            f"  {name:<22} {result['per_s']:>8}/s  p50 {result['p50_ms']} ms  {tail}"
+            f"  {name:<24} {result['per_s']:>8}/s  p50 {result['p50_ms']} ms  {tail}"
             f"  errors {result['errors']}+{result['warmup_errors']}",
             flush=True,
         )
@@ -241,6 +254,8 @@ class Bench:
         for mode in MODES:
             for conc in self.args.levels:
                 for api in ("direct", *self.results["apis"]):
+                    if api == "bedrock":
+                        await self.phase(kinds.DIRECT_BEDROCK, mode, conc)
                     await self.phase(api, mode, conc)
         await sampler.stop()
         cpu: dict[str, dict[str, float]] = {}
@@ -252,6 +267,16 @@ class Bench:
         self.results["resources"]["rss_load_peak_mb"] = sampler.peak
         self.results["resources"]["cpu_ms_per_request"] = cpu
 
+    async def kind_phases(self) -> None:
+        """The Anthropic and the Bedrock kind at the same paced rate (``kinds.py``)."""
+        await kinds.kind_phases(self.phase, MODES)
+        self.results["kinds"] = kinds.summary(
+            self.results["phases"],
+            MODES,
+            lambda p: report.cpu_per_request(p, "bedrock", SERVICES),
+            lambda p, name: p.get("cpu_ms_per_request", {}).get(name),
+        )
+
     async def floor_phases(self) -> None:
         """The floors, in a pass of their own after the open streams: the billed floor's records
         grow PostgreSQL and the outbox, which must not count in the gateway's memory."""
@@ -260,79 +285,6 @@ class Bench:
                 for api in (report.FLOOR_DIRECT, *self.results["floors"]):
                     await self.phase(api, mode, conc)
 
-    async def open_streams(self) -> None:
-        n = self.args.open_streams
-        if n <= 0:
-            return
-        ms = 50
-        tokens = 60 if self.args.quick else 200
-        target = self.target("anthropic", "stream", extra=f" token_ms={ms}", tokens=tokens)
-        sampler = Sampler(self.group, STACK_GROUPS, interval=0.25)
-        sampler.start()
-        active = [0]
-        poll = asyncio.create_task(self._poll_active(active))
-        started = time.monotonic()
-        result = await loadgen.run_phase(target, n, 600, warmup=0, requests=n, timeout=300)
-        poll.cancel()
-        await sampler.stop()
-        result.update(
-            streams=n,
-            stream_seconds=tokens * ms / 1000,
-            wall_s=round(time.monotonic() - started, 1),
-            max_active_upstream=active[0],
-            rss_peak_mb=sampler.peak,
-            stack_rss_peak_mb=sampler.peak_total,
-        )
-        self.results["open_streams"] = result
-        print(f"  open streams: {n} -> upstream max active {active[0]}, stack peak "
-              f"{sampler.peak_total} MB, errors {result['errors']}", flush=True)  # fmt: skip
-
-    async def _poll_active(self, active: list[int]) -> None:
-        async with aiohttp.ClientSession() as s:
-            while True:
-                try:
-                    async with s.get(self.sys.stack_sim_url + "/_sim/stats") as r:
-                        active[0] = max(active[0], (await r.json())["active"])
-                except (aiohttp.ClientError, OSError, KeyError, ValueError):
-                    pass
-                await asyncio.sleep(0.25)
-
-    async def soak(self, seconds: float) -> None:
-        conc = 16
-        samples: list[tuple[float, dict[str, float]]] = []
-        start = time.monotonic()
-
-        async def sample() -> None:
-            while True:
-                snap = await asyncio.to_thread(lambda: rss_mb(self.group.snapshot()))
-                samples.append((time.monotonic() - start, snap))
-                await asyncio.sleep(5)
-
-        sampler = asyncio.create_task(sample())
-        phases = await asyncio.gather(
-            *(
-                loadgen.run_phase(self.target("anthropic", mode), conc, seconds, warmup=0)
-                for mode in MODES
-            )
-        )
-        sampler.cancel()
-        # Growth is measured from the end of the first tenth (allocators and caches warmed).
-        base = next((s for t, s in samples if t >= seconds / 10), samples[0][1])
-        end = samples[-1][1]
-        growth = {n: round((end[n] - base[n]) / base[n] * 100, 2) for n in SERVICES if base[n]}
-        total_base = sum(base[n] for n in SERVICES)
-        total_end = sum(end[n] for n in SERVICES)
-        self.results["soak"] = {
-            "seconds": seconds,
-            "requests": sum(p["ok"] for p in phases),
-            "errors": sum(p["errors"] for p in phases),
-            "rss_base_mb": {n: base[n] for n in SERVICES},
-            "rss_end_mb": {n: end[n] for n in SERVICES},
-            "growth_pct": growth,
-            "services_growth_pct": round((total_end - total_base) / total_base * 100, 2),
-            "samples": [(round(t, 1), sum(s[n] for n in SERVICES)) for t, s in samples],
-        }
-
     async def run(self) -> dict[str, Any]:
         await self.probe()
         await asyncio.sleep(2)
@@ -340,13 +292,16 @@ class Bench:
         self.results["resources"] = {"rss_idle_mb": idle}
         print("load phases (direct, then gateway Anthropic, then gateway OpenAI):", flush=True)
         await self.load_phases()
-        await self.open_streams()
+        if "bedrock" in self.results["apis"]:
+            print("the deployment kinds at the same rate:", flush=True)
+            await self.kind_phases()
+        await memory.open_streams(self)
         if self.results["floors"]:
             print("the floors (direct again, then each floor):", flush=True)
             await self.floor_phases()
         if self.args.soak:
             print(f"soak: {self.args.soak} s", flush=True)
-            await self.soak(self.args.soak)
+            await memory.soak(self, self.args.soak)
         if self.args.profile:
             print(f"profiling into {self.args.profile}", flush=True)
             self.results["profile"] = await profile_services.profile(

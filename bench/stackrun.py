@@ -1,5 +1,6 @@
 """The two systems under test: the whole gateway on a zero-latency simulator, and a second,
-identical simulator alone (the direct baseline), each on free ports under one temporary folder.
+identical simulator alone (the direct baseline, with a Bedrock face checking the bench's AWS
+key), each on free ports under one temporary folder.
 
 ``Systems.start()`` writes a TOML config, starts ``ezat_cli.stack.Stack`` (embedded NATS,
 PostgreSQL and Redis, the config's simulator, the five services), creates an API key, and starts
@@ -9,6 +10,7 @@ PostgreSQL and Redis, the config's simulator, the five services), creates an API
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
 import tempfile
@@ -17,7 +19,8 @@ from pathlib import Path
 
 import asyncpg
 from ezat_cli.infra import free_port, stop_process, wait_port
-from ezat_cli.stack import SERVICES, Stack
+from ezat_cli.stack import SERVICES as STACK_SERVICES
+from ezat_cli.stack import Stack
 from ezat_common import db
 from procstat import ProcGroup
 
@@ -71,9 +74,10 @@ kind = "bedrock"
 base_url = "http://127.0.0.1:{sim}"
 region = "us-east-1"
 routing_region = "local"
-model_id = "anthropic.claude-sonnet-5-5-v1:0"
+model_id = "{bedrock_model_id}"
 """
 BEDROCK_MODEL = "bedrock-sonnet"
+BEDROCK_MODEL_ID = "anthropic.claude-sonnet-5-5-v1:0"
 # The bench's own AWS identity: the router signs with it, the simulator's face checks it.
 AWS_KEY_ID = "AKIDEZATBENCH0000001"
 AWS_SECRET = "ezat-bench-secret-0123456789"
@@ -84,8 +88,12 @@ AWS_ENV = {
     "EZAT_SIM_BEDROCK_SECRET_ACCESS_KEY": AWS_SECRET,
 }
 
+# The services in the order the tables list them, and the two request modes of every phase.
+SERVICES = ["edge", "translator", "router", "billing", "fetcher"]
+assert sorted(SERVICES) == sorted(STACK_SERVICES)
+MODES = ("json", "stream")
 # Groups whose RSS adds up to "the whole stack" (the simulators stand in for providers).
-STACK_GROUPS = [*SERVICES, "nats", "redis", "postgres"]
+STACK_GROUPS = [*STACK_SERVICES, "nats", "redis", "postgres"]
 
 
 @dataclass
@@ -116,13 +124,21 @@ class Systems:
     def start(self) -> None:
         self.ports = {name: free_port() for name in ("edge", "sim", "direct", "floor")}
         config = self.folder / "ezat-bench.toml"
-        config.write_text(CONFIG.format(**self.ports, aws_key_id=AWS_KEY_ID))
+        config.write_text(
+            CONFIG.format(**self.ports, aws_key_id=AWS_KEY_ID, bedrock_model_id=BEDROCK_MODEL_ID)
+        )
         log = open(self.folder / "direct-sim.log", "ab")  # noqa: SIM115 - the child owns it
         args = [sys.executable, "-m", "ezat_simulator", "--name", "direct"]
         args += ["--listen", f"127.0.0.1:{self.ports['direct']}"]
         args += ["--first-token-ms", "0", "--token-ms", "0"]
+        # Its Bedrock face too: the direct line of the Bedrock-kind phases.
+        args += ["--bedrock-access-key-id", AWS_KEY_ID]
         self.direct = subprocess.Popen(
-            args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            args,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, **AWS_ENV},
         )
         log.close()
         self.stack = Stack(config_path=config, data_dir=self.folder / "stack", extra_env=AWS_ENV)

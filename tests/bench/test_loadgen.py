@@ -1,7 +1,8 @@
 """``bench/loadgen.py`` on ``ezat_http1``: what the benchmark counts must be what a client got.
 
-Against a real simulator: replies and streams are counted with their events and first token;
-an HTTP error, a stream that reports an error and a stream cut short are errors, not results.
+Against a real simulator: replies and streams are counted with their events and first token
+(SSE, and the AWS event stream of its Bedrock face); an HTTP error, a stream that reports an
+error and a stream cut short are errors, not results; a paced phase keeps to its rate.
 Against a raw socket server: a chunked body split at every awkward place decodes exactly, and a
 connection closed mid-response is an error.
 """
@@ -15,10 +16,13 @@ from pathlib import Path
 
 import pytest_asyncio
 from ezat_simulator.app import Settings, start
+from ezat_simulator.sigv4 import AwsCredential, BedrockAuth
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
+import kind_phases
 import loadgen
+from stackrun import AWS_KEY_ID, AWS_SECRET
 
 MODEL = "claude-sonnet-5-5"
 
@@ -237,3 +241,47 @@ async def test_an_interim_response_is_skipped_and_204_has_no_body() -> None:
     interim = b"HTTP/1.1 100 Continue\r\n\r\n" + fixed("200 OK", b"{}")
     result = await run_scripted(Scripted(interim, b"HTTP/1.1 204 No Content\r\n\r\n"), False, 3)
     assert result["ok"] == 3 and result["errors"] == 0
+
+
+# -- the Bedrock face answered directly, and paced phases ----------------------------------------
+
+
+@pytest_asyncio.fixture
+async def bedrock_sim_url() -> AsyncIterator[str]:
+    """A simulator whose Bedrock face checks the bench's AWS key (stackrun.AWS_KEY_ID)."""
+    auth = BedrockAuth(credentials=(AwsCredential(AWS_KEY_ID, AWS_SECRET),), api_keys=())
+    runner, url = await start(Settings(bedrock=auth), "127.0.0.1", 0)
+    yield url
+    await runner.cleanup()
+
+
+def bedrock_target(url: str, stream: bool, extra: str = "", tokens: int = 5) -> loadgen.Target:
+    body = loadgen.request_body("anthropic", stream, tokens, MODEL, extra)
+    return kind_phases.direct_bedrock(url, stream, body)
+
+
+async def test_an_event_stream_is_counted_chunk_by_chunk(bedrock_sim_url: str) -> None:
+    result = await loadgen.run_phase(
+        bedrock_target(bedrock_sim_url, True), 3, 60, warmup=0, requests=30
+    )
+    assert result["ok"] == 30 and result["errors"] == 0, result["error_sample"]
+    assert result["events"] == 30 * 10  # one chunk per Anthropic event, as the SSE count
+    assert 0 < result["ttft_p50_ms"] <= result["p50_ms"]
+    whole = await loadgen.run_phase(bedrock_target(bedrock_sim_url, False), 2, 60, 0, requests=6)
+    assert whole["ok"] == 6 and whole["errors"] == 0, whole["error_sample"]
+
+
+async def test_an_exception_in_an_event_stream_is_an_error(bedrock_sim_url: str) -> None:
+    result = await loadgen.run_phase(
+        bedrock_target(bedrock_sim_url, True, " fail_after=2"), 2, 60, warmup=0, requests=4
+    )
+    assert result["ok"] == 0 and result["error_kinds"] == {"event: error": 4}
+
+
+async def test_a_paced_phase_keeps_to_its_rate(sim_url: str) -> None:
+    """Eight workers that could do thousands a second start 100 a second, not in bursts."""
+    result = await loadgen.run_phase(target(sim_url, False), 8, 1.5, warmup=0.2, rate=100.0)
+    assert result["errors"] == 0
+    assert 80 <= result["per_s"] <= 102, result["per_s"]
+    free = await loadgen.run_phase(target(sim_url, False), 8, 0.5, warmup=0)
+    assert free["per_s"] > 3 * result["per_s"]  # unpaced, the same workers go far faster

@@ -9,6 +9,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
+import kind_phases
 import report
 
 SERVICES = ["edge", "translator", "router", "billing", "fetcher"]
@@ -143,3 +144,40 @@ def test_the_floor_is_compared_with_the_direct_run_of_its_own_pass() -> None:
     assert report.added(results, "json", "anthropic", 256, "p99_ms") == 99.0  # still 149 - 50
     row = next(r for r in report._latency_rows(results, "json") if r[:2] == [256, "floor"])
     assert row[4] == 40.0  # the table's "dir p99" is the baseline it subtracted
+
+
+def test_the_bedrock_kind_is_compared_with_the_bedrock_face_alone() -> None:
+    results = run()
+    results["apis"].append("bedrock")
+    results["phases"]["json/bedrock/c1"] = phase(p50_ms=4.0, p99_ms=9.0)
+    # Without a direct run of the Bedrock face, the Anthropic face's is the baseline.
+    assert report.added(results, "json", "bedrock", 1, "p50_ms") == 3.7
+    results["phases"]["json/direct-bedrock/c1"] = phase(p50_ms=1.5, p99_ms=3.0)
+    assert report.added(results, "json", "bedrock", 1, "p50_ms") == 2.5  # 4.0 - 1.5
+    assert report.added(results, "json", "anthropic", 1, "p50_ms") == 2.0  # still 2.3 - 0.3
+    assert verdicts(results)["bedrock: added p50 c=1 <= 3 ms"] == ("2.50 ms", "PASS")
+
+
+def test_the_kinds_at_the_same_rate_are_judged_by_their_cpu_ratio() -> None:
+    def paced(gateway: float, router: float) -> dict[str, Any]:
+        cpu = {"edge": gateway - router, "router": router, "sim-bench": 5.0}
+        return phase(p50_ms=3.0, cpu_ms_per_request=cpu)
+
+    phases: dict[str, Any] = {}
+    for r, (anth, bed) in enumerate([(1.0, 1.08), (1.2, 1.40)]):  # medians 1.1 and 1.24
+        phases[kind_phases.kind_key("json", "anthropic", r)] = paced(anth, 0.3)
+        phases[kind_phases.kind_key("json", "bedrock", r)] = paced(bed, 0.4)
+    kinds = kind_phases.summary(
+        phases,
+        ("json",),
+        lambda p: report.cpu_per_request(p, "bedrock", SERVICES),
+        lambda p, name: p["cpu_ms_per_request"].get(name),
+    )
+    # The simulator's CPU never counts: 1.24 / 1.1.
+    assert kinds["json"]["cpu_ratio"] == 1.127
+    assert kinds["json"]["bedrock"]["router_cpu_ms"] == 0.4
+    results = run()
+    results["kinds"] = kinds
+    label = "bedrock kind: gateway CPU per json request <= 1.10 x anthropic kind's"
+    assert verdicts(results)[label] == ("1.13 x", "FAIL")
+    assert "bedrock / anthropic" in report._kinds(kinds)

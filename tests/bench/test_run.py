@@ -1,5 +1,6 @@
 """``make bench`` end to end, at its smallest: the program starts its own stack, drives every
-phase (the direct simulator, both gateway APIs, the floors after their own direct run), and
+phase (the direct simulator, both gateway APIs, the Bedrock kind after the simulator's Bedrock
+face alone, both kinds at the same paced rate, the floors after their own direct run), and
 writes results the report can judge. Timings are not asserted, only that every phase ran clean
 and was measured.
 """
@@ -18,9 +19,11 @@ from aiohttp.test_utils import TestServer
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
+import kind_phases  # noqa: E402
 import run  # noqa: E402
 
-APIS = ["direct", "anthropic", "openai", "direct-floor", "floor", "floor-openai", "floor-billed"]
+APIS = ["direct", "anthropic", "openai", "direct-bedrock", "bedrock"]
+APIS += ["direct-floor", "floor", "floor-openai", "floor-billed"]
 
 
 def test_a_quick_bench_measures_every_phase(tmp_path: Path) -> None:
@@ -38,8 +41,16 @@ def test_a_quick_bench_measures_every_phase(tmp_path: Path) -> None:
             assert phase["ok"] > 0 and phase["errors"] == 0 and phase["warmup_errors"] == 0
             if not api.startswith("direct"):
                 assert phase["cpu_ms_per_request"]["nats"] > 0  # both sides ran over NATS
+    # Both deployment kinds at the same paced rate, each mode, every round: measured and clean.
+    for mode in ("json", "stream"):
+        for api in kind_phases.KINDS:
+            for r in range(kind_phases.KIND_ROUNDS):
+                phase = results["phases"][kind_phases.kind_key(mode, api, r)]
+                assert phase["ok"] > 0 and phase["errors"] == 0 and phase["warmup_errors"] == 0
+                assert phase["per_s"] <= kind_phases.KIND_RATES[mode] * 1.02
+        assert results["kinds"][mode]["cpu_ratio"] > 0
     assert "Targets" in proc.stdout and "Reference, not targets" in proc.stdout
-    assert "CPU ms per request" in proc.stdout
+    assert "CPU ms per request" in proc.stdout and "bedrock / anthropic" in proc.stdout
 
 
 async def test_waiting_for_a_floor_outlasts_its_quick_refusals() -> None:
