@@ -90,6 +90,10 @@ class RouteRequest(Struct, _Identified, kw_only=True, tag_field="t", tag="route_
     # (``bus.ack_subject_of`` it) where the outbox acknowledges the usage record to the edge,
     # which holds the final event (docs/billing.md). Empty: the router holds it.
     client_reply_to: str = ""
+    # count_tokens only: the translator's local estimate of the input tokens, what the router
+    # answers when no deployment of the model can count (docs/api.md, "count_tokens"). None:
+    # another api, or an older translator (the router then asks the deployments as before).
+    input_estimate: int | None = None
 
 
 class ReplyHead(Struct, kw_only=True, tag_field="t", tag="head"):

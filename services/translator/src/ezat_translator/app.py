@@ -207,6 +207,7 @@ class Translator:
             session_key=req.session,
             prefix_hash=prepared.prefix_hash,
             cache_ttl=prepared.cache_ttl,
+            input_estimate=prepared.input_estimate,
         )
         await self.nc.publish(
             self.subjects.route,

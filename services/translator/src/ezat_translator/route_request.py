@@ -18,6 +18,7 @@ def route_request(
     session_key: str | None,
     prefix_hash: str | None,
     cache_ttl: str | None,
+    input_estimate: int | None = None,
 ) -> envelopes.RouteRequest:
     return envelopes.RouteRequest(
         request_id=req.request_id,
@@ -37,4 +38,5 @@ def route_request(
         session_key=session_key,
         prefix_hash=prefix_hash,
         cache_ttl=cache_ttl,
+        input_estimate=input_estimate,
     )

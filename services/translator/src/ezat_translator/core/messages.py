@@ -18,6 +18,7 @@ from ezat_common.errors import GatewayError, invalid
 from msgspec import Struct
 
 from .openai_messages import ImageUrlPart
+from .token_estimate import input_estimate
 
 _encode_json = msgspec.json.Encoder().encode
 
@@ -37,6 +38,8 @@ class Prepared(Struct, kw_only=True, frozen=True):
     cache_ttl: str | None = None
     data: dict[str, Any] | None = None
     image_urls: list[ImageUrlPart] = []
+    # count_tokens: the local estimate the router answers when no deployment can count.
+    input_estimate: int | None = None
 
 
 def prefix_hash(model_id: str, data: dict[str, Any]) -> str:
@@ -223,5 +226,8 @@ def prepare_count(body: bytes, catalogue: Catalogue) -> Prepared:
     """``POST /v1/messages/count_tokens``: ``max_tokens`` and ``stream`` are ignored."""
     data, model, name = _checked(body, catalogue, max_tokens=False)
     data.pop("max_tokens", None)
+    estimate = input_estimate(data)
     body = encode_body(_rewrite(data, model))
-    return Prepared(model=model, response_model=name, stream=False, body=body)
+    return Prepared(
+        model=model, response_model=name, stream=False, body=body, input_estimate=estimate
+    )
