@@ -179,6 +179,28 @@ async def test_count_tokens_counts_what_the_anthropic_face_counts(bedrock: Runni
     assert json.loads(base64.b64decode(blob)) == body  # botocore sends the blob as base64
 
 
+@pytest.mark.parametrize("model", [f"us.{MODEL}", f"global.{MODEL}", ARN])
+async def test_count_tokens_refuses_an_inference_profile_as_bedrock_does(
+    bedrock: Running, model: str
+) -> None:
+    """boto3 raises the ValidationException real Bedrock answers for a profile; the same id
+    still invokes."""
+    body = invoke_body("Count these words")
+    with pytest.raises(ClientError) as exc:
+        await _call(
+            runtime(bedrock.url).count_tokens,
+            modelId=model,
+            input={"invokeModel": {"body": json.dumps(body).encode()}},
+        )
+    assert isinstance(exc.value, runtime(bedrock.url).exceptions.ValidationException)
+    assert error_of(exc) == (
+        "ValidationException",
+        400,
+        "The provided model doesn't support counting tokens.",
+    )
+    assert (await invoke(bedrock.url, body, model=model))["body"]["type"] == "message"
+
+
 # ---- Bedrock's body rules -------------------------------------------------------------------
 
 REFUSED = [

@@ -8,7 +8,8 @@
   ``chunk`` messages (``eventstream.py``), one per Anthropic event, ``message_stop`` carrying
   ``amazon-bedrock-invocationMetrics``; a mid-stream failure is an ``exception`` message.
 - ``POST /model/{modelId}/count-tokens``: ``{"input": {"invokeModel": {"body": BASE64}}}`` ->
-  ``{"inputTokens": N}`` (botocore's CountTokens shapes).
+  ``{"inputTokens": N}`` (botocore's CountTokens shapes); an inference profile is refused with
+  Bedrock's ValidationException (``bedrock_wire.counts_tokens``).
 - ``POST /anthropic/v1/messages`` and ``.../count_tokens``: the runtime's Anthropic-compatible
   Messages endpoint (AWS documents ``https://bedrock-runtime.{region}.amazonaws.com/anthropic``
   and ``https://bedrock-mantle.{region}.api.aws/anthropic/v1/messages``): the Anthropic face's
@@ -33,8 +34,10 @@ from aiohttp import web
 
 from . import engine, eventstream
 from .bedrock_wire import (
+    COUNT_REFUSED,
     BedrockError,
     count_tokens_body,
+    counts_tokens,
     error_for_status,
     exception_name,
     model_id,
@@ -330,9 +333,12 @@ class BedrockFace:
                     record, BedrockError("ValidationException", "the body is not valid JSON")
                 )
             self.sim.log.keep_body(record, body, len(raw))
+            model = model_id(request.match_info["model_id"])
+            if not counts_tokens(model):
+                return self._refuse(record, BedrockError("ValidationException", COUNT_REFUSED))
             try:
                 invoke = count_tokens_body(body)
-                messages = to_messages_body(invoke, model_id(request.match_info["model_id"]))
+                messages = to_messages_body(invoke, model)
                 validate_request(messages, count_only=True)
                 directives, _ = engine.read_directives(messages)
             except BedrockError as exc:

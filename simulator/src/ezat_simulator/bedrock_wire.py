@@ -155,6 +155,21 @@ def model_id(raw_segment: str) -> str:
     return unquote(raw_segment)
 
 
+# CountTokens refuses inference profiles: AWS documents that some Claude models, those launched
+# with cross-Region inference only among them, "don't support CountTokens on bedrock-runtime"
+# (userguide/count-tokens.html) without naming the error; what users report is this
+# ValidationException for inference-profile ids. Which foundation models refuse it too is not
+# listed, so only profiles (a geography prefix, or an inference-profile ARN) are refused here.
+COUNT_REFUSED = "The provided model doesn't support counting tokens."
+_PROFILE = re.compile(r"(?:us|eu|apac|global|jp|au|ca|us-gov)\.[a-z]")
+_PROFILE_ARN = re.compile(r"arn:aws[a-z-]*:bedrock:[^:]*:[^:]*:(?:application-)?inference-profile/")
+
+
+def counts_tokens(model: str) -> bool:
+    """Whether CountTokens counts for ``model`` (a decoded model id, profile id or ARN)."""
+    return not (_PROFILE.match(model) or _PROFILE_ARN.match(model))
+
+
 def runtime_version_refused(body: Any) -> str | None:
     """bedrock-runtime's ``/anthropic`` endpoint takes ``"anthropic_version":
     "bedrock-2023-05-31"`` in the body (userguide/inference-messages-api.html, "Anthropic version
