@@ -122,6 +122,8 @@ VERTEX = 'kind = "vertex"\nproject = "p"\nregion = "global"\nmodel_id = "m@1"\n'
         (BEDROCK + 'google_key_file = "k.json"\n', "deployments[0].google_key_file: only a `v"),
         (BEDROCK + 'aws_profile = "p"\napi_key_env = "K"\n',
          "deployments[0].aws_profile: a deployment with a Bedrock API key signs nothing"),
+        (BEDROCK + 'count_tokens = "local"\n',
+         "deployments[0].count_tokens: deployment `d` has `local`; one of `upstream`, `estimate`"),
     ],
 )  # fmt: skip
 def test_bad_deployment_kind_names_its_key(lines: str, message: str) -> None:
@@ -141,6 +143,7 @@ def test_each_kind_loads_with_its_keys() -> None:
         + 'anthropic_version = "vertex-2099-01-01"\ndrop_fields = []\n'
     )  # fmt: skip
     anthropic, bedrock, vertex = parse_config(text, "f.toml").deployments
+    assert bedrock.count_tokens == "upstream"  # the default: the deployment counts
     assert (anthropic.kind, anthropic.bedrock_api, anthropic.price) == ("anthropic", None, None)
     assert (bedrock.kind, bedrock.region, bedrock.bedrock_api) == (
         "bedrock",

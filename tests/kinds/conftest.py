@@ -8,7 +8,10 @@ Models:
 - ``one-of-each``: one deployment of each kind in routing region "eu" (the mixed pool);
 - ``anthropic-only``, ``bedrock-only``, ``bedrock-messages``, ``bedrock-key``, ``vertex-only``:
   one deployment each, to drive one kind's wire;
-- ``bad-signature``: a Bedrock deployment signing with the wrong secret beside an Anthropic one.
+- ``bad-signature``: a Bedrock deployment signing with the wrong secret beside an Anthropic one;
+- ``bedrock-nocount``: a Bedrock deployment whose model id (an inference profile) CountTokens
+  refuses; ``count-fallback``: one such beside an Anthropic one; ``count-estimate``: an Anthropic
+  deployment with ``count_tokens = "estimate"`` (test_count_tokens.py).
 """
 
 from __future__ import annotations
@@ -37,13 +40,14 @@ SECRET = "kinds-secret-0123456789"
 BEDROCK_API_KEY = "bedrock-api-key-kinds"
 BEDROCK_ID = "anthropic.claude-sonnet-5-5-v1:0"
 VERTEX_ID = "claude-sonnet-5-5@20261001"
+PROFILE_ID = "us." + BEDROCK_ID  # an inference profile: Bedrock's CountTokens refuses it
 PROJECT = "ezat-kinds"
 # Vertex tokens live this long: the refresh test outlives several (the router refreshes at half
 # a short lifetime and stops sending a token a tenth of it before its expiry).
 TOKEN_LIFETIME = 6.0
 
 MODELS = ("one-of-each", "anthropic-only", "bedrock-only", "bedrock-messages", "bedrock-key")
-MODELS += ("vertex-only", "bad-signature")
+MODELS += ("vertex-only", "bad-signature", "bedrock-nocount", "count-fallback", "count-estimate")
 
 
 def _deployments(urls: dict[str, str]) -> list[dict[str, Any]]:
@@ -80,6 +84,20 @@ def _deployments(urls: dict[str, str]) -> list[dict[str, Any]]:
         {"name": "only-vertex", "model": "anthropic/vertex-only", **vtx},
         {"name": "bad-bedrock", "model": "anthropic/bad-signature", **bed, "aws_profile": "bad"},
         {"name": "bad-fallback", "model": "anthropic/bad-signature", **anth},
+        {"name": "nocount", "model": "anthropic/bedrock-nocount", **bed, "model_id": PROFILE_ID},
+        {
+            "name": "fallback-nocount",
+            "model": "anthropic/count-fallback",
+            **bed,
+            "model_id": PROFILE_ID,
+        },
+        {"name": "fallback-anthropic", "model": "anthropic/count-fallback", **anth},
+        {
+            "name": "estimated",
+            "model": "anthropic/count-estimate",
+            **anth,
+            "count_tokens": "estimate",
+        },
     ]
 
 

@@ -102,6 +102,8 @@ class ModelConfig(Struct, forbid_unknown_fields=True, kw_only=True):
 
 # Deployment kinds (docs/routing.md, "Deployment kinds"): the API a deployment speaks.
 KINDS = ("anthropic", "bedrock", "vertex")
+# A deployment's ``count_tokens``: its own count route, or the translator's estimate.
+COUNT_TOKENS = ("upstream", "estimate")
 Kind = Literal["anthropic", "bedrock", "vertex"]
 # Keys only one kind reads; set on another kind they are a ConfigError, not silently ignored.
 _KIND_KEYS: dict[str, tuple[str, ...]] = {
@@ -146,6 +148,9 @@ class DeploymentConfig(Struct, forbid_unknown_fields=True, kw_only=True):
     betas: list[str] | None = None
     drop_fields: list[str] | None = None
     price: Price | None = None  # None: the model's price
+    # Who answers count_tokens: "upstream" (the deployment's count route) or "estimate" (the
+    # translator's estimate; the deployment is never asked). Checked by parse_config.
+    count_tokens: str = "upstream"
 
     def __post_init__(self) -> None:
         if not self.routing_region:
@@ -312,6 +317,11 @@ def _check(cfg: Config, file: str) -> None:
         if d.weight < 1:
             raise ConfigError(f"{file}: deployments[{i}].weight: must be at least 1")
         _check_kind(d, f"{file}: deployments[{i}]")
+        if d.count_tokens not in COUNT_TOKENS:
+            raise ConfigError(
+                f"{file}: deployments[{i}].count_tokens: deployment `{d.name}` has "
+                f"`{d.count_tokens}`; one of `upstream`, `estimate`"
+            )
     if not cfg.billing.delivery_confirm_seconds >= 1:
         raise ConfigError(
             f"{file}: billing.delivery_confirm_seconds: must be at least 1 (seconds); it must "

@@ -36,6 +36,7 @@ from nats.aio.client import Client
 
 from . import metrics
 from .core.accounting import UsageAccumulator
+from .core.counting import UPSTREAM_HEADERS
 from .core.payload import PayloadError, read_response, with_response_model
 from .core.stream import StepResult, StreamStep
 from .core.upstream_errors import AttemptFailure, TransportKind, from_stream_error, from_transport
@@ -232,7 +233,8 @@ class Forwarder:
             # Free and not billed: relayed as is (in the Anthropic API's shape), no usage
             # record, no model rewrite.
             data = endpoint.count_answer(data)
-            reply = ReplyBody(status=resp.status, headers=state.reply_headers)
+            headers = {**state.reply_headers, **UPSTREAM_HEADERS}  # a deployment counted
+            reply = ReplyBody(status=resp.status, headers=headers)
             reply.data, reply.data_ref = await self._claims.pack(data)
             await self._nc.publish(req.reply_to, _encode(reply))
             state.final_sent = True

@@ -64,6 +64,10 @@ HEALTH_EVENTS = Counter(
     "Health changes by deployment: cooldown, breaker_opened, breaker_closed, probe, ...",
     ["deployment", "event"],
 )
+COUNT_ESTIMATES = Counter(
+    "ezat_router_count_estimates_total",
+    "count_tokens answered with the translator's estimate: no deployment of the model can count.",
+)
 RETRY_BUDGET_EXHAUSTED = Counter(
     "ezat_router_retry_budget_exhausted_total",
     "Extra attempts (failover, last resort) refused because the retry budget was spent.",

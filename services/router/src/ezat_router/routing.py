@@ -20,13 +20,13 @@ from collections.abc import Callable, Mapping
 from ezat_common import envelopes, lifecycle, logs, tracing
 from ezat_common.bus import Claims
 from ezat_common.config import Config, DeploymentConfig
-from ezat_common.envelopes import Reply, ReplyError, RouteRequest
+from ezat_common.envelopes import Reply, ReplyBody, ReplyError, RouteRequest
 from ezat_common.errors import model_not_found
 from ezat_http1 import Response, UpstreamError
 from nats.aio.client import Client
 
 from . import metrics, spans
-from .core import health, selection, timeouts
+from .core import counting, health, selection, timeouts
 from .core.accounting import UsageAccumulator
 from .core.payload import PayloadError
 from .core.retry_budget import RetryBudget
@@ -95,6 +95,8 @@ class Router:
         self._outstanding: dict[str, int] = {}
         # Set at shutdown: requests cancelled from then on are told to retry, not billed.
         self.stopping = False
+        # Deployments whose model refused to count (core/counting): not asked again.
+        self._cannot_count: set[str] = set()
 
     async def run(self, req: RouteRequest, traceparent: str | None = None) -> None:
         """The whole request; the body of its task. ``traceparent``: what its NATS message
@@ -147,6 +149,11 @@ class Router:
             await self._publish(req, model_not_found(req.response_model).reply)
             state.final_sent = True
             return "no_deployment"
+        if req.api == "count_tokens":
+            estimate = req.input_estimate
+            deployments = counting.counters(deployments, self._cannot_count, estimate=estimate)
+            if not deployments and estimate is not None:
+                return await self._estimated(req, state, estimate, "none")
         kind, key, bound, ttl = await self._affinity(req)
         now = self._clock()
         self._budget.deposit(now)
@@ -179,12 +186,33 @@ class Router:
         )
         if not state.attempts:  # every candidate's probe was taken by another replica
             return await self._all_down(req, state, deployments, planned.outcome, now)
-        if kind == "session" and served is not None and served != bound:
+        if (
+            kind == "session"
+            and served is not None
+            and served != bound
+            and req.api != "count_tokens"
+        ):
+            # (A count reads no cache: it never moves a session's home.)
             assert req.session_key is not None
             shared.bind_later(req.model, req.session_key, served, ttl)
         if failure is None:
             return "ok"
+        if counting.answers_estimate(failure, req.input_estimate):
+            assert req.input_estimate is not None
+            return await self._estimated(req, state, req.input_estimate, decision.affinity)
         return await self._report(req, state, failure)
+
+    async def _estimated(
+        self, req: RouteRequest, state: RequestState, estimate: int, affinity: str
+    ) -> str:
+        """No deployment of the model can count: the translator's estimate, said to be one, with
+        no ``x-ezat-deployment`` (none counted) and this router's region."""
+        headers = counting.estimate_headers(self._region, affinity)
+        body = counting.estimate_body(estimate)
+        await self._publish(req, ReplyBody(status=200, headers=headers, data=body))
+        state.final_sent = True
+        metrics.COUNT_ESTIMATES.inc()
+        return counting.ESTIMATED
 
     async def _affinity(self, req: RouteRequest) -> tuple[selection.Kind, str, str | None, float]:
         """The affinity kind, its key, the session's stored home (if any) and the binding TTL."""
@@ -226,10 +254,25 @@ class Router:
             state.reply_headers = {**endpoint.reply_headers, "x-ezat-affinity": affinity}
             decision.affinity = affinity
             failure = await self._attempt(req, state, endpoint, body)
+            if failure is not None and failure.reason == counting.CANNOT_COUNT:
+                self._note_cannot_count(endpoint)
             self._record_health(dep.name, failure, state)
             if failure is None or not failure.retryable or state.head_sent:
                 return failure, dep.name
         return failure, None
+
+    def _note_cannot_count(self, endpoint: Endpoint) -> None:
+        """Remembered for this process (a deployment's model does not learn to count), logged
+        once with the deployment's name; never the body."""
+        if endpoint.dep.name not in self._cannot_count:
+            self._cannot_count.add(endpoint.dep.name)
+            log.warning(
+                "deployment %s (%s, model id %s) cannot count tokens: count_tokens requests go "
+                "to the model's other deployments, else get the translator's estimate",
+                endpoint.dep.name,
+                endpoint.kind,
+                endpoint.dep.model_id or endpoint.dep.upstream_model or endpoint.dep.model,
+            )
 
     async def _report(self, req: RouteRequest, state: RequestState, failure: AttemptFailure) -> str:
         """The last failure goes to the client; a stream that broke is recorded as failed."""
@@ -389,14 +432,18 @@ class Router:
             data = await self._upstream.read_body(resp)
         except (UpstreamError, TimeoutError):  # the status alone still says enough
             data = b""
-        answer = endpoint.error_answer(resp.status, resp.headers, data[:ERROR_BODY_LIMIT])
-        return from_status(
+        data = data[:ERROR_BODY_LIMIT]
+        answer = endpoint.error_answer(resp.status, resp.headers, data)
+        failure = from_status(
             answer.status,
             answer.body,
             answer.retry_after,
             req.response_model,
             cooldown_default=self._cfg.cooldown_default_seconds,
         )
+        if req.api == "count_tokens" and endpoint.count_refused(resp.status, resp.headers, data):
+            return counting.refusal(failure)
+        return failure
 
     async def _cancelled(self, req: RouteRequest, state: RequestState, gateway: bool) -> str:
         """The client went away, the edge failed the request (``gateway``: a process relaying it

@@ -140,6 +140,14 @@ class Endpoint:
             return answer
         return data
 
+    def count_refused(self, status: int, headers: Mapping[str, str], body: bytes) -> bool:
+        """Whether a non-2xx count_tokens answer says this deployment's model cannot count
+        (Bedrock's CountTokens; ``core/counting``). Other kinds and wires count every model."""
+        if self.wire.wraps_count:
+            refused: bool = self._bedrock.count_refused(status, headers, body)
+            return refused
+        return False
+
     def error_answer(self, status: int, headers: Mapping[str, str], body: bytes) -> ErrorAnswer:
         """A non-2xx answer as the Anthropic API would give it: status, error body and
         ``retry-after`` (``core/upstream_errors.from_status`` reads those)."""

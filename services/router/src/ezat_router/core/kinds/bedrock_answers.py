@@ -7,6 +7,7 @@
   headers) is botocore's ``EventStreamBuffer``, one per stream; this module only reads each
   message: a ``chunk`` carries ``{"bytes": base64(event JSON)}``, an ``exception`` becomes the
   Anthropic ``error`` event whose type ``from_stream_error`` maps as the table below says.
+- ``count_refused``: CountTokens' refusal of a model it cannot count (``core/counting``).
 - ``bedrock_error``: a non-2xx answer (``x-amzn-ErrorType`` or ``__type``, ``{"message"}``,
   read by botocore's rest-json error parser) -> the status and Anthropic error body that
   ``from_status`` maps as it would an Anthropic deployment's.
@@ -18,6 +19,7 @@ limit here; ``ModelNotReadyException`` a 429, here an overload: failover, not a 
 
 from __future__ import annotations
 
+import re
 import struct
 from collections.abc import Mapping
 from typing import Any
@@ -256,6 +258,28 @@ def _object(payload: bytes) -> dict[str, Any]:
 def _message(fields: Mapping[str, Any]) -> str:
     message = fields.get("message", fields.get("Message", ""))
     return message if isinstance(message, str) else ""
+
+
+# How CountTokens refuses a model it cannot count. AWS documents that some Claude models, those
+# launched with cross-Region inference only among them, do not support CountTokens on
+# bedrock-runtime (userguide/count-tokens.html), not the error; users report a
+# ValidationException "The provided model doesn't support counting tokens." for inference
+# profiles. Read loosely (the wording is not documented), and only on a ValidationException.
+_COUNT_REFUSED = re.compile(
+    r"(?:doesn't|doesn\u2019t|does not|not) support(?:s)? (?:counting tokens|token counting"
+    r"|count ?tokens)",
+    re.IGNORECASE,
+)
+
+
+def count_refused(status: int, headers: Mapping[str, str], body: bytes) -> bool:
+    """Whether a CountTokens answer says the model cannot count (rather than that the body is
+    wrong): a 400 ValidationException worded as ``_COUNT_REFUSED``."""
+    if status != 400:
+        return False
+    fields = _object(body)
+    code = _error_code(status, headers, body if fields else b"")
+    return code == "ValidationException" and bool(_COUNT_REFUSED.search(_message(fields)))
 
 
 class _Counted(msgspec.Struct):
