@@ -27,7 +27,7 @@ import loadgen
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import ReadOnlyCredentials
-from stackrun import AWS_KEY_ID, AWS_SECRET, BEDROCK_MODEL_ID
+from stackrun import AWS_KEY_ID, AWS_SECRET, BEDROCK_API_KEY, BEDROCK_MODEL_ID
 
 DIRECT_BEDROCK = "direct-bedrock"
 KINDS = ("anthropic", "bedrock")
@@ -39,10 +39,13 @@ KIND_CONCURRENCY = 32
 VERSION = "bedrock-2023-05-31"
 
 
-def direct_bedrock(direct_url: str, stream: bool, body: bytes) -> loadgen.Target:
+def direct_bedrock(
+    direct_url: str, stream: bool, body: bytes, auth: str = "sigv4"
+) -> loadgen.Target:
     """The simulator's Bedrock face alone, asked what the router would ask it for ``body`` (an
     Anthropic Messages request): InvokeModel(WithResponseStream), SigV4-signed once (the face
-    accepts a signature for five minutes, longer than a phase)."""
+    accepts a signature for five minutes, longer than a phase), or with ``auth="key"`` the
+    bench's Bedrock API key."""
     fields = {k: v for k, v in json.loads(body).items() if k not in ("model", "stream")}
     invoke = json.dumps({"anthropic_version": VERSION, **fields}, separators=(",", ":")).encode()
     operation = "invoke-with-response-stream" if stream else "invoke"
@@ -53,6 +56,11 @@ def direct_bedrock(direct_url: str, stream: bool, body: bytes) -> loadgen.Target
         headers |= {"x-amzn-bedrock-accept": "application/json"}
     else:
         headers["accept"] = "application/json"
+    if auth == "key":
+        headers["authorization"] = "Bearer " + BEDROCK_API_KEY
+        return loadgen.Target(
+            url, headers, invoke, stream, "eventstream" if stream else "anthropic"
+        )
     request = AWSRequest(method="POST", url=url, headers={"host": url.split("/")[2]}, data=invoke)
     SigV4Auth(ReadOnlyCredentials(AWS_KEY_ID, AWS_SECRET, None), "bedrock", "us-east-1").add_auth(
         request

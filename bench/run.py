@@ -89,6 +89,12 @@ def _args() -> argparse.Namespace:
     p.add_argument(
         "--no-floor", dest="floor", action="store_false", help="skip floor.py (the bare hops)"
     )
+    p.add_argument(
+        "--bedrock-auth",
+        choices=("sigv4", "key"),
+        default="sigv4",
+        help="the Bedrock-kind phases' auth: SigV4 (default) or a Bedrock API key",
+    )
     args = p.parse_args()
     args.duration = args.duration or (1.5 if args.quick else 8.0)
     args.warmup = args.warmup if args.warmup is not None else (0.5 if args.quick else 1.0)
@@ -161,7 +167,7 @@ class Bench:
         model = BEDROCK_MODEL if api == "bedrock" else MODEL
         body = loadgen.request_body(api, stream, tokens or self.args.tokens, model, extra)
         if api == kinds.DIRECT_BEDROCK:
-            return kinds.direct_bedrock(self.sys.direct_url, stream, body)
+            return kinds.direct_bedrock(self.sys.direct_url, stream, body, self.args.bedrock_auth)
         if api in ("direct", report.FLOOR_DIRECT):
             url = self.sys.direct_url + "/v1/messages"
             return loadgen.Target(url, loadgen.headers_for("anthropic", "sim"), body, stream)
@@ -324,7 +330,7 @@ def main() -> None:
         print("micro-suite (pytest-benchmark, bench/micro) ...", flush=True)
         micro = run_micro(args.quick)
     print("starting the stack and the direct simulator ...", flush=True)
-    systems = Systems(with_floor=args.floor)
+    systems = Systems(with_floor=args.floor, bedrock_auth=args.bedrock_auth)
     if not args.keep:
         # Registered before the stack starts, so it runs after pgserver's own exit hook (LIFO).
         atexit.register(shutil.rmtree, systems.folder, ignore_errors=True)

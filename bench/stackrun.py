@@ -75,17 +75,23 @@ base_url = "http://127.0.0.1:{sim}"
 region = "us-east-1"
 routing_region = "local"
 model_id = "{bedrock_model_id}"
-"""
+{bedrock_auth}"""
 BEDROCK_MODEL = "bedrock-sonnet"
 BEDROCK_MODEL_ID = "anthropic.claude-sonnet-5-5-v1:0"
 # The bench's own AWS identity: the router signs with it, the simulator's face checks it.
 AWS_KEY_ID = "AKIDEZATBENCH0000001"
 AWS_SECRET = "ezat-bench-secret-0123456789"
+# ``--bedrock-auth key``: a Bedrock API key instead of SigV4 on both sides (the simulator's
+# botocore check of every signature costs it ~0.2 ms a request), to tell the decoding's cost
+# from the signatures'.
+BEDROCK_API_KEY = "ezat-bench-bedrock-api-key"
 AWS_ENV = {
     "AWS_ACCESS_KEY_ID": AWS_KEY_ID,
     "AWS_SECRET_ACCESS_KEY": AWS_SECRET,
     "AWS_EC2_METADATA_DISABLED": "true",
     "EZAT_SIM_BEDROCK_SECRET_ACCESS_KEY": AWS_SECRET,
+    "EZAT_SIM_BEDROCK_API_KEY": BEDROCK_API_KEY,
+    "EZAT_BENCH_BEDROCK_API_KEY": BEDROCK_API_KEY,
 }
 
 # The services in the order the tables list them, and the two request modes of every phase.
@@ -104,6 +110,7 @@ class Systems:
     key: str = ""
     ports: dict[str, int] = field(default_factory=dict)
     with_floor: bool = False  # also start ``floor.py``'s three processes on the same NATS
+    bedrock_auth: str = "sigv4"  # or "key": the bench-bedrock deployment's auth
 
     @property
     def gateway_url(self) -> str:
@@ -125,7 +132,16 @@ class Systems:
         self.ports = {name: free_port() for name in ("edge", "sim", "direct", "floor")}
         config = self.folder / "ezat-bench.toml"
         config.write_text(
-            CONFIG.format(**self.ports, aws_key_id=AWS_KEY_ID, bedrock_model_id=BEDROCK_MODEL_ID)
+            CONFIG.format(
+                **self.ports,
+                aws_key_id=AWS_KEY_ID,
+                bedrock_model_id=BEDROCK_MODEL_ID,
+                bedrock_auth=(
+                    'api_key_env = "EZAT_BENCH_BEDROCK_API_KEY"\n'
+                    if self.bedrock_auth == "key"
+                    else ""
+                ),
+            )
         )
         log = open(self.folder / "direct-sim.log", "ab")  # noqa: SIM115 - the child owns it
         args = [sys.executable, "-m", "ezat_simulator", "--name", "direct"]

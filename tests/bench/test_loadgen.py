@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 import kind_phases
 import loadgen
-from stackrun import AWS_KEY_ID, AWS_SECRET
+from stackrun import AWS_KEY_ID, AWS_SECRET, BEDROCK_API_KEY
 
 MODEL = "claude-sonnet-5-5"
 
@@ -249,15 +249,19 @@ async def test_an_interim_response_is_skipped_and_204_has_no_body() -> None:
 @pytest_asyncio.fixture
 async def bedrock_sim_url() -> AsyncIterator[str]:
     """A simulator whose Bedrock face checks the bench's AWS key (stackrun.AWS_KEY_ID)."""
-    auth = BedrockAuth(credentials=(AwsCredential(AWS_KEY_ID, AWS_SECRET),), api_keys=())
+    auth = BedrockAuth(
+        credentials=(AwsCredential(AWS_KEY_ID, AWS_SECRET),), api_keys=(BEDROCK_API_KEY,)
+    )
     runner, url = await start(Settings(bedrock=auth), "127.0.0.1", 0)
     yield url
     await runner.cleanup()
 
 
-def bedrock_target(url: str, stream: bool, extra: str = "", tokens: int = 5) -> loadgen.Target:
+def bedrock_target(
+    url: str, stream: bool, extra: str = "", tokens: int = 5, auth: str = "sigv4"
+) -> loadgen.Target:
     body = loadgen.request_body("anthropic", stream, tokens, MODEL, extra)
-    return kind_phases.direct_bedrock(url, stream, body)
+    return kind_phases.direct_bedrock(url, stream, body, auth)
 
 
 async def test_an_event_stream_is_counted_chunk_by_chunk(bedrock_sim_url: str) -> None:
@@ -269,6 +273,11 @@ async def test_an_event_stream_is_counted_chunk_by_chunk(bedrock_sim_url: str) -
     assert 0 < result["ttft_p50_ms"] <= result["p50_ms"]
     whole = await loadgen.run_phase(bedrock_target(bedrock_sim_url, False), 2, 60, 0, requests=6)
     assert whole["ok"] == 6 and whole["errors"] == 0, whole["error_sample"]
+    # --bedrock-auth key: the same face, with the bench's Bedrock API key.
+    keyed = bedrock_target(bedrock_sim_url, True, auth="key")
+    assert keyed.headers["authorization"].startswith("Bearer ")
+    result = await loadgen.run_phase(keyed, 2, 60, warmup=0, requests=6)
+    assert result["ok"] == 6 and result["errors"] == 0, result["error_sample"]
 
 
 async def test_an_exception_in_an_event_stream_is_an_error(bedrock_sim_url: str) -> None:
