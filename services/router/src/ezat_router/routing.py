@@ -4,9 +4,10 @@ Failover happens only before the first byte reached the client (``ReplyHead``): 
 errors, timeouts before the headers (or, for a stream, before its first event), a 2xx that is
 not an event stream / JSON (an HTML page), 429, 5xx, 529 and the other failures
 ``core.upstream_errors`` marks retryable. After exhausting ``max_attempts`` the last failure is
-what the client gets. A cancelled request closes its upstream connection (the ``finally`` in
-``_attempt``) and records ``client_closed`` usage in the background (``UsageSink.record_later``,
-retried until durable) since nobody waits for it; ``count_tokens`` is never recorded.
+what the client gets. Each attempt is ``attempt.Attempts.run``. A cancelled request closes its
+upstream connection (the ``finally`` of the attempt) and records ``client_closed`` usage in the
+background (``UsageSink.record_later``, retried until durable) since nobody waits for it;
+``count_tokens`` is never recorded.
 """
 
 from __future__ import annotations
@@ -20,30 +21,21 @@ from collections.abc import Callable, Mapping
 from ezat_common import envelopes, lifecycle, logs, tracing
 from ezat_common.bus import Claims
 from ezat_common.config import Config, DeploymentConfig
-from ezat_common.envelopes import Reply, ReplyBody, ReplyError, RouteRequest
+from ezat_common.envelopes import Reply, ReplyBody, RouteRequest
 from ezat_common.errors import model_not_found
-from ezat_http1 import Response, UpstreamError
 from nats.aio.client import Client
 
 from . import metrics, spans
-from .core import counting, health, selection, timeouts
-from .core.accounting import UsageAccumulator
-from .core.payload import PayloadError
+from .attempt import INTERNAL, Attempts
+from .core import counting, health, selection
 from .core.retry_budget import RetryBudget
-from .core.upstream_errors import AttemptFailure, all_down, from_status, from_transport
-from .credentials import CredentialsUnavailable
+from .core.upstream_errors import AttemptFailure, all_down
 from .forwarder import Forwarder, RequestState, usage_base
 from .shared_state import SharedState
-from .upstream import Endpoint, Signer, Upstream, UpstreamUnavailable
+from .upstream import Endpoint, Signer, Upstream
 from .usage_sink import UsageSink
 
 log = logging.getLogger("ezat.router")
-
-INTERNAL = ReplyError(
-    status=500, type="api_error", message="the gateway failed on this request; retry"
-)
-# Only this much of a refused upstream body is decoded (an error body is small).
-ERROR_BODY_LIMIT = 64 * 1024
 
 
 class Decision:
@@ -77,22 +69,23 @@ class Router:
         self._usage_sink = usage_sink
         self._shared = shared
         self._clock = clock
-        self._forwarder = Forwarder(nc, claims, upstream, usage_sink, cfg.router, clock)
         self._deployments = selection.by_model(cfg.deployments)
         signers = signers or {}
         self._endpoints = {
             dep.name: Endpoint(dep, signers.get(dep.name)) for dep in cfg.deployments
-        }
-        self._series = {
-            name: metrics.DeploymentSeries(name, e.kind) for name, e in self._endpoints.items()
         }
         metrics.watch_health(cfg.deployments, shared.health, clock)
         self._max_attempts = max(cfg.router.max_attempts, 1)
         self._budget = RetryBudget(
             cfg.router.retry_budget_ratio, cfg.router.retry_budget_min_per_second, clock()
         )
-        # Requests in flight per deployment from this replica (least-outstanding balance).
+        # Requests in flight per deployment from this replica (least-outstanding balance),
+        # counted by the attempts.
         self._outstanding: dict[str, int] = {}
+        forwarder = Forwarder(nc, claims, upstream, usage_sink, cfg.router, clock)
+        self._attempts = Attempts(
+            cfg.router, upstream, forwarder, shared, self._endpoints, self._outstanding, clock
+        )
         # Set at shutdown: requests cancelled from then on are told to retry, not billed.
         self.stopping = False
         # Deployments whose model refused to count (core/counting): not asked again.
@@ -253,7 +246,7 @@ class Router:
             endpoint = self._endpoints[dep.name]
             state.reply_headers = {**endpoint.reply_headers, "x-ezat-affinity": affinity}
             decision.affinity = affinity
-            failure = await self._attempt(req, state, endpoint, body)
+            failure = await self._attempts.run(req, state, endpoint, body)
             if failure is not None and failure.reason == counting.CANNOT_COUNT:
                 self._note_cannot_count(endpoint)
             self._record_health(dep.name, failure, state)
@@ -320,130 +313,6 @@ class Router:
         await self._publish(req, reply.with_headers(headers))
         state.final_sent = True
         return "all_down"
-
-    async def _attempt(
-        self, req: RouteRequest, state: RequestState, endpoint: Endpoint, body: bytes
-    ) -> AttemptFailure | None:
-        state.attempts += 1
-        state.endpoint = endpoint
-        state.usage = usage = UsageAccumulator()
-        traceparent = state.traceparent
-        if tracing.ENABLED:
-            state.attempt_span = spans.attempt(state, endpoint)
-            traceparent = tracing.traceparent(state.attempt_span)
-        try:
-            head, payload = endpoint.request(req, body, traceparent)
-        except CredentialsUnavailable:
-            # Expired and not yet refreshed: this deployment cannot be called now; another can.
-            bad = from_status(
-                403,
-                b"",
-                None,
-                req.response_model,
-                cooldown_default=self._cfg.cooldown_default_seconds,
-            )
-            if state.attempt_span is not None:
-                spans.end_attempt(state, bad, "")
-            return bad
-        except PayloadError:
-            bad = AttemptFailure(error=INTERNAL, retryable=False, reason="bad_body")
-            if state.attempt_span is not None:
-                spans.end_attempt(state, bad, "")
-            return bad
-        except ValueError:  # a header value that would break the request head: never sent
-            bad = AttemptFailure(error=INTERNAL, retryable=False, reason="bad_header")
-            if state.attempt_span is not None:
-                spans.end_attempt(state, bad, "")
-            return bad
-        # Counted once the attempt ends, whichever way: its outcome, and the input tokens the
-        # deployment reported (in message_start or the body) once per attempt, not per event.
-        series = self._series[endpoint.dep.name]
-        failure: AttemptFailure | None = None
-        broke = "internal_error"  # how the attempt ended without an outcome ("": it has one)
-        try:
-            failure = await self._send(req, state, endpoint, head, payload)
-            broke = ""
-        except asyncio.CancelledError:
-            series.cancelled()
-            broke = "cancelled"
-            raise
-        finally:
-            series.prompt(usage)
-            if state.attempt_span is not None:
-                spans.end_attempt(state, failure, broke)
-        series.attempted(failure)
-        return failure
-
-    async def _send(
-        self,
-        req: RouteRequest,
-        state: RequestState,
-        endpoint: Endpoint,
-        head: bytes,
-        payload: bytes,
-    ) -> AttemptFailure | None:
-        """The attempt on the wire: headers, then the stream or body relayed (``Forwarder``)."""
-        state.upstream_started_at = started = self._clock()
-        tick = time.perf_counter()
-        name = endpoint.dep.name
-        events = timeouts.streams_events(req.stream, req.api)
-        bound = timeouts.first_byte_bound(self._cfg, stream=req.stream, api=req.api)
-        # A stream must also have sent its first event by then (relay.stream).
-        first_event_by = asyncio.get_running_loop().time() + bound
-        self._outstanding[name] = self._outstanding.get(name, 0) + 1
-        metrics.OUTSTANDING_BY(name).inc()
-        try:
-            try:
-                resp = await self._upstream.open(endpoint, head, payload, bound)
-            except UpstreamUnavailable as exc:
-                return from_transport(exc.kind, req.response_model, bound)
-            first_byte = time.perf_counter() - tick
-            if state.attempt_span is None:
-                self._series[name].first_byte.observe(first_byte)
-            else:  # the attempt's trace as the exemplar (OpenMetrics), Grafana's link to it
-                span = state.attempt_span
-                span.set_attribute("ezat.upstream.first_byte_seconds", first_byte)
-                self._series[name].first_byte.observe(first_byte, tracing.exemplar(span))
-            try:
-                if resp.status >= 300:
-                    return await self._refused(req, endpoint, resp)
-                content_type = resp.headers.get("content-type")
-                if not timeouts.content_type_ok(events, content_type, endpoint.events_type):
-                    # A 200 HTML page (a proxy's, a portal's) or JSON for a stream: nothing of
-                    # it is the answer. Known from the headers, so nothing is read or sent.
-                    return from_transport("protocol", req.response_model, bound)
-                self._shared.succeeded(name, started)
-                if events:
-                    return await self._forwarder.stream(req, state, endpoint, resp, first_event_by)
-                return await self._forwarder.body(req, state, endpoint, resp)
-            finally:
-                # On every exit, cancellation included: an unread response closes its
-                # connection, which is how the deployment learns the client went away.
-                resp.release()
-        finally:
-            self._outstanding[name] -= 1
-            metrics.OUTSTANDING_BY(name).dec()
-
-    async def _refused(
-        self, req: RouteRequest, endpoint: Endpoint, resp: Response
-    ) -> AttemptFailure:
-        """A non-2xx answer; its (small) body says why, in its kind's error shape."""
-        try:
-            data = await self._upstream.read_body(resp)
-        except (UpstreamError, TimeoutError):  # the status alone still says enough
-            data = b""
-        data = data[:ERROR_BODY_LIMIT]
-        answer = endpoint.error_answer(resp.status, resp.headers, data)
-        failure = from_status(
-            answer.status,
-            answer.body,
-            answer.retry_after,
-            req.response_model,
-            cooldown_default=self._cfg.cooldown_default_seconds,
-        )
-        if req.api == "count_tokens" and endpoint.count_refused(resp.status, resp.headers, data):
-            return counting.refusal(failure)
-        return failure
 
     async def _cancelled(self, req: RouteRequest, state: RequestState, gateway: bool) -> str:
         """The client went away, the edge failed the request (``gateway``: a process relaying it
