@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import base64
+import json
+from pathlib import Path
 from typing import Any
 
 import msgspec
+from ezat_translator.core.openai_request import Translation
 from ezat_translator.core.openai_to_anthropic import ChatTranslation, to_messages_request
 from support.config import catalogue, model
+from support.golden import assert_golden_json
 
 ALL_EFFORTS = ["low", "medium", "high", "xhigh", "max"]
 CHEAP = {"input": 1.0, "output": 5.0}
@@ -91,3 +95,38 @@ def request(**fields: Any) -> dict[str, Any]:
     body: dict[str, Any] = {"model": "test/plain", "messages": [{"role": "user", "content": "hi"}]}
     body.update(fields)
     return body
+
+
+def case_input(case: Path) -> tuple[bytes, dict[str, str | None]]:
+    """A golden case's body (``in.json``) and the keyword arguments of its ``x-ezat-session`` and
+    ``x-ezat-cache`` headers (``headers.json``, optional)."""
+    headers_file = case / "headers.json"
+    headers = json.loads(headers_file.read_text()) if headers_file.exists() else {}
+    headers_of = {
+        "session_header": headers.get("x-ezat-session"),
+        "cache_header": headers.get("x-ezat-cache"),
+    }
+    return (case / "in.json").read_bytes(), headers_of
+
+
+def translation_meta(t: Translation) -> dict[str, Any]:
+    """The fields both OpenAI translations share, as a golden case's ``meta.json`` holds them."""
+    return {
+        "model": t.model.id,
+        "response_model": t.response_model,
+        "stream": t.stream,
+        "session_key": t.session_key,
+        "image_urls": msgspec.to_builtins(t.image_urls),
+        "tool_turns": [[index, ids] for index, ids in t.tool_turns],
+        "thinking_requested": t.thinking_requested,
+        "cache_ttl": t.cache_ttl,
+    }
+
+
+def assert_translation_golden(case: Path, t: Translation, meta: dict[str, Any]) -> None:
+    """The body (as the encoder sends it, without ``model``) is ``out.json``; ``meta`` is
+    ``meta.json``."""
+    body = msgspec.json.decode(msgspec.json.encode(t.body))
+    assert "model" not in body
+    assert_golden_json(case / "out.json", body)
+    assert_golden_json(case / "meta.json", meta)

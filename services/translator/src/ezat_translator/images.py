@@ -32,7 +32,7 @@ from ezat_common.subjects import Subjects
 from ezat_common.undecodable import undecodable
 from nats.aio.client import Client
 
-from .core.openai_messages import ImageUrlPart
+from .core.turns import ImageUrlPart
 
 log = logging.getLogger("ezat.translator.images")
 

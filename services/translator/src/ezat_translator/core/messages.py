@@ -17,8 +17,8 @@ from ezat_common.config import ModelConfig
 from ezat_common.errors import GatewayError, invalid
 from msgspec import Struct
 
-from .openai_messages import ImageUrlPart
 from .token_estimate import input_estimate
+from .turns import ImageUrlPart
 
 _encode_json = msgspec.json.Encoder().encode
 

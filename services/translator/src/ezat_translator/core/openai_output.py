@@ -18,24 +18,38 @@ _LISTS = ("anyOf", "allOf", "oneOf", "prefixItems")
 _SINGLE = ("not", "if", "then", "else", "contains", "propertyNames", "unevaluatedItems")
 
 
+NO_JSON_OBJECT = "json_object is not supported: there is no schema to enforce; use json_schema"
+
+
 def to_output_format(fmt: ResponseFormat | None, model: ModelConfig) -> dict[str, Any] | None:
-    if fmt is None or fmt.type == "text":
+    if fmt is None or not wants_schema(fmt.type, "response_format.type"):
         return None
-    if fmt.type == "json_object":
-        raise invalid(
-            "response_format.type",
-            "json_object is not supported: there is no schema to enforce; use json_schema",
-        )
-    if fmt.type != "json_schema":
-        raise invalid("response_format.type", f'must be "text" or "json_schema"; got {fmt.type!r}')
     if fmt.json_schema is None:
         raise invalid("response_format.json_schema", "Field required")
-    schema = fmt.json_schema.schema
+    return to_schema_format(fmt.json_schema.schema, model, _SCHEMA_PATH, "response_format")
+
+
+def wants_schema(kind: str, path: str) -> bool:
+    """Whether a format type asks for a schema (``json_schema``) rather than text; ``json_object``
+    and unknown types are refused at ``path``."""
+    if kind == "text":
+        return False
+    if kind == "json_object":
+        raise invalid(path, NO_JSON_OBJECT)
+    if kind != "json_schema":
+        raise invalid(path, f'must be "text" or "json_schema"; got {kind!r}')
+    return True
+
+
+def to_schema_format(
+    schema: dict[str, Any] | None, model: ModelConfig, path: str, field: str
+) -> dict[str, Any]:
+    """``output_config.format`` for a JSON schema at ``path`` of the field ``field``."""
     if schema is None:
-        raise invalid(_SCHEMA_PATH, "Field required")
+        raise invalid(path, "Field required")
     if not model.structured_output:
-        raise invalid("response_format", f"`{model.id}` does not support structured output")
-    check_closed(schema, _SCHEMA_PATH)
+        raise invalid(field, f"`{model.id}` does not support structured output")
+    check_closed(schema, path)
     return {"type": "json_schema", "schema": schema}
 
 

@@ -29,9 +29,16 @@ class Reasoning(Struct, frozen=True, kw_only=True):
 
 
 def to_reasoning(
-    value: str | None, model: ModelConfig, *, max_tokens: int, forced_tool: bool
+    value: str | None,
+    model: ModelConfig,
+    *,
+    max_tokens: int,
+    forced_tool: bool,
+    param: str = "reasoning_effort",
+    limit_param: str = "max_completion_tokens",
 ) -> Reasoning:
-    """Thinking and effort for ``value``; nothing when it isn't sent.
+    """Thinking and effort for ``value``; nothing when it isn't sent. ``param`` and
+    ``limit_param`` are the client's names of the effort and the output limit, named in 400s.
 
     The value and the model's levels are checked even when a forced tool choice then drops the
     thinking, so that a request is refused or accepted the same way whatever its tools.
@@ -39,18 +46,16 @@ def to_reasoning(
     if value is None:
         return Reasoning()
     if value not in VALUES:
-        raise invalid("reasoning_effort", f"must be one of {', '.join(VALUES)}; got {value!r}")
+        raise invalid(param, f"must be one of {', '.join(VALUES)}; got {value!r}")
     if value == "none":
         # A model without thinking has nothing to disable: its default is already no thinking.
         return Reasoning() if model.thinking == "none" else Reasoning(thinking={"type": "disabled"})
     if model.thinking == "none":
-        raise invalid(
-            "reasoning_effort", f"`{model.id}` does not think; send none or leave the field out"
-        )
+        raise invalid(param, f"`{model.id}` does not think; send none or leave the field out")
     level = "low" if value == "minimal" else value
     if level not in model.effort_levels:
         levels = ", ".join(["none", *model.effort_levels])
-        raise invalid("reasoning_effort", f"`{model.id}` has no {level} level; use one of {levels}")
+        raise invalid(param, f"`{model.id}` has no {level} level; use one of {levels}")
     if forced_tool:
         return Reasoning()
     if model.thinking == "adaptive":
@@ -58,9 +63,9 @@ def to_reasoning(
     budget = min(BUDGETS[level], max_tokens - 1)
     if budget < MIN_BUDGET:
         raise invalid(
-            "max_completion_tokens",
-            f"must be above {MIN_BUDGET} to think with reasoning_effort {value} "
+            limit_param,
+            f"must be above {MIN_BUDGET} to think with {param} {value} "
             f"(the thinking budget is at least {MIN_BUDGET} tokens and below the output limit); "
-            f"raise it or send reasoning_effort none",
+            f"raise it or send {param} none",
         )
     return Reasoning(thinking={"type": "enabled", "budget_tokens": budget})

@@ -12,6 +12,7 @@ from ezat_common.schemas.openai import FunctionTool, NamedToolChoice
 
 _CHOICES = {"auto": "auto", "required": "any", "none": "none"}
 EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
+CHAT_NAMED = '{"type": "function", "function": {"name": ...}}'
 
 
 def to_tools(tools: list[FunctionTool], *, keep_cache: bool) -> list[dict[str, Any]]:
@@ -22,16 +23,30 @@ def to_tools(tools: list[FunctionTool], *, keep_cache: bool) -> list[dict[str, A
                 f"tools[{i}].type", f"only function tools are supported; got {tool.type!r}"
             )
         fn = tool.function
-        if not fn.name:
-            raise invalid(f"tools[{i}].function.name", "must not be empty")
-        item: dict[str, Any] = {"name": fn.name}
-        if fn.description:
-            item["description"] = fn.description
-        item["input_schema"] = fn.parameters if fn.parameters is not None else dict(EMPTY_SCHEMA)
-        if keep_cache and tool.cache_control is not None:
-            item["cache_control"] = tool.cache_control
-        out.append(item)
+        tool_cache = tool.cache_control if keep_cache else None
+        out.append(
+            to_tool(fn.name, fn.description, fn.parameters, tool_cache, f"tools[{i}].function")
+        )
     return out
+
+
+def to_tool(
+    name: str,
+    description: str | None,
+    parameters: dict[str, Any] | None,
+    cache_control: dict[str, Any] | None,
+    path: str,
+) -> dict[str, Any]:
+    """One Anthropic tool; ``path`` is the client's path of the object holding ``name``."""
+    if not name:
+        raise invalid(f"{path}.name", "must not be empty")
+    item: dict[str, Any] = {"name": name}
+    if description:
+        item["description"] = description
+    item["input_schema"] = parameters if parameters is not None else dict(EMPTY_SCHEMA)
+    if cache_control is not None:
+        item["cache_control"] = cache_control
+    return item
 
 
 def to_tool_choice(
@@ -42,21 +57,31 @@ def to_tool_choice(
     if choice is None:
         out = None
     elif isinstance(choice, str):
-        if choice not in _CHOICES:
-            raise invalid(
-                "tool_choice",
-                f'must be "auto", "required", "none" or {{"type": "function", "function": '
-                f'{{"name": ...}}}}; got {choice!r}',
-            )
-        out = {"type": _CHOICES[choice]}
+        out = mode_choice(choice, CHAT_NAMED)
     else:
         if choice.type != "function":
             raise invalid("tool_choice.type", f'must be "function"; got {choice.type!r}')
-        if choice.function.name not in tool_names:
-            raise invalid(
-                "tool_choice.function.name", f"no tool named {choice.function.name!r} in tools"
-            )
-        out = {"type": "tool", "name": choice.function.name}
+        out = named_choice(choice.function.name, tool_names, "tool_choice.function.name")
+    return with_parallel(out, parallel)
+
+
+def mode_choice(choice: str, named: str) -> dict[str, Any]:
+    """``auto``, ``required`` or ``none``; ``named`` shows the API's form of a named choice."""
+    if choice not in _CHOICES:
+        raise invalid(
+            "tool_choice", f'must be "auto", "required", "none" or {named}; got {choice!r}'
+        )
+    return {"type": _CHOICES[choice]}
+
+
+def named_choice(name: str, tool_names: list[str], path: str) -> dict[str, Any]:
+    if name not in tool_names:
+        raise invalid(path, f"no tool named {name!r} in tools")
+    return {"type": "tool", "name": name}
+
+
+def with_parallel(out: dict[str, Any] | None, parallel: bool | None) -> dict[str, Any] | None:
+    """``parallel_tool_calls: false`` as ``disable_parallel_tool_use`` (meaningless with none)."""
     if parallel is False and (out is None or out["type"] != "none"):
         out = {"type": "auto"} if out is None else out
         out["disable_parallel_tool_use"] = True

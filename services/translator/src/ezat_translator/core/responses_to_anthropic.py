@@ -1,0 +1,146 @@
+"""An OpenAI Responses request as an Anthropic Messages request (docs/responses.md, "Request").
+
+The sibling of ``openai_to_anthropic`` (Chat Completions), with the same rules wherever the two
+APIs overlap, taken from the modules both use: the output limit's default, the sampling rule,
+structured output's ``additionalProperties`` rule, the reasoning-effort table, the session key,
+automatic cache breakpoints, image and PDF parts. What is the Responses API's own: ``input``
+items (``responses_items``), flat and ``custom`` tools (``responses_tools``), ``text.format``,
+``reasoning.effort``, ``max_output_tokens``, and the refused fields below.
+
+``to_messages_request`` decodes the body, refuses what has no equivalent (400 whose message starts
+with the path of the field), drops what is ignored, and returns the Anthropic body without
+``model`` together with what the router, the fetcher and the later response store need.
+
+Pure: no I/O, no clock, no logging, no environment. Encrypted reasoning is opened by the
+``open_reasoning`` hook the caller passes in (sealing is not part of this module).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from ezat_common.catalogue import Catalogue
+from ezat_common.config import ModelConfig
+from ezat_common.errors import invalid
+from ezat_common.schemas.openai_responses import ResponsesRequest, TextOptions
+
+from .openai_output import to_schema_format, wants_schema
+from .openai_reasoning import to_reasoning
+from .openai_request import (
+    Parts,
+    Translation,
+    decoded,
+    refuse_n,
+    session_key,
+    to_max_tokens,
+    to_sampling,
+    translation_fields,
+)
+from .openai_tools import forces_tool
+from .responses_items import OpenReasoning, to_conversation
+from .responses_tools import to_tool_choice, to_tools
+
+__all__ = ["OpenReasoning", "ResponsesTranslation", "to_messages_request"]
+
+_decode_request = msgspec.json.Decoder(ResponsesRequest).decode
+
+
+class ResponsesTranslation(Translation, frozen=True, kw_only=True):
+    store: bool  # as sent; the API's default is true
+    include: list[str]  # as sent, e.g. "reasoning.encrypted_content"
+    previous_response_id: str | None  # for the response store; the items are not read here
+    custom_tools: list[str]  # names of the freeform tools: their calls are custom_tool_call items
+
+
+def to_messages_request(
+    body: bytes,
+    catalogue: Catalogue,
+    *,
+    session_header: str | None,
+    cache_header: str | None,
+    open_reasoning: OpenReasoning | None = None,
+) -> ResponsesTranslation:
+    req = decode_responses_request(body)
+    model = catalogue.resolve_or_404(req.model)
+    refuse_unsupported(req)
+    max_tokens = to_max_tokens([("max_output_tokens", req.max_output_tokens)], model)
+
+    tools = to_tools(req.tools, model) if req.tools else []
+    choice = to_tool_choice(req.tool_choice, req.parallel_tool_calls, tools) if tools else None
+    reasoning = to_reasoning(
+        req.reasoning.effort if req.reasoning else None,
+        model,
+        max_tokens=max_tokens,
+        forced_tool=forces_tool(choice),
+        param="reasoning.effort",
+        limit_param="max_output_tokens",
+    )
+    conversation = to_conversation(
+        req.input,
+        model,
+        instructions=req.instructions,
+        open_reasoning=open_reasoning,
+        check_calls=req.previous_response_id is None,
+    )
+    parts = Parts(
+        max_tokens=max_tokens,
+        tools=tools,
+        choice=choice,
+        reasoning=reasoning,
+        output_format=to_text_format(req.text, model),
+        sampling=to_sampling(req.temperature, req.top_p, model, reasoning),
+        conversation=conversation,
+        stop=[],
+    )
+    return ResponsesTranslation(
+        response_model=req.model,
+        stream=bool(req.stream),
+        session_key=session_key(session_header, req.prompt_cache_key),
+        store=req.store is not False,
+        include=list(req.include or []),
+        previous_response_id=req.previous_response_id,
+        custom_tools=[t["name"] for t in req.tools or [] if t.get("type") == "custom"],
+        **translation_fields(
+            parts,
+            model,
+            client_tool_cache=any(t.get("cache_control") is not None for t in req.tools or []),
+            cache_header=cache_header,
+        ),
+    )
+
+
+def decode_responses_request(body: bytes) -> ResponsesRequest:
+    return decoded(body, _decode_request)
+
+
+def refuse_unsupported(req: ResponsesRequest) -> None:
+    """The fields that would change the answer and have no equivalent (docs/responses.md)."""
+    refuse_n(req.n)
+    if req.background:
+        raise invalid(
+            "background", "background responses are not supported; send false or leave it out"
+        )
+    if req.truncation == "auto":
+        raise invalid(
+            "truncation", 'automatic truncation is not supported; send "disabled" or leave it out'
+        )
+    if req.truncation not in (None, "disabled"):
+        raise invalid("truncation", f'must be "disabled"; got {req.truncation!r}')
+    if req.conversation is not None:
+        raise invalid(
+            "conversation",
+            "conversations are not supported; send the conversation's items in input",
+        )
+    if req.prompt is not None:
+        raise invalid("prompt", "prompt templates are not supported; send instructions and input")
+    if req.top_logprobs is not None:
+        raise invalid("top_logprobs", "log probabilities are not supported")
+
+
+def to_text_format(text: TextOptions | None, model: ModelConfig) -> dict[str, Any] | None:
+    """``text.format`` as ``output_config.format``: ``json_schema`` under the chat API's rule."""
+    fmt = text.format if text is not None else None
+    if fmt is None or not wants_schema(fmt.type, "text.format.type"):
+        return None
+    return to_schema_format(fmt.schema, model, "text.format.schema", "text.format")
