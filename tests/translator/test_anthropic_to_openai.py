@@ -15,6 +15,7 @@ import openai.types.chat
 import pytest
 from ezat_translator.core.anthropic_to_openai import ThinkingKept, to_chat_completion
 from ezat_translator.core.finish import FINISH_REASONS, to_finish_reason
+from support.anthropic_streams import FINISH as DOCUMENTED_FINISH
 from support.golden import assert_golden
 
 GOLDEN = Path(__file__).parent / "golden" / "anthropic_to_openai"
@@ -222,18 +223,6 @@ def test_reported_reasoning_tokens_win_over_the_estimate() -> None:
 
 
 # ---- finish reasons ---------------------------------------------------------------------------
-
-DOCUMENTED_FINISH = {
-    "end_turn": "stop",
-    "stop_sequence": "stop",
-    "max_tokens": "length",
-    "tool_use": "tool_calls",
-    "refusal": "content_filter",
-    "pause_turn": "stop",
-    "model_context_window_exceeded": "length",
-    None: "stop",
-    "something_new": "stop",
-}
 
 
 @pytest.mark.parametrize(("stop_reason", "finish_reason"), DOCUMENTED_FINISH.items())

@@ -13,14 +13,10 @@ from typing import Any
 
 import msgspec
 from ezat_common.schemas.anthropic import (
-    ContentBlock,
-    MessageResponse,
     RedactedThinkingBlock,
     TextBlock,
     ThinkingBlock,
     ToolUseBlock,
-    Usage,
-    decode_response,
 )
 from ezat_common.schemas.openai import (
     ChatCompletion,
@@ -31,11 +27,12 @@ from ezat_common.schemas.openai import (
 )
 from msgspec import Struct
 
-from ezat_translator.core.chat_usage import TokenCounts, to_chat_usage
+from ezat_translator.core.anthropic_answer import arguments_json, read_response, thinking_dict
+from ezat_translator.core.chat_usage import to_chat_usage
 from ezat_translator.core.finish import to_finish_reason
+from ezat_translator.core.token_counts import TokenCounts
 
 _encode = msgspec.json.Encoder().encode
-_decode_block = msgspec.json.Decoder(ContentBlock).decode
 
 
 class ThinkingKept(Struct, frozen=True):
@@ -45,22 +42,11 @@ class ThinkingKept(Struct, frozen=True):
     blocks: list[dict[str, Any]]  # thinking / redacted_thinking blocks, in order
 
 
-class _LenientResponse(Struct, kw_only=True):
-    """The response with its blocks left raw, for bodies holding a block type not declared."""
-
-    content: list[msgspec.Raw] = []
-    stop_reason: str | None = None
-    usage: Usage = msgspec.field(default_factory=Usage)
-
-
-_decode_lenient = msgspec.json.Decoder(_LenientResponse).decode
-
-
 def to_chat_completion(
     anthropic_body: bytes, *, request_id: str, response_model: str, created: int
 ) -> tuple[bytes, ThinkingKept | None]:
     """The ``chat.completion`` JSON of a Messages response body, and the thinking to keep."""
-    content, stop_reason, usage = _read_response(anthropic_body)
+    content, stop_reason, usage = read_response(anthropic_body)
     texts: list[str] = []
     calls: list[CompletionToolCall] = []
     thinking: list[dict[str, Any]] = []
@@ -69,19 +55,12 @@ def to_chat_completion(
         if isinstance(block, TextBlock):
             texts.append(block.text)
         elif isinstance(block, ToolUseBlock):
-            arguments = _encode({} if block.input is None else block.input).decode()
-            calls.append(
-                CompletionToolCall(
-                    id=block.id, function=CompletionFunction(name=block.name, arguments=arguments)
-                )
-            )
-        elif isinstance(block, ThinkingBlock):
-            thinking_chars += len(block.thinking)
-            thinking.append(
-                {"type": "thinking", "thinking": block.thinking, "signature": block.signature}
-            )
-        elif isinstance(block, RedactedThinkingBlock):
-            thinking.append({"type": "redacted_thinking", "data": block.data})
+            function = CompletionFunction(name=block.name, arguments=arguments_json(block.input))
+            calls.append(CompletionToolCall(id=block.id, function=function))
+        elif isinstance(block, ThinkingBlock | RedactedThinkingBlock):
+            if isinstance(block, ThinkingBlock):
+                thinking_chars += len(block.thinking)
+            thinking.append(thinking_dict(block))
         # server_tool_use blocks ran on the deployment's side: not a call for the client.
     counts = TokenCounts()
     counts.merge(usage)
@@ -102,19 +81,3 @@ def to_chat_completion(
     if calls and thinking:
         kept = ThinkingKept(tool_call_ids=[call.id for call in calls], blocks=thinking)
     return _encode(completion), kept
-
-
-def _read_response(body: bytes) -> tuple[list[ContentBlock], str | None, Usage]:
-    """Blocks, stop reason and usage; blocks of undeclared types are skipped, not fatal."""
-    try:
-        response: MessageResponse = decode_response(body)
-        return response.content, response.stop_reason, response.usage
-    except msgspec.ValidationError:
-        lenient = _decode_lenient(body)
-    blocks: list[ContentBlock] = []
-    for raw in lenient.content:
-        try:
-            blocks.append(_decode_block(raw))
-        except msgspec.ValidationError:
-            continue
-    return blocks, lenient.stop_reason, lenient.usage

@@ -42,14 +42,14 @@ from ezat_common.schemas.anthropic import (
     ThinkingBlock,
     ThinkingDelta,
     ToolUseBlock,
-    decode_event,
 )
 from ezat_common.schemas.openai import CompletionUsage
-from ezat_common.sse import SseParser
 
+from ezat_translator.core.anthropic_answer import AnthropicEvents, ThinkingPieces, thinking_dict
 from ezat_translator.core.anthropic_to_openai import ThinkingKept
-from ezat_translator.core.chat_usage import TokenCounts, to_chat_usage
+from ezat_translator.core.chat_usage import to_chat_usage
 from ezat_translator.core.finish import to_finish_reason
+from ezat_translator.core.token_counts import TokenCounts
 
 _encode = msgspec.json.Encoder().encode
 
@@ -58,33 +58,16 @@ _OPEN_CHOICE = b'{"index":0,"delta":'
 _CLOSE_CHOICE = b',"logprobs":null,"finish_reason":null}'
 
 
-class _Thinking:
-    """One thinking block being streamed: its text and signature pieces."""
-
-    __slots__ = ("signature", "text")
-
-    def __init__(self, text: str, signature: str) -> None:
-        self.text = [text] if text else []
-        self.signature = [signature] if signature else []
-
-    def to_block(self) -> dict[str, Any]:
-        return {
-            "type": "thinking",
-            "thinking": "".join(self.text),
-            "signature": "".join(self.signature),
-        }
-
-
 class ChatStream:
     """One streaming request: ``feed`` Anthropic SSE bytes, write what it returns."""
 
     __slots__ = (
         "_args_open",
         "_counts",
+        "_events",
         "_finish_reason",
         "_head",
         "_include_usage",
-        "_parser",
         "_role_chunk",
         "_started",
         "_tail",
@@ -95,7 +78,6 @@ class ChatStream:
         "_tool_call_ids",
         "_tool_index",
         "done",
-        "ignored_events",
     )
 
     def __init__(
@@ -123,18 +105,22 @@ class ChatStream:
             + self._tail
         )
         self._include_usage = include_usage
-        self._parser = SseParser()
+        self._events = AnthropicEvents()
         self._counts = TokenCounts()
         self._started = False
         self._finish_reason: str | None = None
         self._tool_index: dict[int, int] = {}  # Anthropic block index -> OpenAI tool call index
         self._tool_call_ids: list[str] = []
-        self._thinking: list[_Thinking | dict[str, Any]] = []
+        self._thinking: list[ThinkingPieces | dict[str, Any]] = []
         self._thinking_chars = 0
         self.done = False  # [DONE] (or the error) was returned; later input is ignored
-        self.ignored_events = 0  # frames that did not decode as a known event
 
     # ---- results ----------------------------------------------------------------------------
+
+    @property
+    def ignored_events(self) -> int:
+        """Frames that did not decode as a known event (skipped)."""
+        return self._events.ignored
 
     @property
     def finish_reason(self) -> str | None:
@@ -151,7 +137,7 @@ class ChatStream:
         """The turn's thinking blocks when it called tools, else None."""
         if not self._tool_call_ids or not self._thinking:
             return None
-        blocks = [b.to_block() if isinstance(b, _Thinking) else b for b in self._thinking]
+        blocks = [b.to_block() if isinstance(b, ThinkingPieces) else b for b in self._thinking]
         return ThinkingKept(tool_call_ids=list(self._tool_call_ids), blocks=blocks)
 
     # ---- input ------------------------------------------------------------------------------
@@ -161,14 +147,7 @@ class ChatStream:
         if self.done:
             return b""
         out: list[bytes] = []
-        for frame in self._parser.feed(frames):
-            if not frame.data:
-                continue  # comment-only frame
-            try:
-                event = decode_event(frame.data)
-            except msgspec.DecodeError:
-                self.ignored_events += 1
-                continue
+        for event in self._events.read(frames):
             if isinstance(event, ContentBlockDelta):
                 self._on_delta(event, out)
             elif isinstance(event, ContentBlockStart):
@@ -247,12 +226,12 @@ class ChatStream:
                 )
         elif isinstance(delta, ThinkingDelta):
             block = self._thinking[-1] if self._thinking else None
-            if isinstance(block, _Thinking):
+            if isinstance(block, ThinkingPieces):
                 block.text.append(delta.thinking)
             self._thinking_chars += len(delta.thinking)
         elif isinstance(delta, SignatureDelta):
             block = self._thinking[-1] if self._thinking else None
-            if isinstance(block, _Thinking):
+            if isinstance(block, ThinkingPieces):
                 block.signature.append(delta.signature)
         # citations_delta: the cited text already arrived as text
 
@@ -277,7 +256,7 @@ class ChatStream:
                 + self._tail
             )
         elif isinstance(block, ThinkingBlock):
-            self._thinking.append(_Thinking(block.thinking, block.signature))
+            self._thinking.append(ThinkingPieces(block.thinking, block.signature))
             self._thinking_chars += len(block.thinking)
         elif isinstance(block, RedactedThinkingBlock):
-            self._thinking.append({"type": "redacted_thinking", "data": block.data})
+            self._thinking.append(thinking_dict(block))

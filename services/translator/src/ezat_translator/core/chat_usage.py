@@ -1,61 +1,23 @@
-"""OpenAI ``usage`` of Anthropic token counts (docs/api.md, "Response").
+"""OpenAI Chat Completions ``usage`` of Anthropic token counts (docs/api.md, "Response").
 
-``prompt_tokens`` counts all input: uncached + cache read + cache write. ``completion_tokens`` is
-the output, thinking included. ``reasoning_tokens`` is the deployment's own count when it reports
-one (the bundled simulator does); Anthropic does not, so it is estimated from the thinking text
-(``ezat_common.tokens.reasoning_tokens``, never above the output).
+``prompt_tokens`` counts all input; ``completion_tokens`` is the output, thinking included; the
+arithmetic is ``token_counts``'s, shared with the Responses API.
 """
 
 from __future__ import annotations
 
-from ezat_common.schemas.anthropic import Usage
 from ezat_common.schemas.openai import (
     CompletionTokensDetails,
     CompletionUsage,
     PromptTokensDetails,
 )
-from ezat_common.tokens import reasoning_tokens
-from msgspec import Struct
 
-
-class TokenCounts(Struct, kw_only=True):
-    """Anthropic counts merged over a stream: later non-null values replace earlier ones."""
-
-    input_tokens: int = 0
-    cache_read: int = 0
-    cache_write: int = 0
-    output_tokens: int = 0
-    reasoning_tokens: int | None = None
-
-    def merge(self, usage: Usage) -> None:
-        if usage.input_tokens is not None:
-            self.input_tokens = usage.input_tokens
-        if usage.cache_read_input_tokens is not None:
-            self.cache_read = usage.cache_read_input_tokens
-        write = cache_write_tokens(usage)
-        if write is not None:
-            self.cache_write = write
-        if usage.output_tokens is not None:
-            self.output_tokens = usage.output_tokens
-        if usage.reasoning_tokens is not None:
-            self.reasoning_tokens = usage.reasoning_tokens
-
-
-def cache_write_tokens(usage: Usage) -> int | None:
-    """The cache-write total, or the sum of its per-TTL breakdown when only that is sent."""
-    total: int | None = usage.cache_creation_input_tokens
-    if total is None and usage.cache_creation is not None:
-        detail = usage.cache_creation
-        total = detail.ephemeral_5m_input_tokens + detail.ephemeral_1h_input_tokens
-    return total
+from ezat_translator.core.token_counts import TokenCounts
 
 
 def to_chat_usage(counts: TokenCounts, thinking_chars: int) -> CompletionUsage:
-    prompt = counts.input_tokens + counts.cache_read + counts.cache_write
+    prompt = counts.all_input
     output = counts.output_tokens
-    reasoning = counts.reasoning_tokens
-    if reasoning is None:
-        reasoning = reasoning_tokens(thinking_chars, output)
     return CompletionUsage(
         prompt_tokens=prompt,
         completion_tokens=output,
@@ -63,5 +25,7 @@ def to_chat_usage(counts: TokenCounts, thinking_chars: int) -> CompletionUsage:
         prompt_tokens_details=PromptTokensDetails(
             cached_tokens=counts.cache_read, cache_write_tokens=counts.cache_write
         ),
-        completion_tokens_details=CompletionTokensDetails(reasoning_tokens=reasoning),
+        completion_tokens_details=CompletionTokensDetails(
+            reasoning_tokens=counts.reasoning(thinking_chars)
+        ),
     )

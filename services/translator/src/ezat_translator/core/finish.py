@@ -18,3 +18,15 @@ def to_finish_reason(stop_reason: str | None) -> str:
     if stop_reason is None:
         return "stop"
     return FINISH_REASONS.get(stop_reason, "stop")
+
+
+# The finish reasons that end a Responses API answer early (docs/responses-output.md, "Status").
+INCOMPLETE_REASONS: dict[str, str] = {
+    "length": "max_output_tokens",
+    "content_filter": "content_filter",
+}
+
+
+def to_incomplete_reason(stop_reason: str | None) -> str | None:
+    """``incomplete_details.reason`` of a Responses answer; None when it is complete."""
+    return INCOMPLETE_REASONS.get(to_finish_reason(stop_reason))

@@ -1,0 +1,213 @@
+"""An Anthropic Messages response as an OpenAI Responses API ``response`` object
+(docs/responses-output.md, "Response object and stream").
+
+One output item per content block, in order: a ``text`` block is a ``message`` item with one
+``output_text`` part (empty ``annotations``), a ``tool_use`` block a ``function_call`` item
+(``call_id`` = the tool_use id, ``arguments`` its input as JSON text), a ``thinking`` or
+``redacted_thinking`` block a ``reasoning`` item with ``summary: []`` and, when the caller gives a
+``seal``, ``encrypted_content`` = the sealed block (signature included). Thinking text is never
+returned in clear. ``server_tool_use`` blocks ran on the deployment's side and give no item.
+
+``status`` is ``completed``, or ``incomplete`` with ``incomplete_details.reason`` when the finish
+reason is ``length`` (``max_output_tokens``) or ``content_filter`` (finish.py). ``output_text`` is
+not in the JSON: the openai SDK computes it from ``output``. The stream (responses_stream.py)
+builds its items and its final response object with the functions of this module, so that the
+streamed and the non-streamed answer are the same object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+from ezat_common.schemas.anthropic import (
+    RedactedThinkingBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolUseBlock,
+)
+from msgspec import Struct, field
+
+from ezat_translator.core.anthropic_answer import arguments_json, read_response, thinking_dict
+from ezat_translator.core.finish import to_incomplete_reason
+from ezat_translator.core.token_counts import TokenCounts
+
+_encode = msgspec.json.Encoder().encode
+
+# Seals the Anthropic blocks of one reasoning item into its ``encrypted_content`` (the caller
+# binds the key and the tenant; this module never sees either).
+Seal = Callable[[list[dict[str, Any]]], str]
+
+
+class ResponseEcho(Struct, frozen=True, kw_only=True):
+    """What the response object repeats of the request, as the client sent it (the SDK's
+    ``Response`` requires ``tools``, ``tool_choice`` and ``parallel_tool_calls``)."""
+
+    instructions: str | None = None
+    max_output_tokens: int | None = None
+    metadata: dict[str, str] = {}
+    parallel_tool_calls: bool = True
+    previous_response_id: str | None = None
+    reasoning: dict[str, Any] | None = None
+    store: bool = True
+    temperature: float | None = None
+    text: dict[str, Any] = field(default_factory=lambda: {"format": {"type": "text"}})
+    tool_choice: Any = "auto"
+    tools: list[dict[str, Any]] = []
+    top_p: float | None = None
+    truncation: str = "disabled"
+    user: str | None = None
+
+
+class ResponseMeta(Struct, frozen=True, kw_only=True):
+    """The request's side of a response: its id, the model name sent, the time, the echo."""
+
+    request_id: str
+    response_model: str
+    created_at: int
+    echo: ResponseEcho = field(default_factory=ResponseEcho)
+
+    @property
+    def response_id(self) -> str:
+        return f"resp_{self.request_id}"
+
+    def item_id(self, prefix: str, output_index: int) -> str:
+        """The id of a message (``msg``) or reasoning (``rs``) item: stable per request."""
+        return f"{prefix}_{self.request_id}_{output_index}"
+
+
+# ---- output items ---------------------------------------------------------------------------
+
+
+def output_text_part(text: str) -> dict[str, Any]:
+    return {"type": "output_text", "text": text, "annotations": []}
+
+
+def message_item(item_id: str, parts: list[dict[str, Any]], status: str) -> dict[str, Any]:
+    return {
+        "id": item_id,
+        "type": "message",
+        "status": status,
+        "role": "assistant",
+        "content": parts,
+    }
+
+
+def function_call_item(call_id: str, name: str, arguments: str, status: str) -> dict[str, Any]:
+    return {
+        "id": f"fc_{call_id}",
+        "type": "function_call",
+        "status": status,
+        "call_id": call_id,
+        "name": name,
+        "arguments": arguments,
+    }
+
+
+def reasoning_item(
+    item_id: str, block: dict[str, Any] | None = None, seal: Seal | None = None
+) -> dict[str, Any]:
+    """A reasoning item; with ``block`` and ``seal``, it carries the sealed block."""
+    item: dict[str, Any] = {"id": item_id, "type": "reasoning", "summary": []}
+    if block is not None and seal is not None:
+        item["encrypted_content"] = seal([block])
+    return item
+
+
+# ---- the response object --------------------------------------------------------------------
+
+
+def to_response_usage(counts: TokenCounts, thinking_chars: int) -> dict[str, Any]:
+    """``usage``: all input, its cache read and write, the output and its reasoning share."""
+    total_input = counts.all_input
+    return {
+        "input_tokens": total_input,
+        "input_tokens_details": {
+            "cached_tokens": counts.cache_read,
+            "cache_write_tokens": counts.cache_write,
+        },
+        "output_tokens": counts.output_tokens,
+        "output_tokens_details": {"reasoning_tokens": counts.reasoning(thinking_chars)},
+        "total_tokens": total_input + counts.output_tokens,
+    }
+
+
+def response_object(
+    meta: ResponseMeta,
+    *,
+    status: str,
+    output: list[dict[str, Any]],
+    usage: dict[str, Any] | None = None,
+    incomplete_reason: str | None = None,
+    error: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    echo = meta.echo
+    return {
+        "id": meta.response_id,
+        "object": "response",
+        "created_at": meta.created_at,
+        "status": status,
+        "error": error,
+        "incomplete_details": (
+            None if incomplete_reason is None else {"reason": incomplete_reason}
+        ),
+        "instructions": echo.instructions,
+        "max_output_tokens": echo.max_output_tokens,
+        "model": meta.response_model,
+        "output": output,
+        "parallel_tool_calls": echo.parallel_tool_calls,
+        "previous_response_id": echo.previous_response_id,
+        "reasoning": echo.reasoning,
+        "store": echo.store,
+        "temperature": echo.temperature,
+        "text": echo.text,
+        "tool_choice": echo.tool_choice,
+        "tools": echo.tools,
+        "top_p": echo.top_p,
+        "truncation": echo.truncation,
+        "usage": usage,
+        "user": echo.user,
+        "metadata": echo.metadata,
+    }
+
+
+def final_response(
+    meta: ResponseMeta,
+    output: list[dict[str, Any]],
+    stop_reason: str | None,
+    counts: TokenCounts,
+    thinking_chars: int,
+) -> dict[str, Any]:
+    """The finished answer: ``completed``, or ``incomplete`` with its reason."""
+    reason = to_incomplete_reason(stop_reason)
+    return response_object(
+        meta,
+        status="completed" if reason is None else "incomplete",
+        output=output,
+        usage=to_response_usage(counts, thinking_chars),
+        incomplete_reason=reason,
+    )
+
+
+def to_response(anthropic_body: bytes, meta: ResponseMeta, seal: Seal | None = None) -> bytes:
+    """The ``response`` JSON of a Messages response body."""
+    content, stop_reason, usage = read_response(anthropic_body)
+    output: list[dict[str, Any]] = []
+    thinking_chars = 0
+    for block in content:
+        n = len(output)
+        if isinstance(block, TextBlock):
+            parts = [output_text_part(block.text)]
+            output.append(message_item(meta.item_id("msg", n), parts, "completed"))
+        elif isinstance(block, ToolUseBlock):
+            arguments = arguments_json(block.input)
+            output.append(function_call_item(block.id, block.name, arguments, "completed"))
+        elif isinstance(block, ThinkingBlock | RedactedThinkingBlock):
+            if isinstance(block, ThinkingBlock):
+                thinking_chars += len(block.thinking)
+            output.append(reasoning_item(meta.item_id("rs", n), thinking_dict(block), seal))
+        # server_tool_use blocks ran on the deployment's side: not an item for the client.
+    counts = TokenCounts()
+    counts.merge(usage)
+    return _encode(final_response(meta, output, stop_reason, counts, thinking_chars))

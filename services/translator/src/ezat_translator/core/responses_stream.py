@@ -1,0 +1,351 @@
+"""An Anthropic Messages event stream as OpenAI Responses API SSE events
+(docs/responses-output.md, "Response object and stream").
+
+Every event is ``event: <type>\\ndata: {...}\\n\\n`` with a ``sequence_number`` counting from 0:
+
+1. ``message_start`` → ``response.created`` and ``response.in_progress`` (status ``in_progress``,
+   no output, no usage);
+2. each content block is one output item (anthropic_to_responses.py), between
+   ``response.output_item.added`` at its start and ``response.output_item.done`` at its stop:
+   a text block adds ``response.content_part.added``, a ``response.output_text.delta`` per piece,
+   ``response.output_text.done`` and ``response.content_part.done``; a tool_use block a
+   ``response.function_call_arguments.delta`` per piece and ``.done`` (a call whose arguments
+   came in no piece gets one, ``{}``, so that the pieces always add up to the arguments); a
+   thinking block streams nothing, its item is done with ``encrypted_content`` when sealed;
+3. ``message_stop`` → nothing from ``feed``: the final ``response.completed`` (or
+   ``response.incomplete``), carrying the whole output and the usage, comes from ``final``.
+
+``final`` is separate because the final event may only reach the client once the request's
+usage record is durable, the same rule as chat's ``[DONE]``: the caller calls it when that
+acknowledgement holds (with chat, the router's held ``message_stop`` frame does this). If billing
+fails instead, ``error`` gives ``response.failed`` in its place; a deployment's ``error`` event or
+a stream cut before ``message_stop`` (``finish``) gives it too, with the OpenAI error type and
+529 reported as 503 (ezat_common.errors). Pings give nothing (the edge writes keep-alive
+comments). Events that do not decode are counted in ``ignored_events`` and skipped.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from ezat_common.errors import STATUS_OF_TYPE, openai_error, openai_status
+from ezat_common.schemas.anthropic import (
+    ContentBlockDelta,
+    ContentBlockStart,
+    ContentBlockStop,
+    Error,
+    InputJsonDelta,
+    MessageDelta,
+    MessageStart,
+    MessageStop,
+    RedactedThinkingBlock,
+    SignatureDelta,
+    TextBlock,
+    TextDelta,
+    ThinkingBlock,
+    ThinkingDelta,
+    ToolUseBlock,
+)
+
+from ezat_translator.core.anthropic_answer import (
+    AnthropicEvents,
+    ThinkingPieces,
+    arguments_json,
+    thinking_dict,
+)
+from ezat_translator.core.anthropic_to_responses import (
+    ResponseMeta,
+    Seal,
+    final_response,
+    function_call_item,
+    message_item,
+    output_text_part,
+    reasoning_item,
+    response_object,
+    to_response_usage,
+)
+from ezat_translator.core.token_counts import TokenCounts
+
+_encode = msgspec.json.Encoder().encode
+
+# ResponseError.code of a failure, by the status the client is told (after 529 → 503).
+_FAILED_CODE = {400: "invalid_prompt", 429: "rate_limit_exceeded"}
+
+_TEXT_DELTA = b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta"'
+_ARGS_DELTA = (
+    b"event: response.function_call_arguments.delta\n"
+    b'data: {"type":"response.function_call_arguments.delta"'
+)
+
+
+class _Item:
+    """One output item being streamed: the block it comes from and what it gathered."""
+
+    __slots__ = (
+        "block",
+        "delta_end",
+        "delta_head",
+        "delta_tail",
+        "id",
+        "index",
+        "pieces",
+        "thinking",
+    )
+
+    def __init__(self, item_id: str, index: int, block: TextBlock | ToolUseBlock | None) -> None:
+        self.id = item_id
+        self.index = index
+        self.block = block  # None: a reasoning item
+        self.pieces: list[str] = []  # text or arguments
+        self.thinking: ThinkingPieces | dict[str, Any] | None = None
+        text = isinstance(block, TextBlock)
+        self.delta_head = (_TEXT_DELTA if text else _ARGS_DELTA) + b',"sequence_number":'
+        self.delta_tail = (
+            b',"item_id":'
+            + _encode(item_id)
+            + b',"output_index":'
+            + str(index).encode()
+            + (b',"content_index":0' if text else b"")
+            + b',"delta":'
+        )
+        self.delta_end = b',"logprobs":[]}\n\n' if text else b"}\n\n"
+
+
+class ResponsesStream:
+    """One streaming request: ``feed`` Anthropic SSE bytes, write what it returns; write
+    ``final()`` once the usage record is durable."""
+
+    __slots__ = (
+        "_counts",
+        "_events",
+        "_items",
+        "_meta",
+        "_open",
+        "_output",
+        "_seal",
+        "_seq",
+        "_started",
+        "_stop_reason",
+        "_thinking_chars",
+        "complete",
+        "done",
+    )
+
+    def __init__(self, meta: ResponseMeta, seal: Seal | None = None) -> None:
+        self._meta = meta
+        self._seal = seal
+        self._events = AnthropicEvents()
+        self._counts = TokenCounts()
+        self._thinking_chars = 0
+        self._seq = 0
+        self._started = False
+        self._stop_reason: str | None = None
+        self._open: dict[int, _Item] = {}  # Anthropic block index -> its item, until it stops
+        self._items = 0  # output items added so far
+        self._output: dict[int, dict[str, Any]] = {}  # output index -> the item, once done
+        self.complete = False  # message_stop arrived: ``final`` has the final event
+        self.done = False  # the final event or response.failed was returned; the rest ignored
+
+    # ---- results ----------------------------------------------------------------------------
+
+    @property
+    def ignored_events(self) -> int:
+        """Frames that did not decode as a known event (skipped)."""
+        return self._events.ignored
+
+    @property
+    def usage(self) -> dict[str, Any]:
+        """The Responses usage of what has been streamed so far (final after message_stop)."""
+        return to_response_usage(self._counts, self._thinking_chars)
+
+    @property
+    def stop_reason(self) -> str | None:
+        return self._stop_reason
+
+    # ---- input ------------------------------------------------------------------------------
+
+    def feed(self, frames: bytes) -> bytes:
+        """The Responses SSE bytes for these Anthropic frames (possibly b"")."""
+        if self.done or self.complete:
+            return b""
+        out: list[bytes] = []
+        for event in self._events.read(frames):
+            if isinstance(event, ContentBlockDelta):
+                self._on_delta(event, out)
+            elif isinstance(event, ContentBlockStart):
+                self._on_block_start(event, out)
+            elif isinstance(event, ContentBlockStop):
+                item = self._open.pop(event.index, None)
+                if item is not None:
+                    self._close(item, out)
+            elif isinstance(event, MessageStart):
+                self._counts.merge(event.message.usage)
+                self._start(out)
+            elif isinstance(event, MessageDelta):
+                self._counts.merge(event.usage)
+                if event.delta.stop_reason is not None:
+                    self._stop_reason = event.delta.stop_reason
+            elif isinstance(event, MessageStop):
+                self._start(out)
+                for index in sorted(self._open, key=lambda k: self._open[k].index):
+                    self._close(self._open[index], out)
+                self._open.clear()
+                self.complete = True
+                break
+            elif isinstance(event, Error):
+                status = STATUS_OF_TYPE.get(event.error.type, 500)
+                out.append(self.error(status, event.error.message))
+                break
+            # ping: nothing to send
+        return b"".join(out)
+
+    def final(self) -> bytes:
+        """``response.completed`` (or ``response.incomplete``) with the output and the usage,
+        once ``message_stop`` arrived; b"" before that and once anything final was returned."""
+        if not self.complete or self.done:
+            return b""
+        self.done = True
+        output = [self._output[n] for n in sorted(self._output)]
+        response = final_response(
+            self._meta, output, self._stop_reason, self._counts, self._thinking_chars
+        )
+        kind = "response.completed" if response["status"] == "completed" else "response.incomplete"
+        return self._event(kind, {"response": response})
+
+    def error(self, status: int, message: str) -> bytes:
+        """A failure after the stream started: ``response.failed`` (no usage: not billed);
+        b"" once done. ``status`` is the gateway's (529 is told as 503)."""
+        if self.done:
+            return b""
+        out: list[bytes] = []
+        self._start(out)  # the SDK's accumulator wants response.created first
+        self.done = True
+        told = openai_status(status)
+        code = _FAILED_CODE.get(told, "server_error" if told >= 500 else "invalid_prompt")
+        kind = openai_error(status, message)["type"]
+        failure = {"code": code, "message": message, "type": kind}
+        output = [self._output[n] for n in sorted(self._output)]
+        response = response_object(self._meta, status="failed", output=output, error=failure)
+        out.append(self._event("response.failed", {"response": response}))
+        return b"".join(out)
+
+    def finish(self) -> bytes:
+        """End of input: b"" after message_stop (``final`` has the rest); a stream cut before
+        it is a failure."""
+        if self.complete:
+            return b""
+        return self.error(500, "the model's response stream ended before it was complete")
+
+    # ---- events -----------------------------------------------------------------------------
+
+    def _event(self, kind: str, fields: dict[str, Any]) -> bytes:
+        seq = self._seq
+        self._seq += 1
+        payload = _encode({"type": kind, "sequence_number": seq, **fields})
+        return b"event: " + kind.encode() + b"\ndata: " + payload + b"\n\n"
+
+    def _start(self, out: list[bytes]) -> None:
+        if self._started:
+            return
+        self._started = True
+        response = response_object(self._meta, status="in_progress", output=[])
+        out.append(self._event("response.created", {"response": response}))
+        out.append(self._event("response.in_progress", {"response": response}))
+
+    def _on_block_start(self, event: ContentBlockStart, out: list[bytes]) -> None:
+        block = event.content_block
+        meta = self._meta
+        n = self._items
+        if isinstance(block, TextBlock):
+            item = _Item(meta.item_id("msg", n), n, block)
+            added = message_item(item.id, [], "in_progress")
+        elif isinstance(block, ToolUseBlock):
+            item = _Item(f"fc_{block.id}", n, block)
+            added = function_call_item(block.id, block.name, "", "in_progress")
+        elif isinstance(block, ThinkingBlock | RedactedThinkingBlock):
+            item = _Item(meta.item_id("rs", n), n, None)
+            added = reasoning_item(item.id)
+            if isinstance(block, ThinkingBlock):
+                item.thinking = ThinkingPieces(block.thinking, block.signature)
+                self._thinking_chars += len(block.thinking)
+            else:
+                item.thinking = thinking_dict(block)
+        else:
+            return  # server_tool_use: ran on the deployment's side, no item
+        self._start(out)
+        self._items += 1
+        self._open[event.index] = item
+        out.append(self._event("response.output_item.added", {"output_index": n, "item": added}))
+        if isinstance(block, TextBlock):
+            out.append(
+                self._event(
+                    "response.content_part.added",
+                    {
+                        "item_id": item.id,
+                        "output_index": n,
+                        "content_index": 0,
+                        "part": output_text_part(""),
+                    },
+                )
+            )
+            if block.text:
+                self._delta(item, block.text, out)
+
+    def _on_delta(self, event: ContentBlockDelta, out: list[bytes]) -> None:
+        item = self._open.get(event.index)
+        if item is None:
+            return
+        delta = event.delta
+        if isinstance(delta, TextDelta):
+            if delta.text and isinstance(item.block, TextBlock):
+                self._delta(item, delta.text, out)
+        elif isinstance(delta, InputJsonDelta):
+            if delta.partial_json and isinstance(item.block, ToolUseBlock):
+                self._delta(item, delta.partial_json, out)
+        elif isinstance(item.thinking, ThinkingPieces):
+            if isinstance(delta, ThinkingDelta):
+                item.thinking.text.append(delta.thinking)
+                self._thinking_chars += len(delta.thinking)
+            elif isinstance(delta, SignatureDelta):
+                item.thinking.signature.append(delta.signature)
+        # citations_delta: the cited text already arrived as text
+
+    def _delta(self, item: _Item, piece: str, out: list[bytes]) -> None:
+        """A piece of text or arguments: the one event per piece, spliced from bytes."""
+        item.pieces.append(piece)
+        seq = self._seq
+        self._seq += 1
+        out.append(
+            item.delta_head + str(seq).encode() + item.delta_tail + _encode(piece) + item.delta_end
+        )
+
+    def _close(self, item: _Item, out: list[bytes]) -> None:
+        n = item.index
+        block = item.block
+        if isinstance(block, TextBlock):
+            text = "".join(item.pieces)
+            where = {"item_id": item.id, "output_index": n, "content_index": 0}
+            out.append(
+                self._event("response.output_text.done", {**where, "text": text, "logprobs": []})
+            )
+            part = output_text_part(text)
+            out.append(self._event("response.content_part.done", {**where, "part": part}))
+            done = message_item(item.id, [part], "completed")
+        elif isinstance(block, ToolUseBlock):
+            if not item.pieces:
+                self._delta(item, arguments_json(block.input), out)
+            arguments = "".join(item.pieces)
+            out.append(
+                self._event(
+                    "response.function_call_arguments.done",
+                    {"item_id": item.id, "output_index": n, "arguments": arguments},
+                )
+            )
+            done = function_call_item(block.id, block.name, arguments, "completed")
+        else:
+            thinking = item.thinking
+            kept = thinking.to_block() if isinstance(thinking, ThinkingPieces) else thinking
+            done = reasoning_item(item.id, kept, self._seal)
+        self._output[n] = done
+        out.append(self._event("response.output_item.done", {"output_index": n, "item": done}))

@@ -1,0 +1,68 @@
+"""core.responses_stream against the official openai SDK's Responses stream accumulator.
+
+Any valid Anthropic event sequence (support.anthropic_streams), cut into arbitrary reads,
+must accumulate (with ``ResponseStreamState``, what ``client.responses.stream`` uses) into the
+response object that core.anthropic_to_responses makes of the same answer non-streamed, and any
+byte split of it must give the same output.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+import msgspec
+from ezat_translator.core.anthropic_to_responses import ResponseMeta, to_response
+from ezat_translator.core.responses_stream import ResponsesStream
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from openai.types.responses import Response
+from support.anthropic_streams import Transcript, reads_of, transcripts
+from support.responses_sse import accumulate, plain, visible_seal
+
+META = ResponseMeta(request_id="req_p", response_model="anthropic/claude-sonnet-5-5", created_at=1)
+
+
+def comparable(response: Response) -> dict[str, Any]:
+    """``plain`` with each call's arguments parsed: the stream relays the deployment's JSON text
+    as it came (spacing included), the body's is re-encoded."""
+    value = plain(response)
+    for item in value["output"]:
+        if item["type"] == "function_call":
+            item["arguments"] = json.loads(item["arguments"])
+    return value
+
+
+@settings(max_examples=300, deadline=None)
+@given(t=transcripts(), cuts=st.lists(st.integers(0, 60), max_size=20))
+def test_the_sdk_accumulates_the_non_streamed_response(t: Transcript, cuts: list[int]) -> None:
+    stream = ResponsesStream(META, visible_seal)
+    out = b"".join(stream.feed(read) for read in reads_of(t.frames, cuts))
+    assert stream.complete and not stream.done
+    out += stream.finish() + stream.final()
+    assert stream.done
+    assert stream.ignored_events == 0
+
+    final, _ = accumulate(out)
+    body = to_response(msgspec.json.encode(t.body()), META, visible_seal)
+    expected = Response.model_validate_json(body)
+    assert final is not None
+    assert comparable(final) == comparable(expected)
+    assert final.output_text == "".join(t.texts)
+    assert [(i.call_id, i.name) for i in final.output if i.type == "function_call"] == [
+        (tool_id, name) for tool_id, name, _ in t.tools
+    ]
+    assert stream.usage == msgspec.json.decode(body)["usage"]
+
+
+@settings(max_examples=100, deadline=None)
+@given(t=transcripts(), cuts=st.lists(st.integers(0, 4000), max_size=30))
+def test_any_byte_split_gives_the_same_output(t: Transcript, cuts: list[int]) -> None:
+    sse = b"".join(t.frames)
+    whole_stream = ResponsesStream(META, visible_seal)
+    whole = whole_stream.feed(sse) + whole_stream.final()
+    bounds = [0, *sorted(c for c in cuts if c < len(sse)), len(sse)]
+    stream = ResponsesStream(META, visible_seal)
+    split = b"".join(stream.feed(sse[a:b]) for a, b in itertools.pairwise(bounds))
+    assert split + stream.final() == whole
