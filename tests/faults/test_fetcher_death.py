@@ -82,8 +82,10 @@ async def test_sigkill_of_the_fetcher_mid_download_ends_image_requests_with_a_50
     killed: list[float] = []
 
     async def fault() -> None:
-        # Once the downloads are under way (a loaded machine takes a moment to start 120).
-        for _ in range(100):
+        # Once the downloads are under way (a loaded machine takes a moment to start 120: one
+        # CI run had 7 of the 8 after 5 s). At most 7 s in, before the first one asked could
+        # have been answered (IMAGE_DELAY), which the assertions below check.
+        for _ in range(140):
             if len(asked) >= KEY_SHARE:
                 break
             await asyncio.sleep(0.05)
@@ -97,6 +99,7 @@ async def test_sigkill_of_the_fetcher_mid_download_ends_image_requests_with_a_50
     print("image requests ended", sorted(round(h.ended - killed[0], 2) for h in refused)[::8])
     # The key's share of the slots was downloading, the rest of its downloads queued behind it.
     assert len(asked) == KEY_SHARE, "the downloads were not in flight at the kill"
+    assert killed[0] < asked[0] + IMAGE_DELAY, "the first download could have ended before the kill"
     check(others, BOUND)
     assert summary(others) == {"complete": OTHERS}
     check(refused, BOUND)
