@@ -60,6 +60,7 @@ class Endpoint:
         "_error_of",
         "_host",
         "_prefixes",
+        "_signed",
         "_signer",
         "dep",
         "events_type",
@@ -82,6 +83,9 @@ class Endpoint:
         elif wire.auth == "bearer" and key:
             constant["authorization"] = "Bearer " + key
         self._signer = signer if wire.auth in ("sigv4", "google") else None
+        # What SigV4 signs of the head (host; the x-amz-* it adds itself): built once, not
+        # per request, and the same dict each time, so RouteSigner's memo keys stay equal.
+        self._signed = {"host": self._host}
         self._prefixes = {
             route_key: request_prefix(route.path, self._host, {**constant, **route.headers})
             for route_key, route in wire.routes.items()
@@ -119,8 +123,7 @@ class Endpoint:
         if beta:
             own["anthropic-beta"] = beta
         if self._signer is not None:
-            signed = {"host": self._host, "content-type": "application/json"}
-            own.update(self._signer.headers("POST", shaped.url, signed, shaped.body))
+            own.update(self._signer.headers("POST", shaped.url, self._signed, shaped.body))
         prefix = self._prefixes[kinds.route_key(api, req.stream)]
         return request_head(prefix, own, len(shaped.body)), shaped.body
 
