@@ -12,8 +12,10 @@ from ezat_common import bus, envelopes
 from ezat_common.envelopes import PART_LOST, ReplyBody, ReplyEnd, ReplyHead, UsageRecord
 from ezat_common.liveness import Heartbeats
 from ezat_common.subjects import Subjects
-from ezat_translator.chat import ChatPath, ChatState
+from ezat_translator.conversions import ChatConversion
 from ezat_translator.core.chat_stream import ChatStream
+from ezat_translator.openai_path import OpenAIPath
+from ezat_translator.openai_state import OpenAIState
 from nats.aio.client import Client
 
 USAGE = envelopes.encode(
@@ -51,15 +53,17 @@ async def nc(nats_url: str) -> AsyncIterator[Client]:
     await conn.close()
 
 
-def chat_path(nc: Client) -> ChatPath:
+def chat_path(nc: Client) -> OpenAIPath:
     subjects = Subjects(prefix="heldchat")
     # Catalogue and thinking store are not used when converting replies without thinking.
-    return ChatPath(nc, subjects, bus.Claims(nc, subjects), None, None, "tr-1", "", Heartbeats(nc))  # type: ignore[arg-type]
+    claims = bus.Claims(nc, subjects)
+    return OpenAIPath(nc, subjects, claims, None, None, "tr-1", "", Heartbeats(nc))  # type: ignore[arg-type]
 
 
-def state(stream: bool) -> ChatState:
+def state(stream: bool) -> OpenAIState:
     chunks = ChatStream(request_id="r1", response_model="gpt-x", created=1, include_usage=False)
-    return ChatState("r1", "u1", "k", "_INBOX.edge.1", "gpt-x", 1, chunks if stream else None)
+    conv = ChatConversion("r1", "gpt-x", 1, chunks if stream else None, None, "k")  # type: ignore[arg-type]
+    return OpenAIState("r1", "u1", "k", "_INBOX.edge.1", conv)
 
 
 async def test_a_converted_stream_end_keeps_the_record_it_waits_for(nc: Client) -> None:

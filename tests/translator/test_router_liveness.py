@@ -18,7 +18,7 @@ from ezat_common.config import load_config
 from ezat_common.envelopes import ClientRequest, Heartbeat, ReplyChunk, ReplyHead, RouteRequest
 from ezat_common.liveness import Heartbeats
 from ezat_common.subjects import Subjects
-from ezat_translator.chat import ChatPath
+from ezat_translator.openai_path import OpenAIPath
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
@@ -41,7 +41,7 @@ class Wire:
         self.nc = nc
         self.subjects = subjects
         self.beats = Heartbeats(nc)
-        self.path = ChatPath(
+        self.path = OpenAIPath(
             nc,
             subjects,
             bus.Claims(nc, subjects),

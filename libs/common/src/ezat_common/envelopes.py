@@ -19,7 +19,10 @@ from typing import Literal, Protocol
 import msgspec
 from msgspec import Struct
 
-Api = Literal["messages", "count_tokens", "chat"]
+Api = Literal["messages", "count_tokens", "chat", "responses"]
+# The APIs whose answers the translator converts from Messages (the router relays the
+# deployment's bytes to it unchanged); the others reach the edge as the router sends them.
+CONVERTED: frozenset[str] = frozenset({"chat", "responses"})
 
 
 class _AboutARequest(Protocol):

@@ -5,7 +5,8 @@
 At the edge a renderer turns a ``ReplyError`` into what the client sees: ``ANTHROPIC``
 (``{"type":"error","error":{"type","message"},"request_id"}`` with Anthropic's status codes) and
 ``OPENAI`` (``{"error":{"message","type","param","code"}}`` with the same statuses except that
-529 becomes 503), each as an HTTP response or as the error event of a started stream.
+529 becomes 503), each as an HTTP response or as the error event of a started stream, and
+``RESPONSES`` (OpenAI's body; a started stream ends with ``response.failed``, docs/responses.md).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import msgspec
 
 from .envelopes import ReplyError
 
-Format = Literal["anthropic", "openai"]
+Format = Literal["anthropic", "openai", "responses"]
 
 STATUS_OF_TYPE: dict[str, int] = {
     "invalid_request_error": 400,
@@ -158,8 +159,9 @@ class ErrorRenderer:
     def body(self, reply: ReplyError, request_id: str) -> bytes:
         raise NotImplementedError
 
-    def event(self, reply: ReplyError, request_id: str) -> bytes:
-        """The error event that ends a stream whose response has started."""
+    def event(self, reply: ReplyError, request_id: str, sent_events: int = 0) -> bytes:
+        """The error event that ends a stream whose response has started (``sent_events``:
+        how many events its client has been sent, for a format that numbers them)."""
         raise NotImplementedError
 
     def response(
@@ -178,7 +180,7 @@ class AnthropicRenderer(ErrorRenderer):
     def body(self, reply: ReplyError, request_id: str) -> bytes:
         return anthropic_body(reply.type, reply.message, request_id)
 
-    def event(self, reply: ReplyError, request_id: str) -> bytes:
+    def event(self, reply: ReplyError, request_id: str, sent_events: int = 0) -> bytes:
         return anthropic_sse(reply.type, reply.message, request_id)
 
 
@@ -189,15 +191,25 @@ class OpenAIRenderer(ErrorRenderer):
     def body(self, reply: ReplyError, request_id: str) -> bytes:
         return openai_body(reply.status, reply.message, reply.param, reply.code)
 
-    def event(self, reply: ReplyError, request_id: str) -> bytes:
+    def event(self, reply: ReplyError, request_id: str, sent_events: int = 0) -> bytes:
         # A started stream's error chunk names no param and has the status's own code, as it
         # always has (and as the translator's chunks have, core/chat_stream.py).
         return openai_sse(reply.status, reply.message)
 
 
+class ResponsesRenderer(OpenAIRenderer):
+    def event(self, reply: ReplyError, request_id: str, sent_events: int = 0) -> bytes:
+        return responses_failed_sse(reply.status, reply.message, request_id, sent_events)
+
+
 ANTHROPIC = AnthropicRenderer()
 OPENAI = OpenAIRenderer()
-RENDERERS: dict[Format, ErrorRenderer] = {"anthropic": ANTHROPIC, "openai": OPENAI}
+RESPONSES = ResponsesRenderer()
+RENDERERS: dict[Format, ErrorRenderer] = {
+    "anthropic": ANTHROPIC,
+    "openai": OPENAI,
+    "responses": RESPONSES,
+}
 
 
 # ---- Anthropic format -----------------------------------------------------------------------
@@ -264,3 +276,44 @@ def openai_sse(
     status: int, message: str, param: str | None = None, code: str | None = None
 ) -> bytes:
     return b"data: " + openai_body(status, message, param, code) + b"\n\ndata: [DONE]\n\n"
+
+
+# ---- OpenAI Responses streams ---------------------------------------------------------------
+
+# ResponseError.code of a failed response, by the status the client is told (after 529 → 503).
+_FAILED_CODE = {400: "invalid_prompt", 429: "rate_limit_exceeded"}
+
+
+def responses_failure(status: int, message: str) -> dict[str, object]:
+    """The ``error`` of a ``response.failed`` response: the translator's (a deployment's error,
+    a cut stream) and the edge's (billing, a lost holder) are the same shape."""
+    told = openai_status(status)
+    code = _FAILED_CODE.get(told, "server_error" if told >= 500 else "invalid_prompt")
+    return {"code": code, "message": message, "type": openai_error(status, message)["type"]}
+
+
+def responses_sse(kind: str, seq: int, fields: dict[str, object]) -> bytes:
+    """One Responses stream event, numbered ``seq``."""
+    payload = msgspec.json.encode({"type": kind, "sequence_number": seq, **fields})
+    return b"event: " + kind.encode() + b"\ndata: " + payload + b"\n\n"
+
+
+def responses_failed_sse(status: int, message: str, request_id: str, sent_events: int) -> bytes:
+    """What the edge ends a started Responses stream with when the failure is its own: the
+    ``response.failed`` event after the ``sent_events`` its client has (preceded by
+    ``response.created`` when it has none, which every client reads first). Its ``output`` is
+    null: the SDK's accumulator fills it from the items it was streamed."""
+    head = {"id": f"resp_{request_id}", "object": "response"}
+    out = b""
+    if sent_events == 0:
+        created = {**head, "status": "in_progress", "output": []}
+        out = responses_sse("response.created", 0, {"response": created})
+        sent_events = 1
+    failed = {
+        **head,
+        "status": "failed",
+        "error": responses_failure(status, message),
+        "output": None,
+        "usage": None,
+    }
+    return out + responses_sse("response.failed", sent_events, {"response": failed})

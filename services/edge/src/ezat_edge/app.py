@@ -77,6 +77,7 @@ ROUTES: tuple[tuple[str, str, Callable[[Edge], Handler]], ...] = (
     ("POST", "/v1/messages/count_tokens", lambda e: e.api.count_tokens),
     ("GET", "/v1/models", lambda e: e.api.list_models),
     ("POST", "/openai/v1/chat/completions", lambda e: e.api.chat_completions),
+    ("POST", "/openai/v1/responses", lambda e: e.api.create_response),
     ("GET", "/openai/v1/models", lambda e: e.api.list_models),
     ("GET", "/api/models", lambda e: e.api.public_models),
     ("GET", "/api/usage", lambda e: e.api.usage),

@@ -75,6 +75,9 @@ class Api:
     async def chat_completions(self, request: web.Request) -> web.StreamResponse:
         return await self._model_call(request, "chat", "openai")
 
+    async def create_response(self, request: web.Request) -> web.StreamResponse:
+        return await self._model_call(request, "responses", "responses")
+
     async def _model_call(
         self, request: web.Request, api: envelopes.Api, fmt: Format
     ) -> web.StreamResponse:

@@ -185,7 +185,11 @@ class ApiMeters:
         return found
 
 
-METERS = {"anthropic": ApiMeters("anthropic"), "openai": ApiMeters("openai")}
+METERS = {
+    "anthropic": ApiMeters("anthropic"),
+    "openai": ApiMeters("openai"),
+    "responses": ApiMeters("responses"),
+}
 
 
 def prepare(models: Iterable[str]) -> None:

@@ -57,6 +57,7 @@ from .streams import (
     Outlets,
     SseResponse,
     StreamState,
+    count_events,
     has_token,
     ping_for,
     watchdog,
@@ -287,6 +288,7 @@ class Relay:
                 # stream committed early starts with a ping.
                 outlet = await self._open(call, resp)
                 await outlet.write(first)
+                count_events(state, call.fmt, first)
                 state.written = time.monotonic()
                 if has_token(call.fmt, first):
                     call.first_token = state.written
@@ -305,7 +307,7 @@ class Relay:
                 if end is not None:
                     # Held until its usage is durable; then written with what preceded it.
                     durable = await self.holder.durable(queue, held, end.usage)
-                    data += end.data if durable else _unrecorded_frame(call)
+                    data += end.data if durable else _unrecorded_frame(call, state)
                     state.complete = durable
                 if outlet is None:
                     # Headers leave with the first bytes of the body, in the same write.
@@ -321,7 +323,7 @@ class Relay:
                     return None
                 if data:
                     if not await outlet.write(data):
-                        await self._cut(call, outlet)
+                        await self._cut(call, outlet, state)
                         return None
                     state.written = time.monotonic()
                     if not call.first_token and has_token(call.fmt, data):
@@ -333,7 +335,7 @@ class Relay:
     async def _finish(self, call: Call, outlet: Outlet, data: bytes, state: StreamState) -> bool:
         """The stream's last write, with the end of its body (True); a cut if it does not fit."""
         if not outlet.fits(len(data)):
-            await self._cut(call, outlet)
+            await self._cut(call, outlet, state)
             return False
         await outlet.end(data)
         if not call.first_token and has_token(call.fmt, data):
@@ -351,7 +353,7 @@ class Relay:
         writer = await resp.prepare(call.request)
         return Outlet(self.outlets, resp, writer, call.request, self.stream_buffer_bytes)
 
-    async def _cut(self, call: Call, outlet: Outlet) -> None:
+    async def _cut(self, call: Call, outlet: Outlet, state: StreamState) -> None:
         """The client let more than the cap wait at the edge: end its stream with an error
         event behind what it has not read, and stop the request. It is billed as a client that
         left early, for what was produced (docs/billing.md): its cancel says ``client``, and the
@@ -362,7 +364,9 @@ class Relay:
             f"the stream was ended because it was read too slowly: more than {kib} KiB of it "
             "waited to be sent; read a stream as it arrives (what was produced is billed)"
         )
-        frame = stream_error_frame(call.fmt, call.rid, 408, "invalid_request_error", message)
+        frame = stream_error_frame(
+            call.fmt, call.rid, 408, "invalid_request_error", message, state.events
+        )
         await outlet.cut(frame)
         self._delivered(call)
         await self._cancel(call)
@@ -388,5 +392,5 @@ class Relay:
         return error_response(call.fmt, call.rid, status, type, message, headers=call.extra_headers)
 
 
-def _unrecorded_frame(call: Call) -> bytes:
-    return reply_frame(call.fmt, call.rid, UNRECORDED)
+def _unrecorded_frame(call: Call, state: StreamState) -> bytes:
+    return reply_frame(call.fmt, call.rid, UNRECORDED, state.events)

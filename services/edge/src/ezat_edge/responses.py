@@ -47,10 +47,14 @@ def error_response(
     return reply_response(fmt, rid, ReplyError(status=status, type=type, message=message), headers)
 
 
-def reply_frame(fmt: Format, rid: str, reply: ReplyError) -> bytes:
-    """``reply`` as the error event that ends a started stream."""
-    return errors.RENDERERS[fmt].event(reply, rid)
+def reply_frame(fmt: Format, rid: str, reply: ReplyError, sent_events: int = 0) -> bytes:
+    """``reply`` as the error event that ends a started stream (after ``sent_events``, for the
+    Responses API, which numbers its events)."""
+    return errors.RENDERERS[fmt].event(reply, rid, sent_events)
 
 
-def stream_error_frame(fmt: Format, rid: str, status: int, type: str, message: str) -> bytes:
-    return reply_frame(fmt, rid, ReplyError(status=status, type=type, message=message))
+def stream_error_frame(
+    fmt: Format, rid: str, status: int, type: str, message: str, sent_events: int = 0
+) -> bytes:
+    reply = ReplyError(status=status, type=type, message=message)
+    return reply_frame(fmt, rid, reply, sent_events)

@@ -24,7 +24,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import cast
 
 from aiohttp import web
@@ -36,10 +36,11 @@ from nats.aio.msg import Msg
 
 from . import metrics as m
 
-# StreamState, has_token and ping_for are re-exported: relay.py's stream loop imports them
-# from here.
+# StreamState, count_events, has_token and ping_for are re-exported: relay.py's stream loop
+# imports them from here.
+from .core.stream import RESPONSES_EVENT, add_owner_lost, add_reply, next_write
 from .core.stream import StreamState as StreamState
-from .core.stream import add_owner_lost, add_reply, next_write
+from .core.stream import count_events as count_events
 from .core.stream import has_token as has_token
 from .core.stream import ping_for as ping_for
 from .responses import Format, reply_frame
@@ -99,6 +100,8 @@ class Collector:
     keep_ack: Callable[[Msg], None]  # an outbox acknowledgement, for the request's settlement
     is_ack: Callable[[Msg], bool]
     decode: Callable[[Msg], envelopes.Reply]
+    # What ``take`` is collecting (for ``error_frame``).
+    _parts: list[bytes] = field(default_factory=list)
 
     def take(self, msg: Msg, queue: asyncio.Queue[Msg]) -> tuple[bytes, bool, ReplyEnd | None]:
         """Bytes of this message and of every one already queued behind it; True when final; and
@@ -106,11 +109,12 @@ class Collector:
         What each reply adds is core/stream.py's."""
         state = self.state
         parts: list[bytes] = []
+        self._parts = parts
         ping = False
         while True:
             if msg is IDLE:
                 add_owner_lost(state, parts, self.error_frame)
-                return b"".join(parts), True, None
+                return self._out(b"".join(parts)), True, None
             if msg is PING:
                 ping = True
             elif self.is_ack(msg):
@@ -120,20 +124,29 @@ class Collector:
                 reply = self.decode(msg)
                 match add_reply(state, parts, reply, self.error_frame):
                     case "held":
-                        return b"".join(parts), True, cast(ReplyEnd, reply)
+                        return self._out(b"".join(parts)), True, cast(ReplyEnd, reply)
                     case "final":
-                        return b"".join(parts), True, None
+                        return self._out(b"".join(parts)), True, None
                     case "part_lost":
                         m.OWNER_LOST_BY("part_lost").inc()
-                        return b"".join(parts), True, None
+                        return self._out(b"".join(parts)), True, None
                     case "ignored":
                         log.warning("ignored %s inside a stream", type(reply).__name__)
             if queue.empty():
-                return next_write(state, parts, ping, self.fmt), False, None
+                return self._out(next_write(state, parts, ping, self.fmt)), False, None
             msg = queue.get_nowait()
 
+    def _out(self, data: bytes) -> bytes:
+        count_events(self.state, self.fmt, data)
+        return data
+
     def error_frame(self, err: ReplyError) -> bytes:
-        return reply_frame(self.fmt, self.rid, err)
+        """``err`` as its stream's error event: after the events written and those collected
+        for this write (a Responses stream's failure carries the next sequence number)."""
+        sent = self.state.events
+        if self.fmt == "responses":
+            sent += sum(p.count(RESPONSES_EVENT) for p in self._parts)
+        return reply_frame(self.fmt, self.rid, err, sent)
 
 
 class Outlet:

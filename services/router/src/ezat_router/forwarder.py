@@ -22,6 +22,7 @@ from ezat_common import envelopes
 from ezat_common.bus import Claims, ack_subject_of
 from ezat_common.config import RouterConfig
 from ezat_common.envelopes import (
+    CONVERTED,
     UNRECORDED,
     ReplyBody,
     ReplyChunk,
@@ -243,9 +244,9 @@ class Forwarder:
             document, usage, content = read_response(data)
         except PayloadError:
             return from_transport("protocol", req.response_model, self._cfg.between_events_timeout)
-        # The translator turns a chat body into a chat.completion with its own model field:
-        # the upstream bytes are relayed, not re-encoded here.
-        out = data if req.api == "chat" else with_response_model(document, req.response_model)
+        # The translator turns a converted API's body into its own object with its own model
+        # field: the upstream bytes are relayed, not re-encoded here.
+        out = data if req.api in CONVERTED else with_response_model(document, req.response_model)
         state.usage.feed_response(usage, content, document.get("stop_reason"))
         return await self._complete(
             req, state, ReplyBody(status=resp.status, headers=state.reply_headers, data=out)

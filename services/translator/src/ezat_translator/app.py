@@ -18,6 +18,7 @@ from ezat_common import bus, envelopes, lifecycle, logs, readiness, tracing
 from ezat_common.bodies import TOO_DEEP
 from ezat_common.catalogue import Catalogue
 from ezat_common.config import load_config
+from ezat_common.envelopes import CONVERTED
 from ezat_common.errors import GatewayError
 from ezat_common.liveness import OWNER_TIMEOUT, Heartbeats
 from ezat_common.periodic import Periodic
@@ -28,8 +29,9 @@ from nats.aio.msg import Msg
 
 from . import metrics as m
 from . import spans
-from .chat import NO_ROUTER_TAG, ChatPath
 from .core.messages import Prepared, encode_body, prepare_count, prepare_create
+from .openai_path import NO_ROUTER_TAG, OpenAIPath
+from .responses_requests import ResponsesRequests
 from .route_request import route_request
 from .thinking_store import ThinkingStore
 
@@ -47,6 +49,7 @@ class Translator:
         catalogue: Catalogue,
         thinking: ThinkingStore,
         ready: readiness.Readiness | None = None,
+        responses: ResponsesRequests | None = None,
     ) -> None:
         self.nc = nc
         self.ready = ready or readiness.Readiness("translator")
@@ -60,7 +63,7 @@ class Translator:
         self.thinking = thinking
         # The edge hears from us while we hold its request (docs/reliability.md).
         self.beats = Heartbeats(nc)
-        self.chat = ChatPath(
+        self.chat = OpenAIPath(
             nc,
             self.subjects,
             self.claims,
@@ -69,6 +72,7 @@ class Translator:
             instance,
             self.no_router_prefix,
             self.beats,
+            responses or ResponsesRequests(catalogue),
         )
         self.tasks = TaskSet()
         self._sub: Any = None
@@ -123,7 +127,7 @@ class Translator:
             # Where to answer is inside the message: the edge's first-reply timeout answers.
             return
         traceparent = tracing.received(msg.headers)
-        if req.body_ref is not None or req.api == "chat":
+        if req.body_ref is not None or req.api in CONVERTED:
             # Object-store reads, image downloads and Redis look-ups must not hold up the
             # subscription, which runs its callbacks one at a time.
             self.tasks.spawn(self.handle(req, traceparent))
@@ -140,7 +144,7 @@ class Translator:
             traceparent = tracing.traceparent(span)
         try:
             body = await self.claims.unpack(req.body, req.body_ref)
-            if req.api == "chat":
+            if req.api in CONVERTED:
                 await self.chat.route(req, body, traceparent, span)
                 return
             prepared = self.prepare(req, body)

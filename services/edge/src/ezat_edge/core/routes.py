@@ -4,10 +4,16 @@ from __future__ import annotations
 
 from ezat_common.errors import Format as Format
 
+RESPONSES_PREFIX = "/openai/v1/responses"
+
 
 def api_format(path: str) -> Format:
-    """The API whose error format a request's answer takes: OpenAI under ``/openai/``."""
-    return "openai" if path.startswith("/openai/") else "anthropic"
+    """The API whose error format a request's answer takes: OpenAI under ``/openai/``, its
+    Responses API under ``/openai/v1/responses`` (the same bodies; a stream's error event
+    differs)."""
+    if not path.startswith("/openai/"):
+        return "anthropic"
+    return "responses" if path.startswith(RESPONSES_PREFIX) else "openai"
 
 
 def refusal_message(status: int, method: str, path: str, reason: str | None) -> str:

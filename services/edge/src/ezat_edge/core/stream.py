@@ -30,6 +30,14 @@ OPENAI_PING = b": ping\n\n"
 # chunk, ``"delta":{"role"``, nor its finish chunk, ``"delta":{}``).
 ANTHROPIC_TOKEN = b"content_block_delta"
 OPENAI_TOKENS = (b'"delta":{"content":', b'"delta":{"tool_calls":')
+# The Responses API's: a text or tool-call arguments delta event.
+RESPONSES_TOKENS = (
+    b"event: response.output_text.delta",
+    b"event: response.function_call_arguments.delta",
+)
+# Every Responses event has one data line (its JSON holds no raw newline), comments none: the
+# count of this in what a stream was sent is the number of events it was sent.
+RESPONSES_EVENT = b"\ndata: "
 
 # An error as the stream's client reads it (an SSE error event in its API's format).
 ErrorFrame = Callable[[ReplyError], bytes]
@@ -49,6 +57,7 @@ class StreamState:
     seq: int = 0  # the last numbered stream message received (ReplyChunk.seq)
     complete: bool = False  # its final event is durable and goes out with the last write
     answered: bool = False  # some of the answer (not only pings) is in what was collected
+    events: int = 0  # Responses events written (their sequence numbers): counted for that API
 
 
 def has_token(fmt: Format, data: bytes) -> bool:
@@ -56,11 +65,20 @@ def has_token(fmt: Format, data: bytes) -> bool:
     pings or its end)."""
     if fmt == "openai":
         return OPENAI_TOKENS[0] in data or OPENAI_TOKENS[1] in data
+    if fmt == "responses":
+        return RESPONSES_TOKENS[0] in data or RESPONSES_TOKENS[1] in data
     return ANTHROPIC_TOKEN in data
 
 
 def ping_for(fmt: Format) -> bytes:
-    return OPENAI_PING if fmt == "openai" else ANTHROPIC_PING
+    """A keep-alive: Anthropic's ping event, or an SSE comment for the OpenAI APIs."""
+    return ANTHROPIC_PING if fmt == "anthropic" else OPENAI_PING
+
+
+def count_events(state: StreamState, fmt: Format, data: bytes) -> None:
+    """Count the Responses events in ``data``, about to be written (nothing for other APIs)."""
+    if fmt == "responses":
+        state.events += data.count(RESPONSES_EVENT)
 
 
 def add_reply(

@@ -29,7 +29,7 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from ezat_common.errors import STATUS_OF_TYPE, openai_error, openai_status
+from ezat_common.errors import STATUS_OF_TYPE, responses_failure, responses_sse
 from ezat_common.schemas.anthropic import (
     ContentBlockDelta,
     ContentBlockStart,
@@ -68,9 +68,6 @@ from ezat_translator.core.anthropic_to_responses import (
 from ezat_translator.core.token_counts import TokenCounts
 
 _encode = msgspec.json.Encoder().encode
-
-# ResponseError.code of a failure, by the status the client is told (after 529 → 503).
-_FAILED_CODE = {400: "invalid_prompt", 429: "rate_limit_exceeded"}
 
 _TEXT_DELTA = b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta"'
 _ARGS_DELTA = (
@@ -130,6 +127,7 @@ class ResponsesStream:
         "_thinking_chars",
         "complete",
         "done",
+        "response",
     )
 
     def __init__(self, meta: ResponseMeta, seal: Seal | None = None) -> None:
@@ -146,6 +144,7 @@ class ResponsesStream:
         self._output: dict[int, dict[str, Any]] = {}  # output index -> the item, once done
         self.complete = False  # message_stop arrived: ``final`` has the final event
         self.done = False  # the final event or response.failed was returned; the rest ignored
+        self.response: dict[str, Any] | None = None  # the final response object, once made
 
     # ---- results ----------------------------------------------------------------------------
 
@@ -210,6 +209,7 @@ class ResponsesStream:
         response = final_response(
             self._meta, output, self._stop_reason, self._counts, self._thinking_chars
         )
+        self.response = response
         kind = "response.completed" if response["status"] == "completed" else "response.incomplete"
         return self._event(kind, {"response": response})
 
@@ -221,10 +221,7 @@ class ResponsesStream:
         out: list[bytes] = []
         self._start(out)  # the SDK's accumulator wants response.created first
         self.done = True
-        told = openai_status(status)
-        code = _FAILED_CODE.get(told, "server_error" if told >= 500 else "invalid_prompt")
-        kind = openai_error(status, message)["type"]
-        failure = {"code": code, "message": message, "type": kind}
+        failure = responses_failure(status, message)
         output = [self._output[n] for n in sorted(self._output)]
         response = response_object(self._meta, status="failed", output=output, error=failure)
         out.append(self._event("response.failed", {"response": response}))
@@ -242,8 +239,7 @@ class ResponsesStream:
     def _event(self, kind: str, fields: dict[str, Any]) -> bytes:
         seq = self._seq
         self._seq += 1
-        payload = _encode({"type": kind, "sequence_number": seq, **fields})
-        return b"event: " + kind.encode() + b"\ndata: " + payload + b"\n\n"
+        return responses_sse(kind, seq, fields)
 
     def _start(self, out: list[bytes]) -> None:
         if self._started:

@@ -25,6 +25,7 @@ from ezat_common.config import ModelConfig
 from ezat_common.errors import invalid
 from ezat_common.schemas.openai_responses import ResponsesRequest, TextOptions
 
+from .anthropic_to_responses import ResponseEcho
 from .openai_output import to_schema_format, wants_schema
 from .openai_reasoning import to_reasoning
 from .openai_request import (
@@ -41,7 +42,15 @@ from .openai_tools import forces_tool
 from .responses_items import OpenReasoning, to_conversation
 from .responses_tools import to_tool_choice, to_tools
 
-__all__ = ["OpenReasoning", "ResponsesTranslation", "to_messages_request"]
+__all__ = [
+    "OpenReasoning",
+    "ResponsesTranslation",
+    "decode_responses_request",
+    "input_items",
+    "to_echo",
+    "to_messages_request",
+    "translate_request",
+]
 
 _decode_request = msgspec.json.Decoder(ResponsesRequest).decode
 
@@ -61,7 +70,26 @@ def to_messages_request(
     cache_header: str | None,
     open_reasoning: OpenReasoning | None = None,
 ) -> ResponsesTranslation:
-    req = decode_responses_request(body)
+    return translate_request(
+        decode_responses_request(body),
+        catalogue,
+        session_header=session_header,
+        cache_header=cache_header,
+        open_reasoning=open_reasoning,
+    )
+
+
+def translate_request(
+    req: ResponsesRequest,
+    catalogue: Catalogue,
+    *,
+    session_header: str | None,
+    cache_header: str | None,
+    open_reasoning: OpenReasoning | None = None,
+    earlier: list[dict[str, Any]] | None = None,
+) -> ResponsesTranslation:
+    """``req`` as a Messages request; ``earlier``: the items of the stored response its
+    ``previous_response_id`` names (its conversation, then its output), read before ``input``."""
     model = catalogue.resolve_or_404(req.model)
     refuse_unsupported(req)
     max_tokens = to_max_tokens([("max_output_tokens", req.max_output_tokens)], model)
@@ -77,11 +105,12 @@ def to_messages_request(
         limit_param="max_output_tokens",
     )
     conversation = to_conversation(
-        req.input,
+        req.input if earlier is None else earlier + input_items(req.input),
         model,
         instructions=req.instructions,
         open_reasoning=open_reasoning,
-        check_calls=req.previous_response_id is None,
+        # Without the earlier items a call may be in the response named, which is not read.
+        check_calls=req.previous_response_id is None or earlier is not None,
     )
     parts = Parts(
         max_tokens=max_tokens,
@@ -112,6 +141,42 @@ def to_messages_request(
 
 def decode_responses_request(body: bytes) -> ResponsesRequest:
     return decoded(body, _decode_request)
+
+
+def input_items(input: str | list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """``input`` as a list of items (a string is one user message): what a stored response
+    keeps of its request, for a later ``previous_response_id``."""
+    if input is None:
+        return []
+    if isinstance(input, str):
+        return [{"type": "message", "role": "user", "content": input}]
+    return input
+
+
+def to_echo(req: ResponsesRequest) -> ResponseEcho:
+    """What the response object repeats of the request, as sent."""
+    reasoning = None
+    if req.reasoning is not None:
+        reasoning = {"effort": req.reasoning.effort, "summary": req.reasoning.summary}
+    text = {"format": {"type": "text"}}
+    if req.text is not None and req.text.format is not None:
+        text = {"format": msgspec.to_builtins(req.text.format)}
+    return ResponseEcho(
+        instructions=req.instructions,
+        max_output_tokens=req.max_output_tokens,
+        metadata=req.metadata or {},
+        parallel_tool_calls=req.parallel_tool_calls is not False,
+        previous_response_id=req.previous_response_id,
+        reasoning=reasoning,
+        store=req.store is not False,
+        temperature=req.temperature,
+        text=text,
+        tool_choice=req.tool_choice if req.tool_choice is not None else "auto",
+        tools=req.tools or [],
+        top_p=req.top_p,
+        truncation=req.truncation or "disabled",
+        user=req.user,
+    )
 
 
 def refuse_unsupported(req: ResponsesRequest) -> None:

@@ -1,23 +1,21 @@
-"""What the chat path keeps of one OpenAI request between its route and its final reply
-(``ChatState``; chat.py, docs/reliability.md)."""
+"""What the OpenAI path keeps of one request between its route and its final reply
+(``OpenAIState``; openai_path.py, docs/reliability.md)."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
 
-from .core.chat_stream import ChatStream
+from .conversions import Conversion
 
 
 @dataclass(slots=True)
-class ChatState:
+class OpenAIState:
     request_id: str
     uid: str
     key_id: str
     edge_reply_to: str
-    response_model: str
-    created: int
-    stream: ChatStream | None
+    conv: Conversion  # how its replies become its API's answers
     # The encoded RouteRequest, kept until the router's first reply: sent once more if that
     # router dies first (None: sent again already, a claim-checked body, or replies came).
     route: bytes | None = None

@@ -1,5 +1,6 @@
-"""The OpenAI Chat Completions path: translate, inline images, restore thinking, route, and
-convert the router's Anthropic replies into OpenAI responses on their way to the edge.
+"""The path of both OpenAI APIs (Chat Completions and Responses): translate, inline images,
+restore thinking, route, and convert the router's Anthropic replies into the API's answers on
+their way to the edge (each request's ``Conversion``, conversions.py).
 
 Unlike the Anthropic API, the format changes on the way back, so the router replies to this
 process's inbox; one wildcard subscription dispatches by sequence number to the request's state
@@ -16,9 +17,10 @@ outbox acknowledges it to the edge (``RouteRequest.client_reply_to``), which rel
 converted final event once the record is durable (``ezat_common.settling``).
 
 Replies are converted and published inline, in arrival order; nothing on that path waits for
-Redis or the object store, except in a task of its own: a final event after which thinking must
-be kept (the task stores it, *then* publishes the final event, because the client can only send
-the turn that needs it after that event), and a body that comes or goes as a claim check.
+Redis, PostgreSQL or the object store, except in a task of its own: a final answer that needs
+work first (thinking to keep, a response to store: the task does it, *then* publishes the
+answer, because the client can only send the turn that needs it after that), and a body that
+comes or goes as a claim check.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import contextlib
 import itertools
 import logging
 import time
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -49,11 +51,13 @@ from ezat_common.undecodable import decoded
 from nats.aio.msg import Msg
 
 from . import metrics as m
-from .chat_state import ChatState
-from .core.anthropic_to_openai import ThinkingKept, to_chat_completion
+from .conversions import Before, ChatConversion, Conversion
 from .core.chat_stream import ChatStream
+from .core.openai_request import Translation
 from .core.openai_to_anthropic import ChatTranslation, to_messages_request
 from .images import Images
+from .openai_state import OpenAIState
+from .responses_requests import ResponsesRequests
 from .route_request import route_request
 from .thinking_store import ThinkingStore
 
@@ -67,7 +71,7 @@ _encode_json = msgspec.json.Encoder().encode
 NO_ROUTER_TAG = "chat."
 
 
-class ChatPath:
+class OpenAIPath:
     def __init__(
         self,
         nc: bus.Client,
@@ -78,6 +82,7 @@ class ChatPath:
         instance: str,
         no_router_prefix: str,
         beats: Heartbeats,
+        responses: ResponsesRequests | None = None,
     ) -> None:
         self.nc = nc
         self.beats = beats
@@ -85,12 +90,13 @@ class ChatPath:
         self.claims = claims
         self.catalogue = catalogue
         self.thinking = thinking
+        self.responses = responses  # None: the Responses API is not served by this process
         self.prefix = subjects.inbox(instance)
         # The image downloads of both APIs' requests (the Anthropic path uses it too).
         self.images = Images(nc, subjects, claims, instance)
         self.no_router_prefix = no_router_prefix
         self.seq = itertools.count(1)
-        self.states: dict[str, ChatState] = {}
+        self.states: dict[str, OpenAIState] = {}
         # uid (gateway-internal request identity) -> token
         self.by_request: dict[str, str] = {}
         self.tasks = TaskSet()
@@ -110,6 +116,26 @@ class ChatPath:
     ) -> None:
         """Translate, then route; ``traceparent`` goes on to the fetcher and the router, and
         ``span`` (tracing on) learns the model."""
+        tr: Translation
+        conv: Conversion
+        if req.api == "responses":
+            assert self.responses is not None
+            tr, conv = await self.responses.translate(req, body)
+        else:
+            tr, conv = self._translate_chat(req, body)
+        if span is not None:
+            span.set_attribute("gen_ai.request.model", tr.model.id)
+        # From here until the state is forgotten the edge hears from us.
+        self.beats.open(req.reply_to, tr.stream)
+        try:
+            await self._route(req, tr, conv, traceparent)
+        except BaseException:
+            self.beats.close(req.reply_to)
+            raise
+
+    def _translate_chat(
+        self, req: envelopes.ClientRequest, body: bytes
+    ) -> tuple[ChatTranslation, ChatConversion]:
         ct = m.REQUEST.run(
             to_messages_request,
             body,
@@ -117,26 +143,7 @@ class ChatPath:
             session_header=req.session,
             cache_header=req.cache,
         )
-        if span is not None:
-            span.set_attribute("gen_ai.request.model", ct.model.id)
-        # From here until the state is forgotten the edge hears from us.
-        self.beats.open(req.reply_to, ct.stream)
-        try:
-            await self._route(req, ct, traceparent)
-        except BaseException:
-            self.beats.close(req.reply_to)
-            raise
-
-    async def _route(
-        self, req: envelopes.ClientRequest, ct: ChatTranslation, traceparent: str | None
-    ) -> None:
-        if ct.image_urls:
-            await self.images.of_request(req, ct.body, ct.image_urls, traceparent)
-        if ct.thinking_requested and ct.tool_turns:
-            await self.thinking.restore(req.key_id, ct)
-        token = str(next(self.seq))
         created = int(time.time())
-        inline, ref = await self.claims.pack(_encode_json(ct.body))
         stream = (
             ChatStream(
                 request_id=req.request_id,
@@ -147,22 +154,38 @@ class ChatPath:
             if ct.stream
             else None
         )
+        conv = ChatConversion(
+            req.request_id, ct.response_model, created, stream, self.thinking, req.key_id
+        )
+        return ct, conv
+
+    async def _route(
+        self,
+        req: envelopes.ClientRequest,
+        tr: Translation,
+        conv: Conversion,
+        traceparent: str | None,
+    ) -> None:
+        if tr.image_urls:
+            await self.images.of_request(req, tr.body, tr.image_urls, traceparent)
+        if isinstance(tr, ChatTranslation) and tr.thinking_requested and tr.tool_turns:
+            await self.thinking.restore(req.key_id, tr)
+        token = str(next(self.seq))
+        inline, ref = await self.claims.pack(_encode_json(tr.body))
         route = route_request(
             req,
-            model=ct.model.id,
-            response_model=ct.response_model,
-            stream=ct.stream,
+            model=tr.model.id,
+            response_model=tr.response_model,
+            stream=tr.stream,
             reply_to="",
             body=inline,
             body_ref=ref,
-            session_key=ct.session_key,
-            prefix_hash=ct.prefix_hash,
-            cache_ttl=ct.cache_ttl,
+            session_key=tr.session_key,
+            prefix_hash=tr.prefix_hash,
+            cache_ttl=tr.cache_ttl,
         )
         # Registered only once nothing can fail before the publish: no state is left behind.
-        state = ChatState(
-            req.request_id, req.uid, req.key_id, req.reply_to, ct.response_model, created, stream
-        )
+        state = OpenAIState(req.request_id, req.uid, req.key_id, req.reply_to, conv)
         state.traceparent = traceparent
         self.states[token] = state
         self.by_request[req.uid] = token
@@ -173,7 +196,7 @@ class ChatPath:
             raise
 
     async def _publish_route(
-        self, token: str, state: ChatState, route: envelopes.RouteRequest
+        self, token: str, state: OpenAIState, route: envelopes.RouteRequest
     ) -> None:
         route.reply_to = f"{self.prefix}.{token}"
         data = envelopes.encode(route)
@@ -221,16 +244,16 @@ class ChatPath:
         finally:
             logs.request_id.reset(rid)
 
-    async def _abandon(self, token: str, state: ChatState) -> None:
+    async def _abandon(self, token: str, state: OpenAIState) -> None:
         self._forget(token)
         await self._fail(state)
 
-    async def _fail(self, state: ChatState) -> None:
+    async def _fail(self, state: OpenAIState) -> None:
         err = ReplyError(status=500, type="api_error", message="internal error; retry")
         await self.nc.publish(state.edge_reply_to, envelopes.encode(err))
 
     @staticmethod
-    def _skipped(state: ChatState, seq: int) -> bool:
+    def _skipped(state: OpenAIState, seq: int) -> bool:
         """Counts a numbered stream message of the router; True when it is not the next one
         (one was lost between the router and here)."""
         if seq == 0:
@@ -239,7 +262,7 @@ class ChatPath:
         return envelopes.skipped(state.seq_in, seq)
 
     def _convert(
-        self, token: str, state: ChatState, reply: envelopes.Reply
+        self, token: str, state: OpenAIState, reply: envelopes.Reply
     ) -> envelopes.Reply | None:
         """The reply to publish now (None: nothing, or a task publishes it later)."""
         match reply:
@@ -255,15 +278,13 @@ class ChatPath:
                 state.seq_out += 1
                 return ReplyChunk(data=data, seq=state.seq_out)
             case ReplyEnd():
-                data = self._feed(state, reply.data)
+                data, before = self._end(state, reply.data)
                 m.STREAM.done(state.stream_seconds)
                 self._forget(token)
-                assert state.stream is not None
-                kept = state.stream.kept_thinking
                 # The edge holds the converted end until its usage is durable (``usage``).
                 end = ReplyEnd(data=data, usage=reply.usage, seq=state.seq_out + 1)
-                if kept is not None and kept.blocks:
-                    self._spawn(state, self._keep_then_publish(state, kept, end))
+                if before is not None:
+                    self._spawn(state, self._then_publish(state, before, end))
                     return None
                 return end
             case ReplyBody():
@@ -271,12 +292,12 @@ class ChatPath:
                 if reply.data_ref is not None:
                     self._spawn(state, self._unpack_body(state, reply))
                     return None
-                data, kept = self._completion(state, reply.data)
-                if (kept is None or not kept.blocks) and len(data) <= self.claims.inline_limit:
+                data, before = state.conv.body(reply.data)
+                if before is None and len(data) <= self.claims.inline_limit:
                     return ReplyBody(
                         status=reply.status, headers=reply.headers, data=data, usage=reply.usage
                     )
-                self._spawn(state, self._publish_body(state, reply, data, kept))
+                self._spawn(state, self._publish_body(state, reply, data, before))
                 return None
             case ReplyError():
                 self._forget(token)
@@ -284,52 +305,55 @@ class ChatPath:
         return None
 
     @staticmethod
-    def _feed(state: ChatState, data: bytes) -> bytes:
-        """The OpenAI bytes for these Anthropic frames, timed into the stream's total."""
-        assert state.stream is not None
+    def _feed(state: OpenAIState, data: bytes) -> bytes:
+        """The API's bytes for these Anthropic frames, timed into the stream's total."""
         started = time.perf_counter()
         try:
-            return state.stream.feed(data)
+            return state.conv.feed(data)
         except Exception:
             m.STREAM.error.inc()
             raise
         finally:
             state.stream_seconds += time.perf_counter() - started
 
-    def _completion(
-        self, state: ChatState, anthropic_body: bytes
-    ) -> tuple[bytes, ThinkingKept | None]:
-        return m.RESPONSE.run(
-            to_chat_completion,
-            anthropic_body,
-            request_id=state.request_id,
-            response_model=state.response_model,
-            created=state.created,
-        )
+    @staticmethod
+    def _end(state: OpenAIState, data: bytes) -> tuple[bytes, Before]:
+        """The stream's final bytes, timed into its total, and what must precede them."""
+        started = time.perf_counter()
+        try:
+            return state.conv.end(data)
+        except Exception:
+            m.STREAM.error.inc()
+            raise
+        finally:
+            state.stream_seconds += time.perf_counter() - started
 
-    async def _unpack_body(self, state: ChatState, reply: ReplyBody) -> None:
+    async def _unpack_body(self, state: OpenAIState, reply: ReplyBody) -> None:
         anthropic_body = await self.claims.unpack(reply.data, reply.data_ref)
-        data, kept = self._completion(state, anthropic_body)
-        await self._publish_body(state, reply, data, kept)
+        data, before = state.conv.body(anthropic_body)
+        await self._publish_body(state, reply, data, before)
 
     async def _publish_body(
-        self, state: ChatState, reply: ReplyBody, data: bytes, kept: ThinkingKept | None
+        self, state: OpenAIState, reply: ReplyBody, data: bytes, before: Before
     ) -> None:
-        await self._keep(state.key_id, kept)  # before the body: the next turn may need it
+        if before is not None:
+            await before()  # before the body: the next turn may need it
         inline, ref = await self.claims.pack(data)
         out = ReplyBody(
             status=reply.status, headers=reply.headers, data=inline, data_ref=ref, usage=reply.usage
         )
         await self.nc.publish(state.edge_reply_to, envelopes.encode(out))
 
-    async def _keep_then_publish(self, state: ChatState, kept: ThinkingKept, end: ReplyEnd) -> None:
-        await self._keep(state.key_id, kept)  # before the final event: the next turn needs it
+    async def _then_publish(
+        self, state: OpenAIState, before: Callable[[], Awaitable[None]], end: ReplyEnd
+    ) -> None:
+        await before()  # before the final event: the next turn needs it
         await self.nc.publish(state.edge_reply_to, envelopes.encode(end))
 
-    def _spawn(self, state: ChatState, coro: Coroutine[Any, Any, None]) -> None:
+    def _spawn(self, state: OpenAIState, coro: Coroutine[Any, Any, None]) -> None:
         self.tasks.spawn(self._guarded(state, coro))
 
-    async def _guarded(self, state: ChatState, coro: Coroutine[Any, Any, None]) -> None:
+    async def _guarded(self, state: OpenAIState, coro: Coroutine[Any, Any, None]) -> None:
         rid = logs.request_id.set(state.request_id)
         try:
             await coro
@@ -338,10 +362,6 @@ class ChatPath:
             await self._fail(state)
         finally:
             logs.request_id.reset(rid)
-
-    async def _keep(self, key_id: str, kept: ThinkingKept | None) -> None:
-        if kept is not None and kept.blocks:
-            await self.thinking.keep(key_id, kept.tool_call_ids, kept.blocks)
 
     def _forget(self, token: str) -> None:
         state = self.states.pop(token, None)

@@ -1,0 +1,127 @@
+"""The Responses API's side of the OpenAI path: a request's translation together with the
+``Conversion`` its replies go through, and the two things only this API has around a turn
+(docs/responses.md): ``previous_response_id`` read from the response store, and reasoning
+items whose ``encrypted_content`` carries the turn's thinking, sealed to the key's tenant.
+
+The pure parts stay pure: ``responses_to_anthropic`` gets the stored items and an opener, and
+``anthropic_to_responses`` a sealer, each already bound to the request's tenant here.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Protocol
+
+import msgspec
+from ezat_common import envelopes
+from ezat_common.errors import GatewayError
+
+from . import metrics as m
+from .conversions import ResponsesConversion, StoreResponse
+from .core.anthropic_to_responses import ResponseMeta, Seal
+from .core.responses_stream import ResponsesStream
+from .core.responses_to_anthropic import (
+    OpenReasoning,
+    ResponsesTranslation,
+    decode_responses_request,
+    input_items,
+    to_echo,
+    translate_request,
+)
+
+ENCRYPTED_REASONING = "reasoning.encrypted_content"
+
+_encode = msgspec.json.Encoder().encode
+
+
+class Sealer(Protocol):
+    def seal(self, tenant: str, blocks: list[dict[str, Any]]) -> str: ...
+
+    def open(self, tenant: str, blob: str, path: str) -> list[dict[str, Any]] | None: ...
+
+
+class Store(Protocol):
+    async def earlier(self, key_id: str, response_id: str) -> list[dict[str, Any]]:
+        """The items that continue from ``response_id`` (404/503 as GatewayError)."""
+        ...
+
+    async def keep(
+        self, key_id: str, response_id: str, model: str, history: bytes, response: bytes
+    ) -> None: ...
+
+
+class ResponsesRequests:
+    def __init__(
+        self, catalogue: Any, sealer: Sealer | None = None, store: Store | None = None
+    ) -> None:
+        self.catalogue = catalogue
+        self.sealer = sealer
+        self.store = store  # None: store is accepted and nothing is kept (docs/responses.md)
+
+    async def translate(
+        self, req: envelopes.ClientRequest, body: bytes
+    ) -> tuple[ResponsesTranslation, ResponsesConversion]:
+        parsed = m.REQUEST.run(decode_responses_request, body)
+        earlier = None
+        if parsed.previous_response_id is not None:
+            earlier = await self._earlier(req.key_id, parsed.previous_response_id)
+        tr = m.REQUEST.run(
+            translate_request,
+            parsed,
+            self.catalogue,
+            session_header=req.session,
+            cache_header=req.cache,
+            open_reasoning=self._opener(req.key_id),
+            earlier=earlier,
+        )
+        meta = ResponseMeta(
+            request_id=req.request_id,
+            response_model=tr.response_model,
+            created_at=int(time.time()),
+            echo=to_echo(parsed),
+        )
+        # Stored responses need the sealed thinking too: a continuation restores it from there.
+        seal = None
+        if tr.store or ENCRYPTED_REASONING in tr.include:
+            seal = self._sealer(req.key_id)
+        stream = ResponsesStream(meta, seal) if tr.stream else None
+        keep = None
+        if tr.store and self.store is not None:
+            history = (earlier or []) + input_items(parsed.input)
+            keep = self._keeper(req.key_id, meta.response_id, tr.response_model, history)
+        return tr, ResponsesConversion(meta, seal, stream, keep)
+
+    async def _earlier(self, key_id: str, response_id: str) -> list[dict[str, Any]]:
+        if self.store is None:
+            raise GatewayError(
+                400,
+                "previous_response_id: stored responses are not kept by this gateway; send the "
+                "conversation's items in input",
+                param="previous_response_id",
+            )
+        return await self.store.earlier(key_id, response_id)
+
+    def _opener(self, tenant: str) -> OpenReasoning | None:
+        sealer = self.sealer
+        if sealer is None:
+            return None
+
+        def open_reasoning(blob: str, path: str) -> list[dict[str, Any]]:
+            # None: sealed under a key retired since; the thinking is dropped, the turn runs.
+            return sealer.open(tenant, blob, f"{path}.encrypted_content") or []
+
+        return open_reasoning
+
+    def _sealer(self, tenant: str) -> Seal | None:
+        sealer = self.sealer
+        if sealer is None:
+            return None
+        return lambda blocks: sealer.seal(tenant, blocks)
+
+    def _keeper(
+        self, key_id: str, response_id: str, model: str, history: list[dict[str, Any]]
+    ) -> StoreResponse:
+        store = self.store
+        assert store is not None
+        encoded = _encode(history)
+        return lambda response: store.keep(key_id, response_id, model, encoded, response)
