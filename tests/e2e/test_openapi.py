@@ -53,6 +53,13 @@ async def test_live_responses_match_the_documented_schemas(
         gateway.url + "/openai/v1/chat/completions", json={"model": "x"}, headers=auth
     ) as r:
         check("OpenAIError", await r.json())
+    responses = {"model": MODEL, "input": "hi", "store": False}
+    async with http.post(gateway.url + "/openai/v1/responses", json=responses, headers=auth) as r:
+        check("Response", await r.json())
+    async with http.post(
+        gateway.url + "/openai/v1/responses", json={"model": "x"}, headers=auth
+    ) as r:
+        check("OpenAIError", await r.json())
     async with http.get(gateway.url + "/api/usage", headers=auth) as r:
         check("UsagePage", await r.json())
 

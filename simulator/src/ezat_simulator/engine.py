@@ -5,6 +5,8 @@ The reply depends only on the request and the instance's message sequence number
 - text: ``tokens.reply_text`` seeded by the last user message, 12 tokens by default;
 - a thinking block (8 tokens and a signature) when ``thinking`` is enabled/adaptive or the
   ``think`` directive is given;
+- text that is a JSON value of the schema when ``output_config.format`` is ``json_schema``
+  (built like a tool's input, below), padded with spaces to the reply's length;
 - a tool_use block when ``tool_choice`` forces a tool (``any`` = the first tool) or the ``tool``
   directive names one (unless ``tool_choice`` is ``none``). Its input is built from the tool's
   ``input_schema``: every required property gets ``"Oslo"`` (string), ``1`` (number/integer),
@@ -352,7 +354,7 @@ def plan_reply(
     if n_think:
         parts.append(_thinking_part(seed, n_think))
     if n_text:
-        parts.append(TextPart(reply_text(seed, n_text)))
+        parts.append(TextPart(_answer_text(req, seed, n_text)))
     output = n_think + n_text
     if tool_name is not None and not capped:
         tool = _tool_part(req, tool_name, seq)
@@ -365,6 +367,16 @@ def plan_reply(
     uncached = input_tokens - cache.read - cache.written
     usage = Usage(uncached, cache, output, n_think, _server_tools(directives))
     return Plan(f"msg_sim_{seq}", req["model"], tuple(parts), stop_reason, stop_sequence, usage)
+
+
+def _answer_text(req: Mapping[str, Any], seed: int, n_tokens: int) -> str:
+    """The reply's text: words, or under ``output_config.format`` (json_schema) a JSON value
+    of that schema padded with spaces to ``n_tokens`` (so a short budget still cuts it)."""
+    fmt = (req.get("output_config") or {}).get("format")
+    if not isinstance(fmt, Mapping) or fmt.get("type") != "json_schema":
+        return reply_text(seed, n_tokens)
+    text = msgspec.json.encode(example_value(fmt.get("schema"))).decode()
+    return text.ljust(n_tokens * CHARS_PER_TOKEN)[: n_tokens * CHARS_PER_TOKEN]
 
 
 def _server_tools(directives: Directives) -> dict[str, int] | None:

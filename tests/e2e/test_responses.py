@@ -1,0 +1,237 @@
+"""POST /openai/v1/responses through the whole stack with the official openai SDK
+(docs/responses.md)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import openai
+import pytest
+from pydantic import BaseModel
+
+from .conftest import Gateway
+
+MODEL = "Claude-Sonnet-5.5"
+WEATHER = {
+    "type": "function",
+    "name": "get_weather",
+    "description": "Current weather for a city",
+    "parameters": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+        "additionalProperties": False,
+    },
+    "strict": True,
+}
+
+
+async def test_create_returns_a_response_the_sdk_reads(gateway: Gateway) -> None:
+    client = gateway.openai()
+    raw = await client.responses.with_raw_response.create(
+        model=MODEL, input="Say hello.", max_output_tokens=64, store=False
+    )
+    resp = raw.parse()
+    rid = raw.headers["request-id"]
+    assert resp.id == f"resp_{rid}"
+    assert resp.object == "response"
+    assert resp.status == "completed"
+    assert resp.model == MODEL
+    assert resp.output_text
+    [item] = resp.output
+    assert item.type == "message" and item.content[0].type == "output_text"
+    assert item.content[0].annotations == []
+    assert resp.usage is not None
+    assert resp.usage.total_tokens == resp.usage.input_tokens + resp.usage.output_tokens
+    row = await gateway.usage_row(rid)
+    assert row is not None and row["output_tokens"] == resp.usage.output_tokens
+
+
+async def test_max_output_tokens_makes_it_incomplete(gateway: Gateway) -> None:
+    resp = await gateway.openai().responses.create(
+        model=MODEL, input="Talk. [sim:tokens=40]", max_output_tokens=16, store=False
+    )
+    assert resp.status == "incomplete"
+    assert resp.incomplete_details is not None
+    assert resp.incomplete_details.reason == "max_output_tokens"
+
+
+async def test_stream_helper_accumulates_and_the_end_follows_the_record(
+    gateway: Gateway,
+) -> None:
+    client = gateway.openai()
+    kinds: list[str] = []
+    seqs: list[int] = []
+    async with client.responses.stream(
+        model=MODEL, input="Say hello. [sim:tokens=8]", store=False
+    ) as stream:
+        async for event in stream:
+            kinds.append(event.type)
+            seqs.append(event.sequence_number)
+            if event.type == "response.completed":
+                rid = event.response.id.removeprefix("resp_")
+                # response.completed leaves only once the usage row is durable.
+                assert await gateway.record_is_durable(rid)
+        final = await stream.get_final_response()
+    assert kinds[:4] == [
+        "response.created",
+        "response.in_progress",
+        "response.output_item.added",
+        "response.content_part.added",
+    ]
+    assert kinds.count("response.output_text.delta") == 8
+    assert kinds[-4:] == [
+        "response.output_text.done",
+        "response.content_part.done",
+        "response.output_item.done",
+        "response.completed",
+    ]
+    assert seqs == list(range(len(seqs)))
+    assert final.status == "completed" and final.output_text
+    assert final.usage is not None and final.usage.output_tokens == 8
+
+
+class Weather(BaseModel):
+    city: str
+    celsius: int
+
+
+async def test_parse_with_a_pydantic_model(gateway: Gateway) -> None:
+    resp = await gateway.openai().responses.parse(
+        model=MODEL, input="The weather in Oslo?", text_format=Weather, store=False
+    )
+    assert isinstance(resp.output_parsed, Weather)
+    sent = (await gateway.sent_upstream(resp.id.removeprefix("resp_")))["body"]
+    assert sent["output_config"]["format"]["type"] == "json_schema"
+
+
+async def test_a_function_tool_loop_without_state(gateway: Gateway) -> None:
+    """Stateless (store false): the client sends the whole conversation back every turn."""
+    client = gateway.openai()
+    items: list[Any] = [{"role": "user", "content": "Weather in Oslo? [sim:tool=get_weather]"}]
+    resp = await client.responses.create(model=MODEL, input=items, tools=[WEATHER], store=False)
+    [call] = [o for o in resp.output if o.type == "function_call"]
+    assert call.name == "get_weather" and json.loads(call.arguments) == {"city": "Oslo"}
+    items += [o.model_dump(exclude_none=True) for o in resp.output]
+    items.append({"type": "function_call_output", "call_id": call.call_id, "output": "12 C"})
+    resp = await client.responses.create(model=MODEL, input=items, tools=[WEATHER], store=False)
+    assert resp.status == "completed" and resp.output_text
+    sent = (await gateway.sent_upstream(resp.id.removeprefix("resp_")))["body"]
+    tool_result = sent["messages"][-1]["content"][0]
+    assert tool_result == {
+        "type": "tool_result",
+        "tool_use_id": call.call_id,
+        "content": "12 C",
+        # The automatic breakpoint on the newest turn, as on the chat API.
+        "cache_control": {"type": "ephemeral"},
+    }
+
+
+async def test_a_refused_field_is_a_400_naming_it(gateway: Gateway) -> None:
+    with pytest.raises(openai.BadRequestError) as err:
+        await gateway.openai().responses.create(
+            model=MODEL, input="hi", tools=[{"type": "web_search"}], store=False
+        )
+    assert err.value.status_code == 400
+    body: Any = err.value.body
+    assert body["message"].startswith("tools[0].type: the built-in tool web_search")
+    assert body["param"] == "tools[0].type"
+
+
+async def test_a_failure_mid_stream_is_response_failed_and_nothing_is_billed(
+    gateway: Gateway,
+) -> None:
+    client = gateway.openai()
+    events: list[Any] = []
+    async with client.responses.stream(
+        model=MODEL, input="Talk. [sim:tokens=10 fail_after=3]", store=False
+    ) as stream:
+        async for event in stream:
+            events.append(event)
+    kinds = [e.type for e in events]
+    assert kinds.count("response.output_text.delta") == 3
+    failed = events[-1]
+    assert failed.type == "response.failed"
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    assert failed.response.status == "failed"
+    assert failed.response.error is not None and failed.response.error.message
+    rid = failed.response.id.removeprefix("resp_")
+    assert events[0].response.id == failed.response.id
+    row = await gateway.usage_row(rid)
+    assert row is None or row["cost_micros"] == 0  # as on the chat API: not charged
+
+
+REFUSED: list[tuple[dict[str, Any], str, str]] = [
+    (
+        {"tools": [{"type": "web_search_preview"}]},
+        "tools[0].type",
+        "tools[0].type: the built-in tool web_search_preview is not supported; use function or "
+        "custom tools",
+    ),
+    (
+        {"tools": [{"type": "file_search", "vector_store_ids": ["v"]}]},
+        "tools[0].type",
+        "tools[0].type: the built-in tool file_search is not supported; use function or custom "
+        "tools",
+    ),
+    (
+        {"background": True},
+        "background",
+        "background: background responses are not supported; send false or leave it out",
+    ),
+    (
+        {"truncation": "auto"},
+        "truncation",
+        'truncation: automatic truncation is not supported; send "disabled" or leave it out',
+    ),
+    (
+        {"conversation": "conv_1"},
+        "conversation",
+        "conversation: conversations are not supported; send the conversation's items in input",
+    ),
+    (
+        {"text": {"format": {"type": "json_object"}}},
+        "text.format.type",
+        "text.format.type: json_object is not supported: there is no schema to enforce; use "
+        "json_schema",
+    ),
+    (
+        {
+            "input": [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "input_text", "text": "what is this"},
+                        {"type": "input_image", "file_id": "file-1"},
+                    ],
+                }
+            ]
+        },
+        "input[0].content[1].file_id",
+        "input[0].content[1].file_id: file_id is not supported: there is no Files API; send the "
+        "image as image_url (a data URL or an http(s) URL)",
+    ),
+    (
+        {"input": [{"role": "tool", "content": "x"}]},
+        "input[0].role",
+        "input[0].role: must be one of user, assistant, system, developer; got 'tool'",
+    ),
+    (
+        {"previous_response_id": "resp_unknown"},
+        "previous_response_id",
+        "previous_response_id: stored responses are not kept by this gateway; send the "
+        "conversation's items in input",
+    ),
+]
+
+
+@pytest.mark.parametrize(("extra", "param", "message"), REFUSED, ids=[r[1] for r in REFUSED])
+async def test_refused_fields_name_their_path(
+    gateway: Gateway, extra: dict[str, Any], param: str, message: str
+) -> None:
+    body: dict[str, Any] = {"model": MODEL, "input": "hi", "store": False, **extra}
+    with pytest.raises(openai.BadRequestError) as err:
+        await gateway.openai().responses.create(**body)
+    got: Any = err.value.body
+    assert (got["type"], got["param"], got["message"]) == ("invalid_request_error", param, message)
