@@ -235,3 +235,87 @@ async def test_refused_fields_name_their_path(
         await gateway.openai().responses.create(**body)
     got: Any = err.value.body
     assert (got["type"], got["param"], got["message"]) == ("invalid_request_error", param, message)
+
+
+async def test_a_four_turn_tool_loop_keeps_its_thinking_in_sealed_reasoning(
+    gateway: Gateway,
+) -> None:
+    """Stateless with encrypted reasoning (as the Codex CLI runs): each turn's thinking comes
+    back sealed in a reasoning item and is restored; the deployment refuses a tool turn whose
+    thinking is missing, so four completed turns prove it travelled."""
+    client = gateway.openai()
+    items: list[Any] = [{"role": "user", "content": "Weather? [sim:tool=get_weather]"}]
+    for turn in range(4):
+        resp = await client.responses.create(
+            model=MODEL,
+            input=items,
+            tools=[WEATHER],
+            reasoning={"effort": "low", "summary": "auto"},
+            include=["reasoning.encrypted_content"],
+            store=False,
+        )
+        assert resp.status == "completed"
+        reasoning = [o for o in resp.output if o.type == "reasoning"]
+        assert reasoning and all(r.encrypted_content for r in reasoning)
+        sent = (await gateway.sent_upstream(resp.id.removeprefix("resp_")))["body"]
+        thinking = [r["thinking"] for r in _thinking_sent(sent)]
+        assert len(thinking) == turn  # every earlier turn's thinking went back upstream
+        assert not any(t in (r.encrypted_content or "") for r in reasoning for t in thinking)
+        items += [o.model_dump(exclude_none=True) for o in resp.output]
+        calls = [o for o in resp.output if o.type == "function_call"]
+        if turn == 3:
+            assert not calls and resp.output_text
+            break
+        [call] = calls
+        again = "[sim:tool=get_weather]" if turn < 2 else "done"
+        items.append(
+            {"type": "function_call_output", "call_id": call.call_id, "output": f"9 C {again}"}
+        )
+
+
+def _thinking_sent(body: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        block
+        for message in body["messages"]
+        if message["role"] == "assistant" and isinstance(message["content"], list)
+        for block in message["content"]
+        if block["type"] == "thinking"
+    ]
+
+
+async def test_a_tampered_or_foreign_reasoning_item_is_a_400_naming_it(
+    gateway: Gateway, new_key: Any
+) -> None:
+    client = gateway.openai()
+    first: list[Any] = [{"role": "user", "content": "Weather? [sim:tool=get_weather]"}]
+    resp = await client.responses.create(
+        model=MODEL,
+        input=first,
+        tools=[WEATHER],
+        reasoning={"effort": "low"},
+        include=["reasoning.encrypted_content"],
+        store=False,
+    )
+    out = [o.model_dump(exclude_none=True) for o in resp.output]
+    [call] = [o for o in resp.output if o.type == "function_call"]
+    result = {"type": "function_call_output", "call_id": call.call_id, "output": "9 C"}
+    index = 1 + next(i for i, o in enumerate(out) if o["type"] == "reasoning")
+    tampered = [dict(o) for o in out]
+    blob = tampered[index - 1]["encrypted_content"]
+    tampered[index - 1]["encrypted_content"] = blob[:-4] + (
+        "AAAA" if blob[-4:] != "AAAA" else "BBBB"
+    )
+    other = openai.AsyncOpenAI(
+        base_url=gateway.url + "/openai/v1", api_key=await new_key("other-tenant"), max_retries=0
+    )
+    expected = (
+        f"input[{index}].encrypted_content: the reasoning item was not sealed by this gateway for "
+        "this API key, or was altered; send it back unchanged or leave it out"
+    )
+    for sender, items in ((client, [*first, *tampered, result]), (other, [*first, *out, result])):
+        with pytest.raises(openai.BadRequestError) as err:
+            await sender.responses.create(
+                model=MODEL, input=items, tools=[WEATHER], reasoning={"effort": "low"}, store=False
+            )
+        body: Any = err.value.body
+        assert (body["param"], body["message"]) == (f"input[{index}].encrypted_content", expected)

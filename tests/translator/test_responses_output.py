@@ -3,7 +3,7 @@
 Golden cases under golden/responses_output/<case>/: in.json (the deployment's body), out.json
 (the response object, pretty-printed for review) and out.sse (the same answer streamed:
 test_responses_output_stream.py). UPDATE_GOLDEN=1 rewrites the expected files; review the diff
-against docs/responses-output.md.
+against docs/responses.md.
 """
 
 from __future__ import annotations

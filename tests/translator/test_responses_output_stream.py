@@ -3,7 +3,7 @@
 Each case of golden/responses_output/ is streamed as a deployment would send it
 (``support.anthropic_streams.anthropic_stream``); out.sse is exactly what the client must read, and
 the openai SDK's own accumulator must read it back as the non-streamed translation of the same
-answer (out.json). UPDATE_GOLDEN=1 rewrites out.sse; review it against docs/responses-output.md.
+answer (out.json). UPDATE_GOLDEN=1 rewrites out.sse; review it against docs/responses.md.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import asyncpg
-from ezat_common import db, environment, usage_page
+from ezat_common import db, environment, seal_keys, usage_page
 from ezat_common.config import ConfigError, load_config
 from ezat_common.subjects import from_env
 
@@ -102,6 +102,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         os.environ[environment.CONFIG] = args.config
     module = MODULES[args.service]
     os.execv(sys.executable, [sys.executable, "-m", module, *args.rest])
+
+
+def cmd_seal_key(args: argparse.Namespace) -> int:
+    """A fresh sealing key for Responses reasoning items, to put first in EZAT_SEAL_KEYS."""
+    kid = args.id or time.strftime("seal-%Y%m%d", time.gmtime())
+    print(seal_keys.new_key_entry(kid))
+    return 0
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
@@ -277,6 +284,10 @@ def parser() -> argparse.ArgumentParser:
     revoke = ksub.add_parser("revoke")
     revoke.add_argument("id")
     keys.set_defaults(func=cmd_keys)
+
+    seal = sub.add_parser("seal-key", help="print a new EZAT_SEAL_KEYS entry")
+    seal.add_argument("--id", default=None, help="the key id (default: seal-<date>)")
+    seal.set_defaults(func=cmd_seal_key)
 
     usage = sub.add_parser("usage", help="usage records, one line each")
     usage.add_argument("--key", help="only this key id")

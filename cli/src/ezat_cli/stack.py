@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import asyncpg
-from ezat_common import db, environment, lifecycle
+from ezat_common import db, environment, lifecycle, seal_keys
 from ezat_common.config import Config, load_config, local_url, split_listen
 
 from . import infra as infra_mod
@@ -86,6 +86,9 @@ class Stack:
         env["EZAT_CONFIG"] = str(self.config_path.resolve())
         env[environment.OPERATOR_TOKEN] = self.operator_token
         env[environment.DRAIN_DIR] = str(self.drain_dir)
+        if not env.get(environment.SEAL_KEYS):
+            # Every translator of the stack, restarted or not, opens what another one sealed.
+            env[environment.SEAL_KEYS] = seal_keys.kept_locally(self.data_dir)
         env.setdefault("PYTHONUNBUFFERED", "1")
         return env
 

@@ -32,6 +32,7 @@ ROUTER_REGION = "EZAT_ROUTER_REGION"
 ROUTER_METRICS_LISTEN = "EZAT_ROUTER_METRICS_LISTEN"
 # The bearer token of the edge's operator endpoints (/api/status); unset: they answer 403.
 OPERATOR_TOKEN = "EZAT_OPERATOR_TOKEN"
+SEAL_KEYS = "EZAT_SEAL_KEYS"
 
 DEFAULT_SUBJECT_PREFIX = "ezat"
 DEFAULT_NATS_URL = "nats://127.0.0.1:4222"

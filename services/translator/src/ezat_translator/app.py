@@ -14,7 +14,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from ezat_common import bus, envelopes, lifecycle, logs, readiness, tracing
+from ezat_common import bus, envelopes, lifecycle, logs, readiness, seal_keys, tracing
 from ezat_common.bodies import TOO_DEEP
 from ezat_common.catalogue import Catalogue
 from ezat_common.config import load_config
@@ -30,6 +30,7 @@ from nats.aio.msg import Msg
 from . import metrics as m
 from . import spans
 from .core.messages import Prepared, encode_body, prepare_count, prepare_create
+from .core.sealing import Sealer
 from .openai_path import NO_ROUTER_TAG, OpenAIPath
 from .responses_requests import ResponsesRequests
 from .route_request import route_request
@@ -72,7 +73,7 @@ class Translator:
             instance,
             self.no_router_prefix,
             self.beats,
-            responses or ResponsesRequests(catalogue),
+            responses or ResponsesRequests(catalogue, Sealer(seal_keys.from_env())),
         )
         self.tasks = TaskSet()
         self._sub: Any = None

@@ -1,6 +1,6 @@
 """What both OpenAI translations read of an Anthropic answer: the response body (leniently), a
 stream's events (``AnthropicEvents``), tool arguments, and thinking blocks in the form Anthropic
-wants them back (docs/api.md, "Response"; docs/responses-output.md).
+wants them back (docs/api.md, "Response"; docs/responses.md).
 
 A body holding a block type not declared in ``ezat_common.schemas.anthropic`` is not fatal: that
 block is skipped. Thinking blocks are kept as Anthropic sent them, signature included, because

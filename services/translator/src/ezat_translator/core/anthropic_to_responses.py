@@ -1,5 +1,5 @@
 """An Anthropic Messages response as an OpenAI Responses API ``response`` object
-(docs/responses-output.md, "Response object and stream").
+(docs/responses.md, "Response object and stream").
 
 One output item per content block, in order: a ``text`` block is a ``message`` item with one
 ``output_text`` part (empty ``annotations``), a ``tool_use`` block a ``function_call`` item

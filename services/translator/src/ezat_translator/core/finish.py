@@ -20,7 +20,7 @@ def to_finish_reason(stop_reason: str | None) -> str:
     return FINISH_REASONS.get(stop_reason, "stop")
 
 
-# The finish reasons that end a Responses API answer early (docs/responses-output.md, "Status").
+# The finish reasons that end a Responses API answer early (docs/responses.md, "Status").
 INCOMPLETE_REASONS: dict[str, str] = {
     "length": "max_output_tokens",
     "content_filter": "content_filter",

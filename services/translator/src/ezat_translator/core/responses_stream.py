@@ -1,5 +1,5 @@
 """An Anthropic Messages event stream as OpenAI Responses API SSE events
-(docs/responses-output.md, "Response object and stream").
+(docs/responses.md, "Response object and stream").
 
 Every event is ``event: <type>\\ndata: {...}\\n\\n`` with a ``sequence_number`` counting from 0:
 

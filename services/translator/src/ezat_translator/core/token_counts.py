@@ -1,5 +1,5 @@
 """Anthropic token counts as both OpenAI APIs report them (docs/api.md, "Response";
-docs/responses-output.md, "Usage").
+docs/responses.md, "Usage").
 
 All input is uncached + cache read + cache write. Reasoning tokens are the deployment's own count
 when it reports one (the bundled simulator does); Anthropic does not, so they are estimated from
