@@ -8,7 +8,7 @@ export UV_PYTHON := $(shell command -v $(PY))
 export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := $(CURDIR)/$(VENV)
 
-.PHONY: install run test test-faults lint fmt bench clean prometheus-tools dashboards
+.PHONY: install run test test-faults lint fmt bench clean prometheus-tools dashboards clients
 
 $(UV):
 	$(PY) -m venv $(TOOLS)
@@ -23,8 +23,18 @@ install: $(VENV)/.installed
 run: install
 	$(VENV)/bin/ezat up --config $(or $(EZAT_CONFIG),config/ezat.toml)
 
-test: install prometheus-tools
+test: install prometheus-tools clients
 	$(VENV)/bin/pytest --ignore=tests/faults $(PYTEST_ARGS)
+
+# The real clients the e2e suite runs unchanged (tests/e2e/test_codex_cli.py): the Codex CLI, from
+# the npm registry, pinned. Without npm this fails, saying how to get it.
+CODEX_VERSION := 0.171.0
+CODEX := $(TOOLS)/codex/node_modules/.bin/codex
+clients: $(CODEX)
+$(CODEX):
+	@command -v npm >/dev/null || { echo "npm is missing: install Node.js and npm (Debian: apt-get install nodejs npm) to run the Codex CLI test"; exit 1; }
+	npm install --prefix $(TOOLS)/codex --no-audit --no-fund --loglevel=error @openai/codex@$(CODEX_VERSION)
+	@$(CODEX) --version | grep -q '$(CODEX_VERSION)'
 
 # promtool (the alert rule tests, tests/deploy) from Debian's `prometheus` package, installed with
 # apt-get when missing and apt-get is usable (as root, or through sudo without a password).

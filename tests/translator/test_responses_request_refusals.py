@@ -48,7 +48,7 @@ REFUSALS: list[tuple[str, dict[str, Any], str, str]] = [
         "tool_unknown",
         request(tools=[F, {"type": "shell"}]),
         "tools[1].type",
-        'must be "function" or "custom"; got \'shell\'',
+        'must be "function", "custom" or "namespace"; got \'shell\'',
     ),
     (
         "tool_name_empty",

@@ -22,6 +22,7 @@ bracket may hold several, separated by spaces or commas (``[sim:think tokens=40]
 ``tokens=N``        reply length in tokens (0 = no text block)
 ``think[=N]``       a thinking block of N (default 8) tokens before the text
 ``tool=NAME``       call tool NAME; stop_reason ``tool_use``
+``arg=WORD``        the tool input's string values are WORD instead of ``"Oslo"``
 ``status=CODE``     answer with that HTTP error instead (Anthropic error body)
 ``fail_after=K``    stream: ``event: error`` (overloaded_error) after K content tokens;
                     non-stream: 500 api_error
@@ -84,6 +85,7 @@ class Directives:
     html: bool = False
     web_search: int | None = None
     web_fetch: int | None = None
+    arg: str = "Oslo"
 
 
 NO_DIRECTIVES = Directives()
@@ -128,6 +130,7 @@ _PARSERS = {
     "first_token_ms": _millis,
     "token_ms": _millis,
     "stop": _word,
+    "arg": _word,
     "web_search": _count,
     "web_fetch": _count,
 }
@@ -267,10 +270,11 @@ class Plan:
         )
 
 
-def example_value(schema: Any, depth: int = 0) -> Any:
-    """A deterministic value satisfying the simple JSON schema ``schema``."""
+def example_value(schema: Any, depth: int = 0, text: str = "Oslo") -> Any:
+    """A deterministic value satisfying the simple JSON schema ``schema`` (``text`` for every
+    string)."""
     if not isinstance(schema, Mapping):
-        return "Oslo"
+        return text
     if isinstance(schema.get("enum"), list) and schema["enum"]:
         return schema["enum"][0]
     if "const" in schema:
@@ -283,18 +287,19 @@ def example_value(schema: Any, depth: int = 0) -> Any:
             return {}
         props = schema.get("properties") or {}
         return {
-            name: example_value(props.get(name), depth + 1) for name in schema.get("required") or ()
+            name: example_value(props.get(name), depth + 1, text)
+            for name in schema.get("required") or ()
         }
-    return {"number": 1, "integer": 1, "boolean": True, "array": [], "null": None}.get(kind, "Oslo")
+    return {"number": 1, "integer": 1, "boolean": True, "array": [], "null": None}.get(kind, text)
 
 
-def _tool_part(req: Mapping[str, Any], name: str, seq: int) -> ToolPart:
+def _tool_part(req: Mapping[str, Any], name: str, seq: int, text: str) -> ToolPart:
     schema: Any = None
     for tool in req.get("tools") or ():
         if tool.get("name") == name:
             schema = tool.get("input_schema")
             break
-    value = example_value(schema) if schema is not None else {}
+    value = example_value(schema, text=text) if schema is not None else {}
     return ToolPart(f"toolu_sim_{seq}", name, value, msgspec.json.encode(value).decode())
 
 
@@ -357,7 +362,7 @@ def plan_reply(
         parts.append(TextPart(_answer_text(req, seed, n_text)))
     output = n_think + n_text
     if tool_name is not None and not capped:
-        tool = _tool_part(req, tool_name, seq)
+        tool = _tool_part(req, tool_name, seq, directives.arg)
         if tool.tokens <= budget - output:
             parts.append(tool)
             output += tool.tokens

@@ -28,6 +28,7 @@ from .core.responses_to_anthropic import (
     to_echo,
     translate_request,
 )
+from .core.responses_tools import namespaced
 
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
 
@@ -79,6 +80,7 @@ class ResponsesRequests:
             response_model=tr.response_model,
             created_at=int(time.time()),
             echo=to_echo(parsed),
+            namespaced=namespaced(parsed.tools),
         )
         # Stored responses need the sealed thinking too: a continuation restores it from there.
         seal = None

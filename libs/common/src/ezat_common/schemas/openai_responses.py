@@ -49,12 +49,20 @@ class FunctionCallItem(Struct, kw_only=True, frozen=True):
     call_id: str
     name: str
     arguments: str
+    namespace: str | None = None  # its tool is in a ``namespace`` tool
 
 
 class CustomToolCallItem(Struct, kw_only=True, frozen=True):
     call_id: str
     name: str
     input: str
+    namespace: str | None = None
+
+
+class NamespaceTool(Struct, kw_only=True, frozen=True):
+    name: str
+    tools: list[dict[str, Any]]
+    description: str | None = None
 
 
 class ToolOutputItem(Struct, kw_only=True, frozen=True):

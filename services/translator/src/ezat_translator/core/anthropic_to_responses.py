@@ -67,6 +67,16 @@ class ResponseMeta(Struct, frozen=True, kw_only=True):
     response_model: str
     created_at: int
     echo: ResponseEcho = field(default_factory=ResponseEcho)
+    # Flat tool name -> (namespace, name), for the tools of ``namespace`` tools (responses_tools).
+    namespaced: dict[str, tuple[str, str]] = {}
+
+    def call_item(self, call_id: str, name: str, arguments: str, status: str) -> dict[str, Any]:
+        """A function call as the client declared its tool: in its namespace, if any."""
+        item = function_call_item(call_id, name, arguments, status)
+        found = self.namespaced.get(name)
+        if found is not None:
+            item["namespace"], item["name"] = found
+        return item
 
     @property
     def response_id(self) -> str:
@@ -202,7 +212,7 @@ def to_response(anthropic_body: bytes, meta: ResponseMeta, seal: Seal | None = N
             output.append(message_item(meta.item_id("msg", n), parts, "completed"))
         elif isinstance(block, ToolUseBlock):
             arguments = arguments_json(block.input)
-            output.append(function_call_item(block.id, block.name, arguments, "completed"))
+            output.append(meta.call_item(block.id, block.name, arguments, "completed"))
         elif isinstance(block, ThinkingBlock | RedactedThinkingBlock):
             if isinstance(block, ThinkingBlock):
                 thinking_chars += len(block.thinking)

@@ -36,6 +36,7 @@ from ezat_common.schemas.openai_responses import (
 )
 
 from .openai_request import converted
+from .responses_tools import flat_name
 from .turns import (
     NO_FILE_ID,
     NO_USER_MESSAGE,
@@ -83,10 +84,11 @@ class _Builder(TurnBuilder):
             case "function_call":
                 call = converted(item, FunctionCallItem, path)
                 arguments = tool_input(call.arguments, f"{path}.arguments")
-                self.add_call(call.call_id, call.name, arguments)
+                self.add_call(call.call_id, flat_name(call.namespace, call.name), arguments)
             case "custom_tool_call":
                 custom = converted(item, CustomToolCallItem, path)
-                self.add_call(custom.call_id, custom.name, {"input": custom.input})
+                name = flat_name(custom.namespace, custom.name)
+                self.add_call(custom.call_id, name, {"input": custom.input})
             case "function_call_output" | "custom_tool_call_output":
                 self.add_output(converted(item, ToolOutputItem, path), path)
             case "reasoning":

@@ -58,7 +58,6 @@ from ezat_translator.core.anthropic_to_responses import (
     ResponseMeta,
     Seal,
     final_response,
-    function_call_item,
     message_item,
     output_text_part,
     reasoning_item,
@@ -258,7 +257,7 @@ class ResponsesStream:
             added = message_item(item.id, [], "in_progress")
         elif isinstance(block, ToolUseBlock):
             item = _Item(f"fc_{block.id}", n, block)
-            added = function_call_item(block.id, block.name, "", "in_progress")
+            added = self._meta.call_item(block.id, block.name, "", "in_progress")
         elif isinstance(block, ThinkingBlock | RedactedThinkingBlock):
             item = _Item(meta.item_id("rs", n), n, None)
             added = reasoning_item(item.id)
@@ -338,7 +337,7 @@ class ResponsesStream:
                     {"item_id": item.id, "output_index": n, "arguments": arguments},
                 )
             )
-            done = function_call_item(block.id, block.name, arguments, "completed")
+            done = self._meta.call_item(block.id, block.name, arguments, "completed")
         else:
             thinking = item.thinking
             kept = thinking.to_block() if isinstance(thinking, ThinkingPieces) else thinking

@@ -40,7 +40,7 @@ from .openai_request import (
 )
 from .openai_tools import forces_tool
 from .responses_items import OpenReasoning, to_conversation
-from .responses_tools import to_tool_choice, to_tools
+from .responses_tools import custom_tool_names, to_tool_choice, to_tools
 
 __all__ = [
     "OpenReasoning",
@@ -129,7 +129,7 @@ def translate_request(
         store=req.store is not False,
         include=list(req.include or []),
         previous_response_id=req.previous_response_id,
-        custom_tools=[t["name"] for t in req.tools or [] if t.get("type") == "custom"],
+        custom_tools=custom_tool_names(req.tools),
         **translation_fields(
             parts,
             model,

@@ -12,6 +12,12 @@
   back in ``input`` as ``custom_tool_call`` items whose ``input`` string is that one parameter.
   A ``grammar`` format cannot be enforced: its definition is appended to the description, so the
   model knows the syntax it is asked for.
+- ``namespace`` tools (a group of function and custom tools, as the Codex CLI sends its
+  ``multi_agent_v1`` tools) are flattened: each inner tool becomes a tool named
+  ``{namespace}__{name}`` (Anthropic names have no namespace), its description prefixed with the
+  namespace's. ``namespaced`` maps the flat names back: a call comes out with ``name`` and
+  ``namespace`` as the client declared them, and a call sent back with its ``namespace`` is
+  matched to the flat name again.
 - Built-in tools (web search, file search, computer use, code interpreter, image generation,
   MCP, local shell) have no equivalent and are refused, naming ``tools[i].type``.
 - ``tool_choice`` ``auto``/``required``/``none`` as on the chat API; ``{"type": "function" |
@@ -25,7 +31,7 @@ from typing import Any
 
 from ezat_common.config import ModelConfig
 from ezat_common.errors import invalid
-from ezat_common.schemas.openai_responses import CustomTool, FunctionTool, NamedTool
+from ezat_common.schemas.openai_responses import CustomTool, FunctionTool, NamedTool, NamespaceTool
 
 from .openai_output import check_closed
 from .openai_request import converted
@@ -40,6 +46,38 @@ CUSTOM_SCHEMA: dict[str, Any] = {
 BUILT_IN = ("file_search", "code_interpreter", "image_generation", "mcp", "local_shell")
 BUILT_IN_PREFIXES = ("web_search", "computer_use")
 RESPONSES_NAMED = '{"type": "function", "name": ...}'
+NAMESPACE_SEPARATOR = "__"
+
+
+def flat_name(namespace: str | None, name: str) -> str:
+    """The Anthropic tool name of ``name`` inside ``namespace`` (``name`` itself outside one)."""
+    return name if not namespace else f"{namespace}{NAMESPACE_SEPARATOR}{name}"
+
+
+def custom_tool_names(tools: list[dict[str, Any]] | None) -> list[str]:
+    """The (flat) names of the freeform tools, namespaced ones included."""
+    names = [t["name"] for t in tools or () if t.get("type") == "custom"]
+    for raw in tools or ():
+        if raw.get("type") == "namespace" and isinstance(raw.get("tools"), list):
+            names += [
+                flat_name(raw.get("name"), t["name"])
+                for t in raw["tools"]
+                if isinstance(t, dict) and t.get("type") == "custom" and "name" in t
+            ]
+    return names
+
+
+def namespaced(tools: list[dict[str, Any]] | None) -> dict[str, tuple[str, str]]:
+    """Flat tool name -> (namespace, name), for the tools of every ``namespace`` tool."""
+    out: dict[str, tuple[str, str]] = {}
+    for raw in tools or ():
+        if raw.get("type") == "namespace" and isinstance(raw.get("tools"), list):
+            ns = raw.get("name")
+            for inner in raw["tools"]:
+                name = inner.get("name") if isinstance(inner, dict) else None
+                if isinstance(ns, str) and isinstance(name, str):
+                    out[flat_name(ns, name)] = (ns, name)
+    return out
 
 
 def is_built_in(kind: Any) -> bool:
@@ -55,13 +93,47 @@ def to_tools(tools: list[dict[str, Any]], model: ModelConfig) -> list[dict[str, 
             out.append(function_tool(converted(raw, FunctionTool, path), model, path))
         elif kind == "custom":
             out.append(custom_tool(converted(raw, CustomTool, path), model, path))
+        elif kind == "namespace":
+            out.extend(namespace_tools(converted(raw, NamespaceTool, path), model, path))
         elif is_built_in(kind):
             raise invalid(
                 f"{path}.type",
                 f"the built-in tool {kind} is not supported; use function or custom tools",
             )
         else:
-            raise invalid(f"{path}.type", f'must be "function" or "custom"; got {kind!r}')
+            raise invalid(
+                f"{path}.type", f'must be "function", "custom" or "namespace"; got {kind!r}'
+            )
+    return out
+
+
+def namespace_tools(ns: NamespaceTool, model: ModelConfig, path: str) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for j, raw in enumerate(ns.tools):
+        inner = f"{path}.tools[{j}]"
+        kind = raw.get("type")
+        tool: FunctionTool | CustomTool
+        if kind == "function":
+            tool = converted(raw, FunctionTool, inner)
+            item = function_tool(tool, model, inner)
+        elif kind == "custom":
+            tool = converted(raw, CustomTool, inner)
+            item = custom_tool(tool, model, inner)
+        else:
+            raise invalid(f"{inner}.type", f'must be "function" or "custom"; got {kind!r}')
+        item["name"] = flat = flat_name(ns.name, tool.name)
+        if len(flat) > 64:
+            raise invalid(
+                f"{inner}.name",
+                f"{ns.name}{NAMESPACE_SEPARATOR}{tool.name} is longer than the 64 characters a "
+                "tool name may have here; use shorter namespace or tool names",
+            )
+        if ns.description:
+            description = item.get("description")
+            item["description"] = (
+                f"{ns.description}\n\n{description}" if description else ns.description
+            )
+        out.append(item)
     return out
 
 
