@@ -296,3 +296,53 @@ async def test_billing_killed_during_200_streams_loses_and_doubles_nothing(
         return "stored" in log_file.read_text() and "from the outbox" in log_file.read_text()
 
     await eventually(drained_logged, timeout=5)
+
+
+async def test_responses_view_agrees_with_the_record(billing_stack: BillingStack) -> None:
+    client = openai.AsyncOpenAI(
+        base_url=billing_stack.url + "/openai/v1", api_key=billing_stack.key, max_retries=0
+    )
+    raw = await client.responses.with_raw_response.create(
+        model=MODEL, max_output_tokens=100, input="count [sim:tokens=17]", store=False
+    )
+    response = raw.parse()
+    row = await billing_stack.row(raw.headers["request-id"])
+    assert response.usage is not None
+    assert response.usage.input_tokens == (
+        row["input_tokens"]
+        + row["cache_read_tokens"]
+        + row["cache_write_5m_tokens"]
+        + row["cache_write_1h_tokens"]
+    )
+    assert response.usage.input_tokens_details.cached_tokens == row["cache_read_tokens"]
+    assert response.usage.output_tokens == row["output_tokens"] == 17
+    assert row["api"] == "responses" and row["cost_micros"] == cost_by_hand(row)
+
+
+async def test_a_responses_stream_closed_early_pays_for_about_what_was_produced(
+    billing_stack: BillingStack,
+) -> None:
+    n = 10
+    body = {
+        "model": MODEL,
+        "stream": True,
+        "store": False,
+        "input": "slow [sim:tokens=200 token_ms=40]",
+    }
+    headers = {"authorization": f"Bearer {billing_stack.key}"}
+    deltas = 0
+    async with (
+        aiohttp.ClientSession() as s,
+        s.post(f"{billing_stack.url}/openai/v1/responses", json=body, headers=headers) as resp,
+    ):
+        rid = resp.headers["request-id"]
+        async for line in resp.content:
+            if line == b"event: response.output_text.delta\n":
+                deltas += 1
+                if deltas >= n:
+                    break
+        resp.close()
+    row = await billing_stack.row(rid)
+    assert row["status"] == "client_closed" and row["estimated"] is True
+    assert n <= row["output_tokens"] <= n + 15
+    assert row["cost_micros"] == cost_by_hand(row)

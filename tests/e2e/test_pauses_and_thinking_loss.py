@@ -87,3 +87,15 @@ async def test_tool_loop_survives_losing_its_kept_thinking(gateway: Gateway) -> 
         raise AssertionError(f"degraded turn failed: {exc}") from None
     assert second.choices[0].finish_reason == "stop"
     assert second.choices[0].message.content
+
+
+async def test_responses_stream_sends_ping_comments_during_a_pause(
+    gateway: Gateway, http: aiohttp.ClientSession
+) -> None:
+    body = {"model": MODEL, "stream": True, "store": False, "input": f"slow start {PAUSE}"}
+    lines = await raw_lines(http, gateway.url + "/openai/v1/responses", body, gateway.key)
+    first_delta = lines.index(b"event: response.output_text.delta\n")
+    pings = [i for i, ln in enumerate(lines) if ln == b": ping\n"]
+    assert len(pings) >= 2, lines[:8]
+    assert pings[0] < first_delta
+    assert b"event: response.completed\n" in lines[-4:]
