@@ -217,12 +217,6 @@ REFUSED: list[tuple[dict[str, Any], str, str]] = [
         "input[0].role",
         "input[0].role: must be one of user, assistant, system, developer; got 'tool'",
     ),
-    (
-        {"previous_response_id": "resp_unknown"},
-        "previous_response_id",
-        "previous_response_id: stored responses are not kept by this gateway; send the "
-        "conversation's items in input",
-    ),
 ]
 
 

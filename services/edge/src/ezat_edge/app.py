@@ -37,6 +37,7 @@ from .operations import Operations
 from .protocol import ConnectionGuard, EdgeRunner, close_gently, connection_budget
 from .relay import Relay
 from .status import StackStatus
+from .stored_responses import StoredResponses
 
 log = logging.getLogger("ezat.edge")
 
@@ -58,6 +59,7 @@ class Edge:
     ops: Operations
     status: StackStatus
     pool_task: asyncio.Task[None]
+    stored: StoredResponses
 
     async def stop(self) -> None:
         self.pool_task.cancel()
@@ -78,6 +80,8 @@ ROUTES: tuple[tuple[str, str, Callable[[Edge], Handler]], ...] = (
     ("GET", "/v1/models", lambda e: e.api.list_models),
     ("POST", "/openai/v1/chat/completions", lambda e: e.api.chat_completions),
     ("POST", "/openai/v1/responses", lambda e: e.api.create_response),
+    ("GET", "/openai/v1/responses/{response_id}", lambda e: e.stored.get),
+    ("DELETE", "/openai/v1/responses/{response_id}", lambda e: e.stored.delete),
     ("GET", "/openai/v1/models", lambda e: e.api.list_models),
     ("GET", "/api/models", lambda e: e.api.public_models),
     ("GET", "/api/usage", lambda e: e.api.usage),
@@ -142,7 +146,10 @@ async def connect(cfg: Config, subjects: Subjects) -> Edge:
     # still connecting would be an error nobody needed. A database that is down does not hold
     # the edge back for longer.
     await asyncio.wait({pool_task}, timeout=DB_WAIT)
-    return Edge(nc, relay, deliveries, auth, limiter, admission, api, ops, status, pool_task)
+    stored = StoredResponses(auth)
+    return Edge(
+        nc, relay, deliveries, auth, limiter, admission, api, ops, status, pool_task, stored
+    )
 
 
 async def _connect_db(auth: Authenticator) -> None:

@@ -34,6 +34,7 @@ from .core.sealing import Sealer
 from .openai_path import NO_ROUTER_TAG, OpenAIPath
 from .responses_requests import ResponsesRequests
 from .route_request import route_request
+from .stored_responses import SWEEP_EVERY, StoredResponses
 from .thinking_store import ThinkingStore
 
 if TYPE_CHECKING:
@@ -75,6 +76,7 @@ class Translator:
             self.beats,
             responses or ResponsesRequests(catalogue, Sealer(seal_keys.from_env())),
         )
+        self.stored = self.chat.responses.store if self.chat.responses else None
         self.tasks = TaskSet()
         self._sub: Any = None
 
@@ -90,6 +92,10 @@ class Translator:
         # Its own task, not in ``tasks``: those are the requests a stop waits for.
         self._watcher = Periodic("router-watch", OWNER_TIMEOUT / 6, self.chat.watch)
         self._watcher.start()
+        self._sweeper: Periodic | None = None
+        if isinstance(self.stored, StoredResponses):
+            self._sweeper = Periodic("response-sweep", SWEEP_EVERY, self.stored.sweep)
+            self._sweeper.start()
 
     async def stop(self, drain_timeout: float) -> None:
         """Stop taking requests; keep relaying the OpenAI replies of those in flight until they
@@ -106,6 +112,8 @@ class Translator:
         left = await lifecycle.wait_idle(busy, drain_timeout)
         lifecycle.drain_log("translator", left, started)
         await self._watcher.stop()
+        if self._sweeper is not None:
+            await self._sweeper.stop()
         self.tasks.cancel()
         self.chat.tasks.cancel()
         await self.chat.end_all(lifecycle.RESTARTING)
@@ -269,7 +277,10 @@ async def main(stop: asyncio.Event) -> None:
     nc = await bus.connect("translator")
     # After the connection: a replacement waits there for its predecessor (router/app.py).
     readiness.serve(cfg.translator.metrics_listen, ready)
-    translator = Translator(nc, subjects, Catalogue(cfg), thinking, ready)
+    catalogue = Catalogue(cfg)
+    stored = StoredResponses()
+    responses = ResponsesRequests(catalogue, Sealer(seal_keys.from_env()), stored)
+    translator = Translator(nc, subjects, catalogue, thinking, ready, responses)
     await translator.start()
     log.info("translator ready")
     await stop.wait()
@@ -277,4 +288,5 @@ async def main(stop: asyncio.Event) -> None:
     await translator.stop(cfg.shutdown.drain_timeout)
     await nc.drain()
     await thinking.close()
+    await stored.close()
     tracing.shutdown()

@@ -93,3 +93,10 @@ STREAM = Direction("stream")
 
 # Memoised children for the per-request hot path.
 REQUESTS_BY = labelled(REQUESTS)
+
+# Stored responses (docs/responses.md, "Stored responses"): writes and reads by outcome.
+STORED = Counter(
+    "ezat_translator_stored_responses_total",
+    "Responses API store operations by outcome",
+    ["op", "outcome"],
+)

@@ -1,0 +1,67 @@
+"""``GET`` and ``DELETE /openai/v1/responses/{id}``: the calling key's stored responses
+(``ezat_common.response_store``; docs/responses.md, "Stored responses"). Another key's response,
+an expired one and one never stored are the same 404.
+"""
+
+from __future__ import annotations
+
+import asyncpg
+import msgspec
+from aiohttp import web
+from ezat_common import response_store
+from ezat_common.errors import GatewayError
+from ezat_common.response_store import TIMEOUT, UNAVAILABLE
+
+from .auth import Authenticator
+from .responses import JSON
+
+
+def not_found(response_id: str) -> GatewayError:
+    return GatewayError(
+        404,
+        f"No response with id {response_id!r} found for this API key; it was not stored "
+        "(store: false), was deleted, or expired (responses are kept 30 days)",
+        code="not_found",
+    )
+
+
+def unavailable() -> GatewayError:
+    return GatewayError(
+        503, "stored responses cannot be read right now; retry shortly", retry_after=2
+    )
+
+
+class StoredResponses:
+    def __init__(self, auth: Authenticator) -> None:
+        self.auth = auth
+
+    async def get(self, request: web.Request) -> web.Response:
+        key = await self.auth.authenticate(request)
+        response_id = request.match_info["response_id"]
+        try:
+            stored = await response_store.get(self._pool(), key.id, response_id, timeout=TIMEOUT)
+        except UNAVAILABLE:
+            raise unavailable() from None
+        if stored is None:
+            raise not_found(response_id)
+        return web.Response(body=stored.response, content_type=JSON)
+
+    async def delete(self, request: web.Request) -> web.Response:
+        key = await self.auth.authenticate(request)
+        response_id = request.match_info["response_id"]
+        try:
+            deleted = await response_store.delete(
+                self._pool(), key.id, response_id, timeout=TIMEOUT
+            )
+        except UNAVAILABLE:
+            raise unavailable() from None
+        if not deleted:
+            raise not_found(response_id)
+        body = {"id": response_id, "object": "response", "deleted": True}
+        return web.Response(body=msgspec.json.encode(body), content_type=JSON)
+
+    def _pool(self) -> asyncpg.Pool:
+        pool = self.auth.pool
+        if pool is None:  # not connected yet, or PostgreSQL away since the edge started
+            raise unavailable()
+        return pool
