@@ -39,6 +39,7 @@ from ezat_http1 import Origin, Pool, UpstreamError, post_head
 # The first content delta of each API's stream, and the marker of a complete stream.
 _FIRST_ANTHROPIC = re.compile(rb"event: content_block_delta")
 _FIRST_OPENAI = re.compile(rb'"content":\s?"[^"]')
+_FIRST_RESPONSES = re.compile(rb"event: response\.output_text\.delta")
 # "eventstream": a Bedrock face answered directly. Each chunk's payload is
 # {"bytes":"base64(event JSON)"...}, and base64 of an event's first 3n bytes is fixed: the
 # markers are the encoded starts of a content_block_delta and of message_stop.
@@ -48,9 +49,15 @@ _FIRST_EVENTS = re.compile(
 _END = {
     "anthropic": b"message_stop",
     "openai": b"[DONE]",
+    "responses": b"event: response.completed",
     "eventstream": b'"bytes":"' + base64.b64encode(b'{"type":"message_stop"'[:21]),
 }
-_FIRST = {"anthropic": _FIRST_ANTHROPIC, "openai": _FIRST_OPENAI, "eventstream": _FIRST_EVENTS}
+_FIRST = {
+    "anthropic": _FIRST_ANTHROPIC,
+    "openai": _FIRST_OPENAI,
+    "responses": _FIRST_RESPONSES,
+    "eventstream": _FIRST_EVENTS,
+}
 # What each event has once: SSE's blank line, an event stream's chunk header. And how many of
 # a stream's last bytes the end marker is looked for in (a chunk ends with padding and a CRC).
 _EVENT_MARK = {"eventstream": b":event-type\x07\x00\x05chunk"}
@@ -74,7 +81,14 @@ def request_body(
 ) -> bytes:
     """A small request whose reply the simulator makes exactly ``tokens`` tokens long."""
     text = f"Tell me about the quick brown fox. [sim:tokens={tokens}{extra}]"
-    body: dict[str, Any] = {
+    if api == "responses":
+        # The Responses API's equivalent, not stored (as the Codex CLI sends it).
+        body: dict[str, Any] = {"model": model, "max_output_tokens": 256, "input": text}
+        body["store"] = False
+        if stream:
+            body["stream"] = True
+        return json.dumps(body, separators=(",", ":")).encode()
+    body = {
         "model": model,
         "max_tokens": 256,
         "messages": [{"role": "user", "content": text}],
@@ -85,7 +99,7 @@ def request_body(
 
 
 def headers_for(api: str, key: str) -> dict[str, str]:
-    if api == "openai":
+    if api in ("openai", "responses"):
         return {"authorization": f"Bearer {key}", "content-type": "application/json"}
     return {"x-api-key": key, "anthropic-version": "2023-06-01", "content-type": "application/json"}
 

@@ -258,6 +258,13 @@ def _api_rows(results: dict[str, Any], apis: list[str]) -> list[list[Any]]:
     return rows
 
 
+def _gap(results: dict[str, Any], mode: str, metric: str) -> float | None:
+    """The Responses API's added latency minus the chat API's, same mode, c=1."""
+    responses = added(results, mode, "responses", 1, metric)
+    chat = added(results, mode, "openai", 1, metric)
+    return None if responses is None or chat is None else round(responses - chat, 3)
+
+
 def targets(results: dict[str, Any]) -> list[list[Any]]:
     """[target, measured, PASS/FAIL/n/a] for every target of the issue."""
     rows = _api_rows(results, results["apis"])
@@ -269,6 +276,11 @@ def targets(results: dict[str, Any]) -> list[list[Any]]:
         for k, p in phases.items()
         if k.startswith("stream/") and k.split("/")[1] in results["apis"] and not p.get("skipped")
     ]
+    if "responses" in results["apis"] and 1 in results["levels"]:
+        for mode, metric in (("json", "p50_ms"), ("stream", "ttft_p50_ms")):
+            gap = _gap(results, mode, metric)
+            label = f"responses: added {metric[:-3]} c=1 within 0.3 ms of openai's ({mode})"
+            check(label, gap, gap is not None and gap <= 0.3, " ms")
     for mode, row in ((m, results.get("kinds", {}).get(m)) for m in ("json", "stream")):
         if row:
             v = row["cpu_ratio"]

@@ -57,8 +57,9 @@ import report  # noqa: E402
 from procstat import Sampler, cpu_delta, rss_mb  # noqa: E402
 from stackrun import BEDROCK_MODEL, MODEL, MODES, SERVICES, STACK_GROUPS, Systems  # noqa: E402
 
-# The gateway's phases: both client APIs, and the Anthropic API to a Bedrock-kind deployment.
-APIS = ("anthropic", "openai", "bedrock")
+# The gateway's phases: the three client APIs, and the Anthropic API to a Bedrock-kind deployment.
+APIS = ("anthropic", "openai", "responses", "bedrock")
+OPENAI_PATHS = {"openai": "/openai/v1/chat/completions", "responses": "/openai/v1/responses"}
 
 OUTBOX_STREAM = from_env().outbox_stream
 FLOORS = {
@@ -175,9 +176,9 @@ class Bench:
             # Anthropic bytes end to end: the floor converts nothing, on either path.
             url = self.sys.floor_url + FLOORS[api]
             return loadgen.Target(url, loadgen.headers_for("anthropic", "sim"), body, stream)
-        path = "/openai/v1/chat/completions" if api == "openai" else "/v1/messages"
+        path = OPENAI_PATHS.get(api, "/v1/messages")
         # "bedrock": the Anthropic API to a Bedrock-kind deployment (event-stream decoding).
-        wire = "openai" if api == "openai" else "anthropic"
+        wire = api if api in OPENAI_PATHS else "anthropic"
         headers = loadgen.headers_for(wire, self.sys.key)
         return loadgen.Target(self.sys.gateway_url + path, headers, body, stream, wire)
 

@@ -181,3 +181,19 @@ def test_the_kinds_at_the_same_rate_are_judged_by_their_cpu_ratio() -> None:
     label = "bedrock kind: gateway CPU per json request <= 1.10 x anthropic kind's"
     assert verdicts(results)[label] == ("1.13 x", "FAIL")
     assert "bedrock / anthropic" in report._kinds(kinds)
+
+
+def test_the_responses_api_is_judged_against_the_chat_api_in_the_same_run() -> None:
+    results = run(
+        **{
+            "json/responses/c1": phase(p50_ms=2.5),  # 2.2 added: 0.2 above chat's 2.0
+            "stream/responses/c1": phase(ttft_p50_ms=3.8),  # 3.4 added: 0.5 above chat's 2.9
+        }
+    )
+    results["apis"].append("responses")
+    v = verdicts(results)
+    assert v["responses: added p50 c=1 within 0.3 ms of openai's (json)"] == ("0.20 ms", "PASS")
+    assert v["responses: added ttft_p50 c=1 within 0.3 ms of openai's (stream)"] == (
+        "0.50 ms",
+        "FAIL",
+    )

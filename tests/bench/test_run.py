@@ -1,5 +1,5 @@
 """``make bench`` end to end, at its smallest: the program starts its own stack, drives every
-phase (the direct simulator, both gateway APIs, the Bedrock kind after the simulator's Bedrock
+phase (the direct simulator, the three gateway APIs, the Bedrock kind after the simulator's Bedrock
 face alone, both kinds at the same paced rate, the floors after their own direct run), and
 writes results the report can judge. Timings are not asserted, only that every phase ran clean
 and was measured.
@@ -22,7 +22,7 @@ sys.path.insert(0, str(BENCH))
 import kind_phases  # noqa: E402
 import run  # noqa: E402
 
-APIS = ["direct", "anthropic", "openai", "direct-bedrock", "bedrock"]
+APIS = ["direct", "anthropic", "openai", "responses", "direct-bedrock", "bedrock"]
 APIS += ["direct-floor", "floor", "floor-openai", "floor-billed"]
 
 
@@ -51,6 +51,7 @@ def test_a_quick_bench_measures_every_phase(tmp_path: Path) -> None:
         assert results["kinds"][mode]["cpu_ratio"] > 0
     assert "Targets" in proc.stdout and "Reference, not targets" in proc.stdout
     assert "CPU ms per request" in proc.stdout and "bedrock / anthropic" in proc.stdout
+    assert "responses: added p50 c=1 within 0.3 ms of openai's (json)" in proc.stdout
 
 
 async def test_waiting_for_a_floor_outlasts_its_quick_refusals() -> None:

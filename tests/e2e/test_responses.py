@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
 import openai
 import pytest
 from pydantic import BaseModel
+from support import images
+from support.images import PNG
 
 from .conftest import Gateway
 
@@ -313,3 +316,49 @@ async def test_a_tampered_or_foreign_reasoning_item_is_a_400_naming_it(
             )
         body: Any = err.value.body
         assert (body["param"], body["message"]) == (f"input[{index}].encrypted_content", expected)
+
+
+async def test_images_by_data_url_and_http_url_and_a_pdf(gateway: Gateway) -> None:
+    data_url = "data:image/png;base64," + base64.b64encode(PNG).decode()
+    pdf = "data:application/pdf;base64," + base64.b64encode(b"%PDF-1.4 test").decode()
+    client = gateway.openai()
+    async with images.serving() as server:
+        resp = await client.responses.create(
+            model=MODEL,
+            store=False,
+            input=[
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "input_text", "text": "What is in these?"},
+                        {"type": "input_image", "image_url": data_url, "detail": "auto"},
+                        {"type": "input_image", "image_url": f"{server}/photo.png"},
+                        {"type": "input_file", "filename": "a.pdf", "file_data": pdf},
+                    ],
+                }
+            ],
+        )
+        blocks = (await gateway.sent_upstream(resp.id.removeprefix("resp_")))["body"]["messages"]
+        sent = [b for b in blocks[0]["content"] if b["type"] in ("image", "document")]
+        assert [b["type"] for b in sent] == ["image", "image", "document"]
+        for block in sent[:2]:
+            assert block["source"]["media_type"] == "image/png"
+            assert base64.b64decode(block["source"]["data"]) == PNG
+        with pytest.raises(openai.BadRequestError) as err:
+            await client.responses.create(
+                model=MODEL,
+                store=False,
+                input=[
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "input_text", "text": "x"},
+                            {"type": "input_image", "image_url": f"{server}/missing.png"},
+                        ],
+                    }
+                ],
+            )
+    body: Any = err.value.body
+    assert body["message"] == (
+        "input[0].content[1].image_url: could not download the image (HTTP 404)"
+    )

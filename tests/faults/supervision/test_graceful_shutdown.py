@@ -202,3 +202,60 @@ async def test_a_sigterm_from_outside_is_replaced_before_the_old_process_exits(
         f"router (kill -TERM): replacement started {replaced_in * 1000:.0f} ms after SIGTERM, "
         f"served {replaced_in + ready_in:.2f}s after; old exited {exited_in:.2f}s after its stream"
     )
+
+
+WEATHER = {
+    "type": "function",
+    "name": "get_weather",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+}
+
+
+async def test_sigterm_translator_keeps_relaying_responses_streams_and_its_replacement_opens_their_reasoning(  # noqa: E501
+    fault_stack: FaultStack,
+) -> None:
+    """Responses streams in flight finish on the draining translator; a reasoning item sealed by
+    it opens on its replacement (``ezat up`` gives both the same key), so the tool loop goes on."""
+    fs = fault_stack
+    client = fs.openai(timeout=20.0)
+    first: list[Any] = [{"role": "user", "content": "Weather? [sim:tool=get_weather]"}]
+    sealed = await client.responses.create(
+        model=MODEL,
+        input=first,
+        tools=[WEATHER],
+        reasoning={"effort": "low"},
+        include=["reasoning.encrypted_content"],
+        store=False,
+    )
+    n = 3
+    started = asyncio.Semaphore(0)
+
+    async def responses_stream(i: int) -> Any:
+        async with client.responses.stream(
+            model=MODEL, input=f"s{i} [sim:tokens=80 token_ms=100]", store=False
+        ) as stream:
+            async for event in stream:
+                if event.type == "response.output_text.delta" and event.sequence_number == 4:
+                    started.release()
+            return await stream.get_final_response()
+
+    held = asyncio.ensure_future(asyncio.gather(*(responses_stream(i) for i in range(n))))
+    for _ in range(n):
+        await asyncio.wait_for(started.acquire(), 10)
+    old = fs.stack.children["translator"].proc
+    assert old is not None
+    await asyncio.to_thread(fs.stack.restart, "translator")
+    draining = old.poll() is None
+    for final in await held:
+        assert final.status == "completed" and len(final.output_text) == 80 * 4
+        assert final.usage is not None and final.usage.output_tokens == 80
+    assert draining, "the old translator was gone before the restart returned"
+    await wait_exit(old, 10)
+    [call] = [o for o in sealed.output if o.type == "function_call"]
+    items = [*first, *(o.model_dump(exclude_none=True) for o in sealed.output)]
+    items.append({"type": "function_call_output", "call_id": call.call_id, "output": "9 C"})
+    # The deployment refuses this tool turn if its thinking did not come back.
+    after = await client.responses.create(
+        model=MODEL, input=items, tools=[WEATHER], reasoning={"effort": "low"}, store=False
+    )
+    assert after.status == "completed" and after.output_text
