@@ -61,7 +61,8 @@ _FIRST = {
 # What each event has once: SSE's blank line, an event stream's chunk header. And how many of
 # a stream's last bytes the end marker is looked for in (a chunk ends with padding and a CRC).
 _EVENT_MARK = {"eventstream": b":event-type\x07\x00\x05chunk"}
-_TAIL = {"eventstream": 1024}
+# The Responses API's last event carries the whole response after its name: look further back.
+_TAIL = {"eventstream": 1024, "responses": 8192}
 _ERROR_EVENT = {"eventstream": b":message-type\x07\x00\x09exception"}
 _SAMPLE = 300  # bytes of a failed reply kept as the phase's error sample
 KEEPALIVE_SECONDS = 60.0

@@ -297,7 +297,7 @@ class Bench:
         await asyncio.sleep(2)
         idle = rss_mb(self.group.snapshot())
         self.results["resources"] = {"rss_idle_mb": idle}
-        print("load phases (direct, then gateway Anthropic, then gateway OpenAI):", flush=True)
+        print("load phases (direct, then each gateway API, the Bedrock kind last):", flush=True)
         await self.load_phases()
         if "bedrock" in self.results["apis"]:
             print("the deployment kinds at the same rate:", flush=True)

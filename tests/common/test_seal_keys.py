@@ -8,6 +8,7 @@ import stat
 from pathlib import Path
 
 import pytest
+from ezat_common.config import ConfigError
 from ezat_common.seal_keys import from_env, kept_locally, new_key_entry, parse_keys
 
 KEY = base64.b64encode(bytes(range(32))).decode()
@@ -60,3 +61,9 @@ def test_the_local_key_is_kept_private_and_reused(tmp_path: Path) -> None:
     assert kept_locally(tmp_path / "data") == entry
     assert stat.S_IMODE((tmp_path / "data" / "seal_keys").stat().st_mode) == 0o600
     assert parse_keys(entry)
+
+
+def test_a_wrong_variable_stops_the_service_naming_it() -> None:
+    with pytest.raises(ConfigError) as err:
+        from_env({"EZAT_SEAL_KEYS": "k:short"})
+    assert str(err.value) == "EZAT_SEAL_KEYS entry 1 (k): the key is not valid base64"

@@ -362,3 +362,13 @@ async def test_images_by_data_url_and_http_url_and_a_pdf(gateway: Gateway) -> No
     assert body["message"] == (
         "input[0].content[1].image_url: could not download the image (HTTP 404)"
     )
+
+
+async def test_an_overloaded_deployment_is_a_503_in_openais_envelope(gateway: Gateway) -> None:
+    with pytest.raises(openai.InternalServerError) as err:
+        await gateway.openai().responses.create(
+            model=MODEL, input="hi [sim:status=529]", store=False
+        )
+    assert err.value.status_code == 503
+    body: Any = err.value.body
+    assert set(body) >= {"message", "type", "param", "code"} and body["message"]

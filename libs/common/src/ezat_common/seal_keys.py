@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from . import environment
+from .config import ConfigError
 
 KEY_BYTES = 32  # AES-256
 log = logging.getLogger("ezat.seal_keys")
@@ -57,7 +58,10 @@ def from_env(environ: Mapping[str, str] | None = None) -> list[tuple[str, bytes]
     not refused, so turns still run without their thinking)."""
     raw = environment.value(environment.SEAL_KEYS, environ)
     if raw:
-        return parse_keys(raw)
+        try:
+            return parse_keys(raw)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None  # the service stops, naming the entry
     log.warning(
         "EZAT_SEAL_KEYS is unset: reasoning items are sealed with a key of this process only; "
         "set it (ezat seal-key prints an entry) so that every replica can open them"
