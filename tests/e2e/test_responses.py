@@ -372,3 +372,17 @@ async def test_an_overloaded_deployment_is_a_503_in_openais_envelope(gateway: Ga
     assert err.value.status_code == 503
     body: Any = err.value.body
     assert set(body) >= {"message", "type", "param", "code"} and body["message"]
+
+
+async def test_a_custom_tools_call_and_its_output_round_trip(gateway: Gateway) -> None:
+    client = gateway.openai()
+    patch = {"type": "custom", "name": "apply_patch", "description": "Applies a patch"}
+    items: list[Any] = [{"role": "user", "content": "Fix it. [sim:tool=apply_patch arg=PATCH]"}]
+    resp = await client.responses.create(model=MODEL, input=items, tools=[patch], store=False)
+    [call] = resp.output
+    assert call.type == "custom_tool_call"
+    assert (call.name, call.input) == ("apply_patch", "PATCH")
+    items += [call.model_dump(exclude_none=True)]
+    items.append({"type": "custom_tool_call_output", "call_id": call.call_id, "output": "done"})
+    resp = await client.responses.create(model=MODEL, input=items, tools=[patch], store=False)
+    assert resp.status == "completed" and resp.output_text

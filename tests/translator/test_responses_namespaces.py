@@ -145,3 +145,91 @@ def test_a_streamed_call_comes_out_in_its_namespace_and_the_sdk_reads_it() -> No
     [call] = final.output
     assert call.type == "function_call" and call.namespace == "multi_agent_v1"
     assert call.name == "spawn_agent"
+
+
+# ---- custom (freeform) tools come back as custom_tool_call items -----------------------------
+
+CUSTOM_META = ResponseMeta(
+    request_id="r2",
+    response_model="m",
+    created_at=1,
+    namespaced=namespaced([AGENTS]),
+    custom_tools=frozenset({"patch", "multi_agent_v1__note"}),
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "tool_input", "expected"),
+    [
+        ("patch", {"input": "*** Begin Patch"}, {"name": "patch", "input": "*** Begin Patch"}),
+        (
+            "multi_agent_v1__note",
+            {"input": "x"},
+            {"name": "note", "input": "x", "namespace": "multi_agent_v1"},
+        ),
+        ("patch", {"other": 1}, {"name": "patch", "input": '{"other":1}'}),
+    ],
+    ids=["plain", "namespaced", "not_one_string"],
+)
+def test_a_custom_tools_call_is_a_custom_tool_call_item(
+    name: str, tool_input: dict[str, Any], expected: dict[str, Any]
+) -> None:
+    body = {
+        "type": "message",
+        "content": [{"type": "tool_use", "id": "toolu_9", "name": name, "input": tool_input}],
+        "stop_reason": "tool_use",
+        "usage": {"input_tokens": 3, "output_tokens": 2},
+    }
+    out = msgspec.json.decode(to_response(msgspec.json.encode(body), CUSTOM_META))
+    [item] = out["output"]
+    assert item == {
+        "id": "ctc_toolu_9",
+        "type": "custom_tool_call",
+        "status": "completed",
+        "call_id": "toolu_9",
+        **expected,
+    }
+
+
+def test_a_streamed_custom_call_sends_its_text_whole_and_the_sdk_reads_it() -> None:
+    start = {"id": "msg_1", "type": "message", "role": "assistant", "content": []}
+    start.update(model="m", usage={"input_tokens": 3, "output_tokens": 0})
+    use = {"type": "tool_use", "id": "toolu_9", "name": "patch", "input": {}}
+    sse = b"".join(
+        _event(e)
+        for e in (
+            {"type": "message_start", "message": start},
+            {"type": "content_block_start", "index": 0, "content_block": use},
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "input_json_delta", "partial_json": '{"input": "*** Be'},
+            },
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "input_json_delta", "partial_json": 'gin Patch"}'},
+            },
+            {"type": "content_block_stop", "index": 0},
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "tool_use"},
+                "usage": {"output_tokens": 2},
+            },
+            {"type": "message_stop"},
+        )
+    )
+    stream = ResponsesStream(CUSTOM_META)
+    out = stream.feed(sse) + stream.final()
+    kinds = [e["type"] for e in responses_events(out)]
+    assert kinds[2:] == [
+        "response.output_item.added",
+        "response.custom_tool_call_input.delta",
+        "response.custom_tool_call_input.done",
+        "response.output_item.done",
+        "response.completed",
+    ]
+    final, _ = accumulate(out)
+    assert final is not None
+    [call] = final.output
+    assert call.type == "custom_tool_call" and call.input == "*** Begin Patch"

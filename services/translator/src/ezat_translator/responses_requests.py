@@ -81,6 +81,7 @@ class ResponsesRequests:
             created_at=int(time.time()),
             echo=to_echo(parsed),
             namespaced=namespaced(parsed.tools),
+            custom_tools=frozenset(tr.custom_tools),
         )
         # Stored responses need the sealed thinking too: a continuation restores it from there.
         seal = None

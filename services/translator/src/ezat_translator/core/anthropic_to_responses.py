@@ -69,10 +69,19 @@ class ResponseMeta(Struct, frozen=True, kw_only=True):
     echo: ResponseEcho = field(default_factory=ResponseEcho)
     # Flat tool name -> (namespace, name), for the tools of ``namespace`` tools (responses_tools).
     namespaced: dict[str, tuple[str, str]] = {}
+    # The (flat) names of the freeform tools: their calls are custom_tool_call items.
+    custom_tools: frozenset[str] = frozenset()
+
+    def is_custom(self, name: str) -> bool:
+        return name in self.custom_tools
 
     def call_item(self, call_id: str, name: str, arguments: str, status: str) -> dict[str, Any]:
-        """A function call as the client declared its tool: in its namespace, if any."""
-        item = function_call_item(call_id, name, arguments, status)
+        """A call as the client declared its tool: a custom tool's call with its one string
+        (the tool's ``input`` parameter), in its namespace, if any."""
+        if name in self.custom_tools:
+            item = custom_call_item(call_id, name, custom_input(arguments), status)
+        else:
+            item = function_call_item(call_id, name, arguments, status)
         found = self.namespaced.get(name)
         if found is not None:
             item["namespace"], item["name"] = found
@@ -102,6 +111,30 @@ def message_item(item_id: str, parts: list[dict[str, Any]], status: str) -> dict
         "role": "assistant",
         "content": parts,
     }
+
+
+def custom_call_item(call_id: str, name: str, input: str, status: str) -> dict[str, Any]:
+    return {
+        "id": f"ctc_{call_id}",
+        "type": "custom_tool_call",
+        "status": status,
+        "call_id": call_id,
+        "name": name,
+        "input": input,
+    }
+
+
+def custom_input(arguments: str) -> str:
+    """A custom tool's text: the ``input`` string of the one-string tool it was sent as
+    (responses_tools.CUSTOM_SCHEMA); anything else the model wrote, as it wrote it."""
+    if not arguments:
+        return ""
+    try:
+        value = msgspec.json.decode(arguments)
+    except msgspec.DecodeError:
+        return arguments
+    text = value.get("input") if isinstance(value, dict) else None
+    return text if isinstance(text, str) else arguments
 
 
 def function_call_item(call_id: str, name: str, arguments: str, status: str) -> dict[str, Any]:

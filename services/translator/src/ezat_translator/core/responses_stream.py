@@ -80,6 +80,7 @@ class _Item:
 
     __slots__ = (
         "block",
+        "custom",
         "delta_end",
         "delta_head",
         "delta_tail",
@@ -89,8 +90,15 @@ class _Item:
         "thinking",
     )
 
-    def __init__(self, item_id: str, index: int, block: TextBlock | ToolUseBlock | None) -> None:
+    def __init__(
+        self,
+        item_id: str,
+        index: int,
+        block: TextBlock | ToolUseBlock | None,
+        custom: bool = False,
+    ) -> None:
         self.id = item_id
+        self.custom = custom  # a custom tool's call: its text goes out whole, at its end
         self.index = index
         self.block = block  # None: a reasoning item
         self.pieces: list[str] = []  # text or arguments
@@ -256,8 +264,8 @@ class ResponsesStream:
             item = _Item(meta.item_id("msg", n), n, block)
             added = message_item(item.id, [], "in_progress")
         elif isinstance(block, ToolUseBlock):
-            item = _Item(f"fc_{block.id}", n, block)
             added = self._meta.call_item(block.id, block.name, "", "in_progress")
+            item = _Item(added["id"], n, block, custom=self._meta.is_custom(block.name))
         elif isinstance(block, ThinkingBlock | RedactedThinkingBlock):
             item = _Item(meta.item_id("rs", n), n, None)
             added = reasoning_item(item.id)
@@ -297,7 +305,11 @@ class ResponsesStream:
                 self._delta(item, delta.text, out)
         elif isinstance(delta, InputJsonDelta):
             if delta.partial_json and isinstance(item.block, ToolUseBlock):
-                self._delta(item, delta.partial_json, out)
+                if item.custom:
+                    # JSON pieces of {"input": ...}: the text goes out whole at the block's end.
+                    item.pieces.append(delta.partial_json)
+                else:
+                    self._delta(item, delta.partial_json, out)
         elif isinstance(item.thinking, ThinkingPieces):
             if isinstance(delta, ThinkingDelta):
                 item.thinking.text.append(delta.thinking)
@@ -327,6 +339,20 @@ class ResponsesStream:
             part = output_text_part(text)
             out.append(self._event("response.content_part.done", {**where, "part": part}))
             done = message_item(item.id, [part], "completed")
+        elif isinstance(block, ToolUseBlock) and item.custom:
+            arguments = "".join(item.pieces) or arguments_json(block.input)
+            done = self._meta.call_item(block.id, block.name, arguments, "completed")
+            where = {"item_id": item.id, "output_index": n}
+            out.append(
+                self._event(
+                    "response.custom_tool_call_input.delta", {**where, "delta": done["input"]}
+                )
+            )
+            out.append(
+                self._event(
+                    "response.custom_tool_call_input.done", {**where, "input": done["input"]}
+                )
+            )
         elif isinstance(block, ToolUseBlock):
             if not item.pieces:
                 self._delta(item, arguments_json(block.input), out)
