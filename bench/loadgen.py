@@ -61,8 +61,7 @@ _FIRST = {
 # What each event has once: SSE's blank line, an event stream's chunk header. And how many of
 # a stream's last bytes the end marker is looked for in (a chunk ends with padding and a CRC).
 _EVENT_MARK = {"eventstream": b":event-type\x07\x00\x05chunk"}
-# The Responses API's last event carries the whole response after its name: look further back.
-_TAIL = {"eventstream": 1024, "responses": 8192}
+_TAIL = {"eventstream": 1024}
 _ERROR_EVENT = {"eventstream": b":message-type\x07\x00\x09exception"}
 _SAMPLE = 300  # bytes of a failed reply kept as the phase's error sample
 KEEPALIVE_SECONDS = 60.0
@@ -163,6 +162,7 @@ class _StreamScan:
 
     __slots__ = (
         "each",
+        "end_mark",
         "ended",
         "error",
         "error_mark",
@@ -170,12 +170,17 @@ class _StreamScan:
         "first",
         "keep",
         "marker",
+        "saw_end",
         "start",
         "tail",
     )
 
     def __init__(self, marker: re.Pattern[bytes], api: str = "anthropic") -> None:
         self.marker = marker
+        # Seen as the pieces pass (a Responses stream's last event carries the whole response
+        # after its name, so no fixed tail would hold the marker): no copy kept to look back in.
+        self.end_mark = _END[api]
+        self.saw_end = False
         self.each = _EVENT_MARK.get(api, b"\n\n")
         self.keep = _TAIL.get(api, 32)
         self.error_mark = _ERROR_EVENT.get(api, b"event: error")
@@ -205,6 +210,8 @@ class _StreamScan:
             self.first = time.perf_counter_ns()
         if not self.error and self.error_mark in joined:
             self.error = joined
+        if not self.saw_end and self.end_mark in joined:
+            self.saw_end = True
         self.tail = joined[-self.keep :]
 
 
@@ -217,7 +224,6 @@ class _Wire:
     request: bytes  # head and body: one buffer to write is cheaper than two
     timeout: float
     first: re.Pattern[bytes] | None  # a stream's first content delta; None: a whole reply
-    end: bytes  # a complete stream's end marker
     api: str  # the reply format (``Target.api``)
 
 
@@ -243,7 +249,7 @@ async def _one(wire: _Wire, pool: Pool, out: Samples) -> None:
         out.latency.append(end - t0)
     elif scan.error:
         _fail(out, "event: error", scan.error)
-    elif wire.end not in scan.tail:
+    elif not scan.saw_end:
         _fail(out, "stream ended without its end marker", scan.tail)
     else:
         out.events += scan.events
@@ -308,7 +314,7 @@ async def run_phase(
     the measured part: connecting is not what a phase measures."""
     origin, head = post_head(target.url, target.headers, len(target.body))
     stream_first = _FIRST[target.api] if target.stream else None
-    wire = _Wire(origin, head + target.body, timeout, stream_first, _END[target.api], target.api)
+    wire = _Wire(origin, head + target.body, timeout, stream_first, target.api)
     # Each worker holds at most one connection; one it closed may keep its slot until the close
     # completes, so twice the workers means none waits for a slot.
     pool = Pool(connect_timeout=timeout, keepalive=KEEPALIVE_SECONDS, limit=2 * concurrency)

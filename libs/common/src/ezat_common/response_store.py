@@ -15,6 +15,8 @@ import asyncpg
 import msgspec
 
 TTL_SECONDS = 30 * 86400
+# Why a response is not there, whoever asks (GET, DELETE, previous_response_id): one sentence.
+GONE = "it was not stored (store: false), was deleted, or expired (responses are kept 30 days)"
 # What a caller waits for at most, per operation, and what it means the store cannot answer now.
 TIMEOUT = 2.0
 UNAVAILABLE = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncio.TimeoutError)

@@ -10,7 +10,7 @@ import msgspec
 from aiohttp import web
 from ezat_common import response_store
 from ezat_common.errors import GatewayError
-from ezat_common.response_store import TIMEOUT, UNAVAILABLE
+from ezat_common.response_store import GONE, TIMEOUT, UNAVAILABLE
 
 from .auth import Authenticator
 from .responses import JSON
@@ -19,8 +19,7 @@ from .responses import JSON
 def not_found(response_id: str) -> GatewayError:
     return GatewayError(
         404,
-        f"No response with id {response_id!r} found for this API key; it was not stored "
-        "(store: false), was deleted, or expired (responses are kept 30 days)",
+        f"No response with id {response_id!r} found for this API key; {GONE}",
         code="not_found",
     )
 

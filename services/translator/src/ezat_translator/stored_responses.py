@@ -16,7 +16,7 @@ from typing import Any
 import asyncpg
 from ezat_common import db, response_store
 from ezat_common.errors import GatewayError
-from ezat_common.response_store import TIMEOUT, UNAVAILABLE
+from ezat_common.response_store import GONE, TIMEOUT, UNAVAILABLE
 
 from . import metrics as m
 
@@ -29,8 +29,7 @@ PARAM = "previous_response_id"
 def not_found(response_id: str) -> GatewayError:
     return GatewayError(
         404,
-        f"{PARAM}: no stored response {response_id!r} for this API key; it was not stored "
-        "(store: false), was deleted, or expired (responses are kept 30 days)",
+        f"{PARAM}: no stored response {response_id!r} for this API key; {GONE}",
         param=PARAM,
         code="previous_response_not_found",
     )

@@ -27,6 +27,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from ezat_common.config import ModelConfig
@@ -54,30 +55,28 @@ def flat_name(namespace: str | None, name: str) -> str:
     return name if not namespace else f"{namespace}{NAMESPACE_SEPARATOR}{name}"
 
 
+def _inner_tools(tools: list[dict[str, Any]] | None) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """(namespace, name, tool) for each named tool inside a ``namespace`` tool."""
+    for raw in tools or ():
+        ns, inner = raw.get("name"), raw.get("tools")
+        if raw.get("type") == "namespace" and isinstance(ns, str) and isinstance(inner, list):
+            for tool in inner:
+                if isinstance(tool, dict) and isinstance(tool.get("name"), str):
+                    yield ns, tool["name"], tool
+
+
 def custom_tool_names(tools: list[dict[str, Any]] | None) -> list[str]:
     """The (flat) names of the freeform tools, namespaced ones included."""
     names = [t["name"] for t in tools or () if t.get("type") == "custom"]
-    for raw in tools or ():
-        if raw.get("type") == "namespace" and isinstance(raw.get("tools"), list):
-            names += [
-                flat_name(raw.get("name"), t["name"])
-                for t in raw["tools"]
-                if isinstance(t, dict) and t.get("type") == "custom" and "name" in t
-            ]
+    names += [
+        flat_name(ns, name) for ns, name, t in _inner_tools(tools) if t.get("type") == "custom"
+    ]
     return names
 
 
 def namespaced(tools: list[dict[str, Any]] | None) -> dict[str, tuple[str, str]]:
     """Flat tool name -> (namespace, name), for the tools of every ``namespace`` tool."""
-    out: dict[str, tuple[str, str]] = {}
-    for raw in tools or ():
-        if raw.get("type") == "namespace" and isinstance(raw.get("tools"), list):
-            ns = raw.get("name")
-            for inner in raw["tools"]:
-                name = inner.get("name") if isinstance(inner, dict) else None
-                if isinstance(ns, str) and isinstance(name, str):
-                    out[flat_name(ns, name)] = (ns, name)
-    return out
+    return {flat_name(ns, name): (ns, name) for ns, name, _ in _inner_tools(tools)}
 
 
 def is_built_in(kind: Any) -> bool:
