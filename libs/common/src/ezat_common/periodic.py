@@ -6,9 +6,10 @@ since every held request, every confirmation depends on it."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+
+from .tasks import stop_task
 
 log = logging.getLogger("ezat.periodic")
 
@@ -19,21 +20,21 @@ class Periodic:
         self.interval = interval
         self._step = step
         self._task: asyncio.Task[None] | None = None
+        self._stopped = False
 
     def start(self) -> None:
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name=self.name)
 
     async def stop(self) -> None:
-        """Cancel the task and wait for it (a step under way is cancelled with it)."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        """Cancel the task and wait for it (a step under way is cancelled with it). The loop also
+        checks a flag: a step that swallowed its cancellation ends the loop all the same."""
+        self._stopped = True
+        task, self._task = self._task, None
+        await stop_task(task)
 
     async def _run(self) -> None:
-        while True:
+        while not self._stopped:
             await asyncio.sleep(self.interval)
             try:
                 await self._step()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import faulthandler
 import gc
 import signal
 import sys
@@ -11,6 +12,7 @@ from collections.abc import Awaitable, Callable
 
 from . import environment
 from .config import ConfigError
+from .tasks import stop_task
 
 
 def run_service(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
@@ -28,7 +30,12 @@ def run_service(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError):
                 loop.add_signal_handler(sig, stop.set)
-        await main(stop)
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(signal.SIGUSR1, dump_stacks)
+        try:
+            await main(stop)
+        finally:
+            await stop_leftovers()
 
     tune_gc()
     try:
@@ -39,6 +46,42 @@ def run_service(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
     except ConfigError as exc:
         print(f"ezat: configuration error: {exc}", file=sys.stderr)
         sys.exit(2)
+
+
+async def stop_leftovers() -> None:
+    """The tasks still running once ``main`` returned, stopped with ``stop_task``: asyncio.run
+    cancels them only once and then waits for them without a bound, so one that swallowed its
+    cancellation would keep the process from exiting."""
+    current = asyncio.current_task()
+    left = [t for t in asyncio.all_tasks() if t is not current and not t.done()]
+    await asyncio.gather(*(stop_task(t, grace=2.0) for t in left))
+
+
+def dump_stacks() -> None:
+    """SIGUSR1: where every thread and every asyncio task waits, on stderr (docs/reliability.md,
+    "A process that does not stop"). Code locations only: no argument or local is printed."""
+    out = sys.stderr
+    print("ezat: stacks on SIGUSR1", file=out)
+    faulthandler.dump_traceback(file=out, all_threads=True)
+    for task in asyncio.all_tasks():
+        print(f"task {task.get_name()}:", file=out)
+        for line in awaiting(task.get_coro()):
+            print(f"  {line}", file=out)
+    out.flush()
+
+
+def awaiting(coro: object) -> list[str]:
+    """``file:line in function`` down the chain of what ``coro`` awaits (a task's own stack
+    shows only its outermost frame while it is suspended)."""
+    lines: list[str] = []
+    while coro is not None and len(lines) < 40:
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+        if frame is None:
+            lines.append(repr(coro)[:120])
+            break
+        lines.append(f"{frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}")
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+    return lines
 
 
 def tune_gc() -> None:

@@ -9,10 +9,41 @@ forgets each one when it is done, and at shutdown waits for them or cancels them
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+log = logging.getLogger("ezat.tasks")
+
+# A cancellation can be swallowed on its way down: nats-py catches CancelledError in places (a
+# publish's flush, a pull fetch) and Python 3.11's ``wait_for`` drops one that races its inner
+# future. A loop task that lost its cancellation runs on, and a stop awaiting it waits forever
+# (docs/reliability.md, "A process that does not stop"): the cancellation is repeated until it
+# lands.
+CANCEL_AGAIN_EVERY = 0.05
+STOP_GRACE = 5.0
+
+
+async def stop_task(task: asyncio.Task[Any] | None, grace: float = STOP_GRACE) -> bool:
+    """Cancel ``task`` and wait until it has ended, cancelling it again every
+    ``CANCEL_AGAIN_EVERY`` s in case a cancellation was swallowed. False (logged) if it still runs
+    after ``grace`` s: it is left behind rather than holding the caller's shutdown."""
+    if task is None or task.done():
+        return True
+    loop = asyncio.get_running_loop()
+    until = loop.time() + grace
+    while not task.done():
+        left = until - loop.time()
+        if left <= 0:
+            log.warning("task %s did not stop within %.1f s; left behind", task.get_name(), grace)
+            return False
+        task.cancel()
+        await asyncio.wait({task}, timeout=min(CANCEL_AGAIN_EVERY, left))
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("task %s ended with %r", task.get_name(), task.exception())
+    return True
 
 
 class TaskSet:

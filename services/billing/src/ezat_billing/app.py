@@ -16,7 +16,7 @@ from ezat_common import subjects as subjects_mod
 from ezat_common.outbox import Outbox, drained_before
 from ezat_common.periodic import Periodic
 from ezat_common.runtime import run_service
-from ezat_common.tasks import TaskSet
+from ezat_common.tasks import TaskSet, stop_task
 from nats.aio.msg import Msg
 
 from . import backlog, config, ledger, settle, store
@@ -159,13 +159,9 @@ class Billing:
         # Records waiting for their delivery confirmation are stored now; then, between batches or
         # mid-batch alike, whatever was not acknowledged is redelivered later.
         await self.drainer.flush(timeout=2.0)
-        if self.drain is not None:
-            self.drain.cancel()
+        await stop_task(self.drain)
         await self.settler.stop()
         await self.backlog_reader.stop()
-        if self.drain is not None:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self.drain
         await self.batcher.stop(timeout=STOP_TIMEOUT)
 
 
@@ -213,7 +209,7 @@ async def serve(stop: asyncio.Event, settings: config.Settings | None = None) ->
     await stop.wait()
     log.info("billing stopping")
     await billing.stop()
-    watcher.cancel()
+    await stop_task(watcher)
     await disconnect(pool, nc)
     log.info("billing stopped")
 

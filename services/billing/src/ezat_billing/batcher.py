@@ -22,6 +22,8 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
+from ezat_common.tasks import stop_task
+
 from . import metrics
 from .core.rows import UsageRow
 from .store import OutcomeUnknown, Stored
@@ -153,12 +155,7 @@ class Batcher:
         inflight = list(self._writing)
         for waiter in inflight:
             waiter.in_doubt = True  # about to be cancelled mid-write: its statement may have run
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+        await stop_task(self._task)
         for waiter in [*inflight, *self._queue]:
             if waiter.state in (_State.QUEUED, _State.WRITING):
                 cls = StoppedInDoubt if waiter.in_doubt else BatcherStopped

@@ -20,6 +20,7 @@ from ezat_common import bus, db, lifecycle, logs, tracing
 from ezat_common.catalogue import Catalogue
 from ezat_common.config import Config, load_config, split_listen
 from ezat_common.subjects import Subjects, from_env
+from ezat_common.tasks import stop_task
 from nats.aio.msg import Msg
 
 from . import listener
@@ -62,7 +63,7 @@ class Edge:
     stored: StoredResponses
 
     async def stop(self) -> None:
-        self.pool_task.cancel()
+        await stop_task(self.pool_task)
         # Usage of requests whose client left is still being confirmed: NATS must stay up.
         await self.relay.holder.settle()
         await self.deliveries.stop()

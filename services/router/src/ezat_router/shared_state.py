@@ -31,7 +31,7 @@ from typing import Any
 
 from ezat_common.config import RouterConfig
 from ezat_common.redis_keys import RedisKeys
-from ezat_common.tasks import TaskSet
+from ezat_common.tasks import TaskSet, stop_task
 from redis import asyncio as aioredis
 from redis.exceptions import RedisError
 
@@ -101,10 +101,7 @@ class SharedState:
             self._sync_task = asyncio.get_running_loop().create_task(self._sync_loop())
 
     async def close(self) -> None:
-        if self._sync_task is not None:
-            self._sync_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._sync_task
+        await stop_task(self._sync_task)
         await self._tasks.wait(timeout=1.0)
         if self._redis is not None:
             with contextlib.suppress(*_ERRORS):

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from ezat_common.config import DeploymentConfig, RouterConfig
 from ezat_common.envelopes import RouteRequest
 from ezat_common.sse import SseParser
+from ezat_common.tasks import stop_task
 from ezat_http1 import Pool, Response, UpstreamError, address, request_head, request_prefix
 
 from .core import kinds
@@ -190,9 +191,8 @@ class Upstream:
         self._sweeper = asyncio.create_task(self._sweep(self._pool))
 
     async def close(self) -> None:
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-            self._sweeper = None
+        sweeper, self._sweeper = self._sweeper, None
+        await stop_task(sweeper)
         self._pool.close()
 
     @staticmethod

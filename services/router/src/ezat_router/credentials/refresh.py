@@ -12,12 +12,13 @@ backoff; ``RefreshStats`` counts both for the caller's metrics.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
+
+from ezat_common.tasks import stop_task
 
 T = TypeVar("T")
 log = logging.getLogger("ezat.router")
@@ -130,11 +131,8 @@ class Refresher(Generic[T]):
 
     async def close(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            # A fetch already running in its thread finishes there; its result is dropped.
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        # A fetch already running in its thread finishes there; its result is dropped.
+        await stop_task(task)
 
     def ready(self) -> bool:
         if self._current is None:
