@@ -79,16 +79,20 @@ def cluster_stack(infra: Infra, database_url: str, data_dir: Path) -> Iterator[C
 
 
 async def final_rows(t: Gateway, histories: list[History], within: float) -> float:
-    """Wait until no usage row of these requests awaits its delivery confirmation (each was
-    confirmed, or settled undelivered), with the rows read into the histories: final now.
-    Seconds waited; raises past ``within``."""
+    """Wait until every answer a client saw complete has its usage row (billing has caught up
+    with the outbox, whose leader may have just moved) and no row of these requests awaits its
+    delivery confirmation (each was confirmed, or settled undelivered), with the rows read into
+    the histories: final now. Seconds waited; raises past ``within``."""
     started = time.monotonic()
     while True:
         await attach_rows(t, histories)
         waiting = sum(1 for h in histories for r in h.rows if r["awaiting_delivery"])
-        if not waiting:
+        missing = sum(1 for h in histories if h.outcome == "complete" and not h.rows)
+        if not (waiting or missing):
             return time.monotonic() - started
-        assert time.monotonic() - started < within, f"{waiting} rows still awaiting delivery"
+        assert time.monotonic() - started < within, (
+            f"{waiting} rows still awaiting delivery, {missing} complete answers without a row"
+        )
         await asyncio.sleep(0.2)
 
 
