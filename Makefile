@@ -49,8 +49,11 @@ prometheus-tools:
 	  echo "could not install it: the tests that need promtool will fail"; }
 
 # The fault suite (docs/reliability.md): processes killed and restarted under load, its own stack.
+# Two pytest sessions: the supervision package (every service restarted under load) runs in a
+# process of its own, after the rest (docs/reliability.md, "A process that does not stop").
 test-faults: install
-	$(VENV)/bin/pytest tests/faults $(PYTEST_ARGS)
+	$(VENV)/bin/pytest tests/faults --ignore=tests/faults/supervision $(PYTEST_ARGS)
+	$(VENV)/bin/pytest tests/faults/supervision $(PYTEST_ARGS)
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -41,8 +41,12 @@ async def test_a_rolling_restart_of_every_service_under_load_has_no_client_error
             try:
                 await wait_exit(old, 40.0)  # the old one drained what it held and left
             except AssertionError:
+                old.send_signal(signal.SIGUSR1)  # it prints where it waits (docs/reliability.md)
+                await asyncio.sleep(1.0)
                 log = fs.stack.children[name].log_path.read_text(errors="replace")
-                raise AssertionError(f"the old {name} did not exit:\n{log[-3000:]}") from None
+                at = log.rfind("ezat: stacks on SIGUSR1")
+                dump = log[at:] if at >= 0 else log[-3000:]
+                raise AssertionError(f"the old {name} did not exit:\n{dump[:6000]}") from None
             await asyncio.sleep(1.0)
 
     started = time.monotonic()
@@ -50,7 +54,11 @@ async def test_a_rolling_restart_of_every_service_under_load_has_no_client_error
     histories = await run_waves(target, CONCURRENCY, TOKENS, restarts, 1.0, 0.0, TOKEN_MS)
     took = time.monotonic() - started
     print(f"rolling restart: {summary(histories)} in {took:.1f} s; {windows}")
-    errors = [(h.kind, h.status, h.error[:200]) for h in histories if h.outcome != "complete"]
+    errors = [
+        (h.kind, h.request_id, round(h.started - started, 2), h.outcome, h.status, h.error[:200])
+        for h in histories
+        if h.outcome != "complete"
+    ]
     assert errors == []
     assert len(histories) > 5 * CONCURRENCY  # the load ran through every restart
     assert windows["edge"] == 0.0  # its replacement accepted before the old edge was told
