@@ -72,3 +72,23 @@ async def test_a_periodic_whose_step_swallows_a_cancellation_stops() -> None:
     while steps < 2:
         await asyncio.sleep(0.01)
     await asyncio.wait_for(p.stop(), 2.0)
+
+
+async def test_a_periodic_stopped_and_started_again_runs_its_step_again() -> None:
+    steps = 0
+
+    async def step() -> None:
+        nonlocal steps
+        steps += 1
+
+    p = Periodic("restarted", 0.001, step)
+    p.start()
+    await p.stop()
+    seen = steps
+    p.start()
+    for _ in range(100):
+        if steps > seen:
+            break
+        await asyncio.sleep(0.01)
+    await p.stop()
+    assert steps > seen

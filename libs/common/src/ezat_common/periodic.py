@@ -23,6 +23,7 @@ class Periodic:
         self._stopped = False
 
     def start(self) -> None:
+        self._stopped = False  # a Periodic stopped and started again runs again
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name=self.name)
 

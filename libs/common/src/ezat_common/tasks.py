@@ -1,4 +1,5 @@
-"""Background tasks kept until they end: ``TaskSet``.
+"""Background tasks kept until they end: ``TaskSet``; and stopping one that may have swallowed
+its cancellation: ``stop_task``.
 
 The event loop keeps only a weak reference to a task, so a task started and not kept may be
 garbage-collected before it finishes; a service keeps the tasks it spawns in a ``TaskSet``, which
