@@ -103,11 +103,13 @@ class Gateway:
 
     def anthropic(self, **kw: Any) -> anthropic.AsyncAnthropic:
         kw.setdefault("max_retries", 0)
-        return anthropic.AsyncAnthropic(base_url=self.url, api_key=self.key, **kw)
+        kw.setdefault("api_key", self.key)
+        return anthropic.AsyncAnthropic(base_url=self.url, **kw)
 
     def openai(self, **kw: Any) -> openai.AsyncOpenAI:
         kw.setdefault("max_retries", 0)
-        return openai.AsyncOpenAI(base_url=self.url + "/openai/v1", api_key=self.key, **kw)
+        kw.setdefault("api_key", self.key)
+        return openai.AsyncOpenAI(base_url=self.url + "/openai/v1", **kw)
 
     async def sent_upstream(self, request_id: str) -> dict[str, Any]:
         """What the deployment received for this request id (its request-log entry)."""
