@@ -195,6 +195,11 @@ class RouterConfig(Struct, forbid_unknown_fields=True, kw_only=True):
     # Prefix affinity yields to least-outstanding when its home has this many more requests
     # in flight than the least loaded healthy deployment.
     prefix_spill_outstanding: int = 16
+    # Refused anthropic-beta values (Bedrock/Vertex: any string a client sends) a deployment
+    # remembers, only to log each once, and the fewest seconds between two such log lines; every
+    # refused value is counted in ezat_router_dropped_total (docs/reliability.md).
+    dropped_log_capacity: int = 256
+    dropped_log_interval: float = 60.0
 
 
 class TranslatorConfig(Struct, forbid_unknown_fields=True, kw_only=True):
@@ -287,6 +292,9 @@ def _check(cfg: Config, file: str) -> None:
     for name in _EDGE_POSITIVE:
         if getattr(cfg.edge, name) <= 0:
             raise ConfigError(f"{file}: edge.{name}: must be positive")
+    for name in ("dropped_log_capacity", "dropped_log_interval"):
+        if getattr(cfg.router, name) <= 0:
+            raise ConfigError(f"{file}: router.{name}: must be positive")
     if cfg.edge.stream_buffer_bytes < MIN_STREAM_BUFFER:
         raise ConfigError(f"{file}: edge.stream_buffer_bytes: must be at least {MIN_STREAM_BUFFER}")
     names: dict[str, str] = {}
