@@ -58,6 +58,10 @@ class EdgeConfig(Struct, forbid_unknown_fields=True, kw_only=True):
     # Model requests (messages, count_tokens, chat) in flight per edge; beyond it the edge
     # answers 529 overloaded_error (OpenAI API: 503) with retry-after at once.
     max_in_flight: int = 2048
+    # A second port serving only /metrics, /readyz and /healthz (bounded: ezat_common.metrics_port),
+    # so that a scraper's network policy never admits it to the API port (deploy/k8s/README.md,
+    # "Network policies"). Unset: metrics only on `listen` (local use).
+    metrics_listen: str | None = None
     # Bytes of one stream the edge may hold while its client does not read them (its write
     # buffer); beyond it the stream ends with an error event and its request is stopped.
     stream_buffer_bytes: int = DEFAULT_STREAM_BUFFER
