@@ -33,6 +33,12 @@ _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Al
 _REASONS |= {503: "Service Unavailable"}
 
 
+def _listening(listen: str) -> socket.socket:
+    host, port = split_listen(listen)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    return socket.create_server((host, port), family=family, backlog=128)
+
+
 class MetricsPort:
     """One listening port; ``open`` is the number of connections it holds now."""
 
@@ -48,10 +54,8 @@ class MetricsPort:
     def bind(self, listen: str) -> bool:
         """Listen on ``listen`` now (True), or, while a predecessor holds the port, from a
         task that binds it once free (False)."""
-        host, port = split_listen(listen)
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
         try:
-            sock = socket.create_server((host, port), family=family, backlog=128)
+            sock = _listening(listen)
         except OSError as exc:
             if exc.errno != errno.EADDRINUSE:
                 raise
@@ -65,12 +69,10 @@ class MetricsPort:
         return True
 
     async def _bind_when_free(self, listen: str) -> None:
-        host, port = split_listen(listen)
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
         while True:
             await asyncio.sleep(BIND_RETRY)
             try:
-                sock = socket.create_server((host, port), family=family, backlog=128)
+                sock = _listening(listen)
             except OSError as exc:
                 if exc.errno == errno.EADDRINUSE:
                     continue
