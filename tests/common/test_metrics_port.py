@@ -80,3 +80,23 @@ async def test_a_kept_alive_scraper_is_served_again_and_probes_answer(
         assert body.startswith(b'{"status":')
     writer.close()
     assert (await _get(number, "/nothing"))[0] == b"HTTP/1.1 404 Not Found"
+
+
+async def test_a_head_dripped_byte_by_byte_is_cut_at_the_head_timeout(
+    served: tuple[MetricsPort, int],
+) -> None:
+    # Slowloris: each byte well within the timeout, the whole head never; the bound is on the
+    # whole head (prometheus-client's server had no timeout at all).
+    port, number = served
+    reader, writer = await asyncio.open_connection("127.0.0.1", number)
+    started = time.monotonic()
+    for byte in b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"y" * 100:
+        if _closed(reader):
+            break
+        writer.write(bytes([byte]))
+        await asyncio.sleep(0.1)
+    elapsed = time.monotonic() - started
+    assert _closed(reader)
+    assert TIMEOUT <= elapsed < TIMEOUT + 1.5, elapsed  # margin: a loaded two-core machine
+    assert port.open == 0
+    writer.close()
