@@ -245,19 +245,22 @@ def _closed(reader: asyncio.StreamReader) -> bool:
 async def test_idle_connections_to_the_metrics_port_are_bounded(bounds: Bounds) -> None:
     pid = bounds.router_pid
     threads = _threads(pid)
+    started = time.monotonic()  # the first (held) connections open first
     conns = [await asyncio.open_connection("127.0.0.1", bounds.metrics_port) for _ in range(200)]
-    opened = time.monotonic()
     await asyncio.sleep(1.0)
     try:
-        # The old server: a thread for each of the 200, none ever closed.
-        assert _threads(pid) <= threads + 2, (threads, _threads(pid))
+        # The old server: a thread for each of the 200 (202 here), none ever closed. A few more
+        # may come from the router's own executors (lazily started), never one per connection.
+        assert _threads(pid) <= threads + 8, (threads, _threads(pid))
         held = sum(not _closed(r) for r, _ in conns)
         assert held <= METRICS_LIMIT, held
         while any(not _closed(r) for r, _ in conns):
             # Generous over the 5 s head timeout: a loaded two-core machine.
-            assert time.monotonic() - opened < METRICS_TIMEOUT + 3.0, "idle ones kept open"
+            held = sum(not _closed(r) for r, _ in conns)
+            assert time.monotonic() - started < METRICS_TIMEOUT + 5.0, f"{held} kept open"
             await asyncio.sleep(0.1)
-        assert time.monotonic() - opened >= METRICS_TIMEOUT - 0.5  # the held ones waited it
+        waited = time.monotonic() - started
+        assert waited >= METRICS_TIMEOUT - 0.5, waited  # the held ones were kept that long
         assert "ezat_ready[]" in await bounds.scrape()
     finally:
         for _, writer in conns:
