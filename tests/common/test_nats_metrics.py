@@ -128,8 +128,7 @@ async def test_a_services_metrics_endpoint_shows_nats_and_process_series(
         url = f"http://127.0.0.1:{port}/metrics"
         scraped = await asyncio.to_thread(lambda: urllib.request.urlopen(url, timeout=5).read())
     finally:
-        server.shutdown()
-        server.server_close()
+        await server.close()
     edge, _content_type = metrics.exposition()  # the edge's /metrics route
     for body in (scraped, edge):
         series = families(body.decode())

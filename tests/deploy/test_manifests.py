@@ -124,6 +124,80 @@ def test_every_workload_has_a_readiness_probe_on_a_port_it_declares() -> None:
             assert get["path"].startswith("/healthz"), where  # NATS's monitoring port
 
 
+# ---- network policies: who may scrape ------------------------------------------------------------
+
+METRICS_PORTS = {9464, 7777}  # every service's metrics_listen; NATS's exporter
+MONITORING = {"kubernetes.io/metadata.name": "monitoring"}
+
+
+def _policies() -> list[tuple[str, dict[str, Any]]]:
+    return [
+        (f"{p.name}:{d['metadata']['name']}", d)
+        for p, d in ALL_DOCS
+        if p.parent == K8S and d.get("kind") == "NetworkPolicy"
+    ]
+
+
+def _peers(policy: dict[str, Any]) -> list[tuple[dict[str, Any], set[Any]]]:
+    """Each ingress peer of ``policy`` and the ports its rule opens (empty set: every port)."""
+    return [
+        (peer, {p["port"] for p in rule.get("ports", [])})
+        for rule in policy["spec"].get("ingress") or []
+        for peer in rule.get("from", [{}])
+    ]
+
+
+def _is_scraper(peer: dict[str, Any]) -> bool:
+    labels = peer.get("podSelector", {}).get("matchLabels", {})
+    return bool(labels.get("app.kubernetes.io/name") == "prometheus")
+
+
+def test_the_scraper_comes_only_from_the_monitoring_namespace() -> None:
+    scrapers = [
+        (where, peer) for where, d in _policies() for peer, _ in _peers(d) if _is_scraper(peer)
+    ]
+    assert [where for where, _ in scrapers] == ["networkpolicies.yaml:ezat-metrics-scrape"]
+    for _, peer in scrapers:
+        # Never `namespaceSelector: {}` (every namespace) nor a podSelector alone (this one).
+        assert peer["namespaceSelector"] == {"matchLabels": MONITORING}, peer
+
+
+def test_the_scraper_reaches_metrics_ports_only_never_the_edge_api() -> None:
+    policy = dict(_policies())["networkpolicies.yaml:ezat-metrics-scrape"]
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    for _, ports in _peers(policy):
+        assert ports and ports <= METRICS_PORTS, ports  # empty would be every port
+    selected = policy["spec"]["podSelector"]["matchExpressions"][0]["values"]
+    assert set(selected) == {f"ezat-{s}" for s in SERVICES} | {"nats"}
+    # The edge's API port is reached from the ingress controller only.
+    edge = dict(_policies())["networkpolicies.yaml:ezat-edge"]
+    for peer, ports in _peers(edge):
+        if 8080 in ports or not ports:
+            assert peer["namespaceSelector"]["matchLabels"] == {
+                "kubernetes.io/metadata.name": "ingress-nginx"
+            }
+            assert not _is_scraper(peer)
+
+
+def test_every_metrics_port_the_scraper_reaches_is_declared_and_scraped() -> None:
+    cm = next(d for p, d in ALL_DOCS if p.name == "configmap.yaml")
+    cfg = parse_config(cm["data"]["ezat.toml"], "configmap.yaml")
+    assert cfg.edge.metrics_listen == "0.0.0.0:9464"
+    edge = next(d for p, d in ALL_DOCS if p.name == "edge.yaml" and d["kind"] == "Deployment")
+    assert _declares(edge["spec"]["template"]["spec"]["containers"][0], "metrics")
+    assert edge["spec"]["template"]["metadata"]["annotations"]["prometheus.io/port"] == "9464"
+    monitor = next(
+        d
+        for p, d in ALL_DOCS
+        if p.name == "servicemonitor.yaml" and d["metadata"]["name"] == "ezat-edge"
+    )
+    assert [e["port"] for e in monitor["spec"]["endpoints"]] == ["metrics"]
+    service = next(d for p, d in ALL_DOCS if p.name == "edge.yaml" and d["kind"] == "Service")
+    assert {"name": "metrics", "port": 9464, "targetPort": "metrics", "protocol": "TCP"} in service[
+        "spec"
+    ]["ports"]
+
+
 def test_billing_stops_one_replica_at_a_time() -> None:
     pdb = next(
         d for p, d in ALL_DOCS if p.name == "billing.yaml" and d["kind"] == "PodDisruptionBudget"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 from ezat_cli.infra import free_port
-from support.config import SONNET, model
-from support.probes import alone
+from support.config import SONNET, base_url, listen, model
+from support.probes import Alone, alone
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -23,3 +23,23 @@ def test_edge_without_a_database_or_a_cached_key_is_not_ready(tmp_path: Path) ->
         assert body["checks"]["auth"] == "PostgreSQL unreachable and no key cached"
         assert edge.get("/healthz") == (200, {"status": "ok"})
         assert edge.ready_gauge() == 0.0
+
+
+def test_edge_serves_metrics_and_probes_on_its_metrics_port(tmp_path: Path) -> None:
+    # Issue 26: a scraper's network policy admits it to this port only, never the API port.
+    nowhere = f"postgresql://postgres@127.0.0.1:{free_port()}/postgres"
+    metrics_port = free_port()
+    with alone(
+        "ezat_edge",
+        "edge",
+        tmp_path,
+        {"DATABASE_URL": nowhere},
+        models=[model(SONNET)],
+        edge={"metrics_listen": listen(metrics_port)},
+    ) as edge:
+        edge.until("/readyz", 503)  # the API port is up
+        scraper = Alone(base_url(metrics_port), edge.nats, edge.proc, edge.log)
+        body = scraper.until("/readyz", 503)  # the same verdict on the metrics port
+        assert body["checks"]["auth"] == "PostgreSQL unreachable and no key cached"
+        assert scraper.get("/healthz") == (200, {"status": "ok"})
+        assert scraper.ready_gauge() == 0.0

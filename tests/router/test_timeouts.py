@@ -36,6 +36,17 @@ def test_first_byte_bound(stream: bool, api: str, bound: float) -> None:
 
 
 @pytest.mark.parametrize(
+    ("stream", "api"),
+    [(True, "messages"), (True, "chat"), (False, "count_tokens"), (False, "messages")],
+)
+def test_no_first_wait_is_longer_than_first_byte_timeout(stream: bool, api: str) -> None:
+    # Issue 26: first_byte_timeout = 4 left streams on the 30 s default (a silent upstream held
+    # a stream 30 s per attempt while the same request as JSON ended at 4 s).
+    cfg = RouterConfig(first_byte_timeout=4.0)
+    assert first_byte_bound(cfg, stream=stream, api=api) == 4.0
+
+
+@pytest.mark.parametrize(
     ("value", "kind"),
     [
         (None, ""),

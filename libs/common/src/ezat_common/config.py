@@ -58,6 +58,10 @@ class EdgeConfig(Struct, forbid_unknown_fields=True, kw_only=True):
     # Model requests (messages, count_tokens, chat) in flight per edge; beyond it the edge
     # answers 529 overloaded_error (OpenAI API: 503) with retry-after at once.
     max_in_flight: int = 2048
+    # A second port serving only /metrics, /readyz and /healthz (bounded: ezat_common.metrics_port),
+    # so that a scraper's network policy never admits it to the API port (deploy/k8s/README.md,
+    # "Network policies"). Unset: metrics only on `listen` (local use).
+    metrics_listen: str | None = None
     # Bytes of one stream the edge may hold while its client does not read them (its write
     # buffer); beyond it the stream ends with an error event and its request is stopped.
     stream_buffer_bytes: int = DEFAULT_STREAM_BUFFER
@@ -195,6 +199,11 @@ class RouterConfig(Struct, forbid_unknown_fields=True, kw_only=True):
     # Prefix affinity yields to least-outstanding when its home has this many more requests
     # in flight than the least loaded healthy deployment.
     prefix_spill_outstanding: int = 16
+    # Refused anthropic-beta values (Bedrock/Vertex: any string a client sends) a deployment
+    # remembers, only to log each once, and the fewest seconds between two such log lines; every
+    # refused value is counted in ezat_router_dropped_total (docs/reliability.md).
+    dropped_log_capacity: int = 256
+    dropped_log_interval: float = 60.0
 
 
 class TranslatorConfig(Struct, forbid_unknown_fields=True, kw_only=True):
@@ -287,6 +296,9 @@ def _check(cfg: Config, file: str) -> None:
     for name in _EDGE_POSITIVE:
         if getattr(cfg.edge, name) <= 0:
             raise ConfigError(f"{file}: edge.{name}: must be positive")
+    for name in ("dropped_log_capacity", "dropped_log_interval"):
+        if getattr(cfg.router, name) <= 0:
+            raise ConfigError(f"{file}: router.{name}: must be positive")
     if cfg.edge.stream_buffer_bytes < MIN_STREAM_BUFFER:
         raise ConfigError(f"{file}: edge.stream_buffer_bytes: must be at least {MIN_STREAM_BUFFER}")
     names: dict[str, str] = {}

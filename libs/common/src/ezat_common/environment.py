@@ -33,6 +33,13 @@ ROUTER_METRICS_LISTEN = "EZAT_ROUTER_METRICS_LISTEN"
 # The bearer token of the edge's operator endpoints (/api/status); unset: they answer 403.
 OPERATOR_TOKEN = "EZAT_OPERATOR_TOKEN"
 SEAL_KEYS = "EZAT_SEAL_KEYS"
+# The metrics port of router, translator, billing and fetcher (ezat_common.metrics_port): open
+# connections it keeps, and seconds a connection may take to send a request head (also how long
+# an idle kept-alive connection stays open).
+METRICS_MAX_CONNECTIONS = "EZAT_METRICS_MAX_CONNECTIONS"
+METRICS_TIMEOUT = "EZAT_METRICS_TIMEOUT"
+DEFAULT_METRICS_MAX_CONNECTIONS = 16
+DEFAULT_METRICS_TIMEOUT = 5.0
 
 DEFAULT_SUBJECT_PREFIX = "ezat"
 DEFAULT_NATS_URL = "nats://127.0.0.1:4222"
@@ -143,3 +150,22 @@ def positive_seconds(name: str) -> float | None:
     if not math.isfinite(seconds) or seconds <= 0:
         raise _config_error(f"{name}: must be a positive number of seconds")
     return seconds
+
+
+def metrics_max_connections() -> int:
+    """Open connections a metrics port keeps; beyond them a new one is closed at once."""
+    raw = value(METRICS_MAX_CONNECTIONS)
+    if raw is None or not raw.strip():
+        return DEFAULT_METRICS_MAX_CONNECTIONS
+    try:
+        count = int(raw)
+    except ValueError:
+        raise _config_error(f"{METRICS_MAX_CONNECTIONS}: `{raw}` is not a whole number") from None
+    if count <= 0:
+        raise _config_error(f"{METRICS_MAX_CONNECTIONS}: must be at least 1")
+    return count
+
+
+def metrics_timeout() -> float:
+    """Seconds a metrics port's connection may take to send its request head, or stay idle."""
+    return positive_seconds(METRICS_TIMEOUT) or DEFAULT_METRICS_TIMEOUT

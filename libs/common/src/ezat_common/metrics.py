@@ -57,7 +57,7 @@ def exposition(accept: str | None = None) -> tuple[bytes, str]:
     ``application/openmetrics-text``, which Prometheus asks for, else the classic text format.
 
     The choice is prometheus_client's own ``choose_encoder``, the one its ``start_http_server``
-    (``make_wsgi_app``, which ``readiness.serve`` mounts) makes for every scrape, so every
+    (``make_wsgi_app``) makes for every scrape; ``readiness.serve`` answers with it, so every
     service answers a scraper alike."""
     encode, content_type = choose_encoder(accept or "")
     return encode(REGISTRY), content_type

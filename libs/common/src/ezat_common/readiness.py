@@ -9,32 +9,23 @@ verdict answers the NATS health probe (``bus.serve_health``, which the edge's ``
 collects) and feeds ``ezat_ready``.
 
 Router, translator, billing and fetcher serve ``/readyz``, ``/healthz`` and ``/metrics`` on their
-``metrics_listen`` port (``serve``), from a thread of its own as prometheus-client's server does.
-``/readyz`` and ``/healthz`` run on the service's event loop with a deadline: liveness is "the
-loop answers", whatever PostgreSQL, Redis or NATS do. The edge serves the same verdict on its own
-HTTP port (ezat_edge.operations).
+``metrics_listen`` port (``serve``), on the service's event loop with bounded connections
+(``metrics_port``): liveness is "the loop answers", whatever PostgreSQL, Redis or NATS do (a hung
+loop answers nothing, and the probe's own timeout fails it). The edge serves the same verdict on
+its own HTTP port (ezat_edge.operations).
 """
 
 from __future__ import annotations
 
 import asyncio
-import errno
-import functools
 import logging
-import socket
-import threading
-import time
-from collections.abc import Awaitable, Callable, Collection, Iterable
-from concurrent.futures import TimeoutError as FutureTimeout
+from collections.abc import Awaitable, Callable, Collection
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import msgspec
-from prometheus_client import make_wsgi_app
-from prometheus_client.exposition import ThreadingWSGIServer
 
-from . import metrics
-from .config import split_listen
+from . import environment, metrics, metrics_port
 from .periodic import Periodic
 
 log = logging.getLogger("ezat.readiness")
@@ -42,8 +33,6 @@ log = logging.getLogger("ezat.readiness")
 OK = "ok"
 # A check that takes longer is a failed one (a probe's own timeout is 3 s in deploy/k8s).
 CHECK_TIMEOUT = 2.0
-# The loop must answer /healthz within this long, or the process counts as hung.
-LOOP_TIMEOUT = 2.5
 # ``ezat_ready`` is at most this old while nothing probes the process.
 REFRESH_EVERY = 2.0
 
@@ -116,90 +105,43 @@ def nats_check(nc: Any, *subscriptions: Any) -> dict[str, str]:
 
 # ---- the metrics port --------------------------------------------------------------------------
 
-_Start = Callable[[str, list[tuple[str, str]]], Any]
-_App = Callable[[dict[str, Any], _Start], Iterable[bytes]]
+JSON = "application/json"
+# /metrics is rendered off the loop (a scrape's text takes milliseconds the requests need), by
+# one thread: scrapes are few, so one at a time, and the process never has more threads for it.
+_RENDER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ezat-metrics")
 
 
-class _Quiet(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # probes every 5 s: not logged
-        pass
+def answers(readiness: Readiness) -> metrics_port.Answer:
+    """What the metrics port answers: ``/readyz`` (the verdict), ``/healthz`` (served by the
+    event loop, so an answer at all is the loop's liveness), ``/metrics``."""
+
+    async def answer(path: str, accept: str | None) -> tuple[int, str, bytes]:
+        if path == "/readyz":
+            status, body = readiness.body(await readiness.evaluate())
+            return status, JSON, body
+        if path == "/healthz":
+            return 200, JSON, b'{"status":"ok"}'
+        if path == "/metrics":
+            loop = asyncio.get_running_loop()
+            text, content_type = await loop.run_in_executor(_RENDER, metrics.exposition, accept)
+            return 200, content_type, text
+        return 404, JSON, b'{"status":"not found: /metrics, /readyz or /healthz"}'
+
+    return answer
 
 
-def _on_loop(loop: asyncio.AbstractEventLoop, make: Callable[[], Awaitable[Any]]) -> Any:
-    async def run() -> Any:
-        return await make()
-
-    return asyncio.run_coroutine_threadsafe(run(), loop).result(LOOP_TIMEOUT + CHECK_TIMEOUT)
-
-
-def probes(readiness: Readiness, loop: asyncio.AbstractEventLoop, inner: _App) -> _App:
-    """A WSGI app answering ``/readyz`` and ``/healthz`` from ``loop``, the rest by ``inner``."""
-
-    async def alive() -> None:
-        return None
-
-    def app(environ: dict[str, Any], start: _Start) -> Iterable[bytes]:
-        path = environ.get("PATH_INFO", "")
-        if path not in ("/readyz", "/healthz"):
-            return inner(environ, start)
-        try:
-            if path == "/readyz":
-                status, body = readiness.body(_on_loop(loop, readiness.evaluate))
-            else:
-                asyncio.run_coroutine_threadsafe(alive(), loop).result(LOOP_TIMEOUT)
-                status, body = 200, b'{"status":"ok"}'
-        except (FutureTimeout, TimeoutError, RuntimeError):  # RuntimeError: the loop is closed
-            status, body = 503, b'{"status":"event loop not responding"}'
-        reason = "OK" if status == 200 else "Service Unavailable"
-        start(f"{status} {reason}", [("Content-Type", "application/json")])
-        return [body]
-
-    return app
-
-
-def serve(listen: str | None, readiness: Readiness) -> WSGIServer | None:
-    """``/metrics``, ``/readyz`` and ``/healthz`` on ``listen`` (a service's ``metrics_listen``),
-    from a thread of its own; called from the service's event loop. The server is returned for
-    whoever wants to stop it (a test)."""
+def serve(listen: str | None, readiness: Readiness) -> metrics_port.MetricsPort | None:
+    """``/metrics``, ``/readyz`` and ``/healthz`` on ``listen`` (a service's ``metrics_listen``)
+    on the running event loop, bounded (``metrics_port``: ``EZAT_METRICS_MAX_CONNECTIONS``,
+    ``EZAT_METRICS_TIMEOUT``). None when nothing is served now: no ``listen``, or its port is
+    held by a predecessor (then it is bound once free)."""
     if not listen:
         return None
-    host, port = split_listen(listen)
-
-    class Server(ThreadingWSGIServer):
-        address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
-
-    app = probes(readiness, asyncio.get_running_loop(), make_wsgi_app())
-    try:
-        server = make_server(host, port, app, Server, handler_class=_Quiet)
-    except OSError as exc:
-        if exc.errno != errno.EADDRINUSE:
-            raise
-        # A rolling restart's replacement takes work while its predecessor drains, and the
-        # predecessor holds the port until it exits: bind it then, from a thread, instead of
-        # crashing the replacement (its own work does not need the port).
-        log.info("metrics port %s in use (a predecessor draining?): binding it when free", listen)
-        bind = functools.partial(make_server, host, port, app, Server, handler_class=_Quiet)
-        threading.Thread(
-            target=_bind_when_free, args=(bind,), name="ezat-metrics", daemon=True
-        ).start()
-        return None
-    threading.Thread(target=server.serve_forever, name="ezat-metrics", daemon=True).start()
-    return server
+    port = metrics_port.MetricsPort(
+        answers(readiness), environment.metrics_max_connections(), environment.metrics_timeout()
+    )
+    _SERVING.append(port)  # kept for the process's life, whoever drops the returned value
+    return port if port.bind(listen) else None
 
 
-BIND_RETRY = 0.1  # seconds between attempts to bind a port a predecessor holds
-
-
-def _bind_when_free(bind: Callable[[], WSGIServer]) -> None:
-    while True:
-        time.sleep(BIND_RETRY)
-        try:
-            server = bind()
-        except OSError as exc:
-            if exc.errno == errno.EADDRINUSE:
-                continue
-            log.error("metrics port could not be bound: %s", exc)
-            return
-        log.info("metrics port bound")
-        server.serve_forever()
-        return
+_SERVING: list[metrics_port.MetricsPort] = []

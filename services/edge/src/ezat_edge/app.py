@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import asyncpg
 from aiohttp import web
-from ezat_common import bus, db, lifecycle, logs, tracing
+from ezat_common import bus, db, lifecycle, logs, readiness, tracing
 from ezat_common.catalogue import Catalogue
 from ezat_common.config import Config, load_config, split_listen
 from ezat_common.subjects import Subjects, from_env
@@ -209,6 +209,7 @@ async def main(stop: asyncio.Event) -> None:
     runner, port = await serve(edge, cfg)
     host, _ = split_listen(cfg.edge.listen)
     log.info("edge listening on http://%s:%d", host, port)
+    readiness.serve(cfg.edge.metrics_listen, edge.ops.readiness)
     lifecycle.announce_ready()
     await stop.wait()
     # Drain: stop accepting (a replacement on the same socket takes the new connections), let

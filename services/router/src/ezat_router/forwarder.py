@@ -36,6 +36,7 @@ from ezat_http1 import Response, UpstreamError
 from nats.aio.client import Client
 
 from . import metrics
+from .core import timeouts
 from .core.accounting import UsageAccumulator
 from .core.counting import UPSTREAM_HEADERS
 from .core.payload import PayloadError, read_response, with_response_model
@@ -137,7 +138,7 @@ class Forwarder:
         first_event_by: float,
     ) -> AttemptFailure | None:
         """Relay a 2xx event stream; ``first_event_by`` (event-loop time) is when its first event
-        (``message_start``) must have arrived (``stream_first_byte_timeout`` after the attempt
+        (``message_start``) must have arrived (``timeouts.first_byte_bound`` after the attempt
         began)."""
         result, broken = await self._pump(req, state, endpoint, resp, first_event_by)
         # Release the upstream connection before waiting on billing: a stream that finished
@@ -148,7 +149,8 @@ class Forwarder:
             resp.release()
         model = req.response_model
         if broken == "timeout":  # nothing usable yet: failed over like a slow first byte
-            return from_transport("timeout", model, self._cfg.stream_first_byte_timeout)
+            bound = timeouts.first_byte_bound(self._cfg, stream=True, api=req.api)
+            return from_transport("timeout", model, bound)
         if broken == "stalled":
             return from_transport("stalled", model, self._cfg.between_events_timeout)
         if result is None or not result.finished:

@@ -42,6 +42,12 @@ FIRST_BYTE = LeanHistogram(
     ["deployment"],
     buckets=LATENCY_BUCKETS,
 )
+DROPPED = LeanCounter(
+    "ezat_router_dropped_total",
+    "anthropic-beta values (what=beta) and body fields (what=field) a deployment's kind refuses, "
+    "dropped from its requests: one per value per request (the log names only a few).",
+    ["deployment", "what"],
+)
 RELAYED_EVENTS = LeanCounter(
     "ezat_router_relayed_events_total",
     "Upstream stream events decoded and relayed.",

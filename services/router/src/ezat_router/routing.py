@@ -28,6 +28,7 @@ from nats.aio.client import Client
 from . import metrics, spans
 from .attempt import INTERNAL, Attempts
 from .core import counting, health, selection
+from .core.dropped import DroppedLog
 from .core.retry_budget import RetryBudget
 from .core.upstream_errors import AttemptFailure, all_down
 from .forwarder import Forwarder, RequestState, usage_base
@@ -72,7 +73,12 @@ class Router:
         self._deployments = selection.by_model(cfg.deployments)
         signers = signers or {}
         self._endpoints = {
-            dep.name: Endpoint(dep, signers.get(dep.name)) for dep in cfg.deployments
+            dep.name: Endpoint(
+                dep,
+                signers.get(dep.name),
+                DroppedLog(cfg.router.dropped_log_capacity, cfg.router.dropped_log_interval),
+            )
+            for dep in cfg.deployments
         }
         metrics.watch_health(cfg.deployments, shared.health, clock)
         self._max_attempts = max(cfg.router.max_attempts, 1)

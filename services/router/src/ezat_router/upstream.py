@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -20,7 +21,9 @@ from ezat_common.sse import SseParser
 from ezat_common.tasks import stop_task
 from ezat_http1 import Pool, Response, UpstreamError, address, request_head, request_prefix
 
+from . import metrics
 from .core import kinds
+from .core.dropped import DroppedLog
 from .core.kinds.answers import ErrorAnswer, anthropic_error
 from .core.kinds.vertex_answers import vertex_error
 
@@ -58,6 +61,7 @@ class Endpoint:
     __slots__ = (
         "_bedrock",
         "_dropped",
+        "_dropped_count",
         "_error_of",
         "_host",
         "_prefixes",
@@ -71,7 +75,12 @@ class Endpoint:
         "wire",
     )
 
-    def __init__(self, dep: DeploymentConfig, signer: Signer | None = None) -> None:
+    def __init__(
+        self,
+        dep: DeploymentConfig,
+        signer: Signer | None = None,
+        dropped: DroppedLog | None = None,
+    ) -> None:
         self.dep = dep
         self.wire = wire = kinds.wire(dep)
         self.kind = wire.kind
@@ -93,7 +102,9 @@ class Endpoint:
         }
         # What a 2xx stream's content-type must be (core/timeouts.content_type_ok).
         self.events_type = kinds.events_type(wire)
-        self._dropped: set[str] = set()  # betas and fields already logged as dropped
+        # Betas and fields already logged as dropped: bounded (core/dropped.py says why).
+        self._dropped = dropped or DroppedLog()
+        self._dropped_count = {w: metrics.DROPPED.labels(dep.name, w) for w in ("beta", "field")}
         self._error_of: Any = vertex_error if self.kind == "vertex" else anthropic_error
         self._bedrock: Any = None
         if self.kind == "bedrock":
@@ -159,18 +170,23 @@ class Endpoint:
         return answer
 
     def _log_dropped(self, shaped: kinds.Shaped) -> None:
-        """Each refused beta or field is logged once per deployment, not per request."""
+        """Every refused beta or field is counted; the log names new ones, at a bounded rate
+        and from a bounded memory (``core/dropped.py``): the values are the client's."""
+        noted: list[str] = []
         for what, values in (("beta", shaped.dropped_betas), ("field", shaped.dropped_fields)):
-            for value in values:
-                if (what + ":" + value) not in self._dropped:
-                    self._dropped.add(what + ":" + value)
-                    log.warning(
-                        "deployment %s (%s) does not accept the %s %r: dropped from its requests",
-                        self.dep.name,
-                        self.kind,
-                        what,
-                        value,
-                    )
+            if values:
+                self._dropped_count[what].inc(len(values))
+                noted += [what + " " + repr(value) for value in values]
+        notice = self._dropped.note(tuple(noted), time.monotonic())
+        if notice is not None:
+            log.warning(
+                "deployment %s (%s) does not accept %s: dropped from its requests"
+                " (%d more new values not named)",
+                self.dep.name,
+                self.kind,
+                ", ".join(notice.named),
+                notice.suppressed,
+            )
 
 
 def pool(cfg: RouterConfig) -> Pool:

@@ -5,7 +5,10 @@ Three waits (docs/routing.md "Timeouts"):
 - until the first byte: a *stream* (and count_tokens, which runs no model) answers with its
   headers and ``message_start`` within seconds, so ``stream_first_byte_timeout`` bounds both;
   a *non-streamed* answer has its headers only once the whole message is written, minutes for a
-  long one, so ``first_byte_timeout`` bounds it;
+  long one, so ``first_byte_timeout`` bounds it. ``first_byte_timeout`` is the longest first
+  wait of any request (the edge derives its own first-reply timeout from it), so a stream never
+  waits longer than it either: an operator who lowers ``first_byte_timeout`` to 4 s gets 4 s
+  for streams too, not the 30 s stream default (issue 26);
 - between two reads of a started stream: ``between_events_timeout`` (deployments ping a quiet
   stream, so silence that long is a dead stream, not a thinking model).
 
@@ -29,7 +32,7 @@ def first_byte_bound(cfg: RouterConfig, *, stream: bool, api: str) -> float:
     """Seconds from the start of an attempt until it must have shown it works: the response
     headers and, for a stream, its first event."""
     if streams_events(stream, api) or api == "count_tokens":
-        return cfg.stream_first_byte_timeout
+        return min(cfg.stream_first_byte_timeout, cfg.first_byte_timeout)
     return cfg.first_byte_timeout
 
 
