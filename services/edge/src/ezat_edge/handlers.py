@@ -177,16 +177,18 @@ class Api:
         return resp
 
     async def list_models(self, request: web.Request) -> web.Response:
-        await self.auth.authenticate(request)
+        # Every endpoint a key calls counts against its rpm (docs/api.md, "Limits").
+        limit_headers = await self.limiter.check(await self.auth.authenticate(request))
         fmt = api_format(request.path)
         body = self.models.openai if fmt == "openai" else self.models.anthropic
-        return web.Response(body=body, content_type=JSON)
+        return web.Response(body=body, content_type=JSON, headers=limit_headers)
 
     async def public_models(self, request: web.Request) -> web.Response:
         return web.Response(body=self.models.public, content_type=JSON)
 
     async def usage(self, request: web.Request) -> web.Response:
         key = await self.auth.authenticate(request)
+        await self.limiter.check(key)
         return await usage_query(self.nc, self.subjects, key, request)
 
 
