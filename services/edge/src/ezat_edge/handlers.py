@@ -23,6 +23,7 @@ from .body_reader import read_limited
 from .budgets import Budgets
 from .call import Call
 from .core.admission import Admission, overloaded
+from .core.inputs import refused_body
 from .core.model_label import ModelLabels
 from .core.routes import Format, api_format
 from .ids import new_uid
@@ -84,12 +85,13 @@ class Api:
         """The call's answer, counted (its errors answered here rather than by the middleware,
         so that every answer is: docs/observability.md, "Edge")."""
         meter = m.METERS[fmt]
-        # What its NATS messages carry: the client's traceparent as received (tracing off), or
-        # this request's span (on).
+        # What its NATS messages carry: the client's traceparent once validated (tracing off),
+        # or this request's span (on); an invalid one is ignored (docs/observability.md).
         parent = tracing.valid(request.headers.get(tracing.HEADER))
         span = None
         if tracing.ENABLED:
-            span = spans.request(request, api, parent)
+            state = tracing.valid_state(",".join(request.headers.getall(tracing.STATE_HEADER, ())))
+            span = spans.request(request, api, parent, state)
             parent = tracing.traceparent(span)
         try:
             resp = await self._admitted_call(request, api, fmt, meter, parent, span)
@@ -142,6 +144,9 @@ class Api:
         cfg = self.cfg
         body = await read_limited(request, cfg.max_body_bytes, cfg.body_timeout, cfg.body_min_rate)
         meter.request_bytes.observe(len(body))
+        not_utf8 = refused_body(body)
+        if not_utf8 is not None:
+            raise not_utf8
         if key.tpm is not None and api != "count_tokens":
             # Estimated input tokens (limits.py); count_tokens runs no model, so only its
             # request counts (RPM).

@@ -1,5 +1,6 @@
 """What every edge response goes through: the request id, and errors in the format of the API
-the client called (never aiohttp's text/plain pages; docs/architecture.md)."""
+the client called (never aiohttp's text/plain pages; docs/architecture.md), and the refusal of
+a header the edge reads that it cannot decode (core/inputs.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from aiohttp.web_protocol import RequestPayloadError
 from ezat_common import logs
 from ezat_common.errors import GatewayError
 
+from .core.inputs import refused_header
 from .core.routes import api_format, refusal_message
 from .ids import request_id
 from .protocol import RID, SERVER
@@ -28,6 +30,10 @@ async def errors_mw(request: web.Request, handler: Handler) -> web.StreamRespons
     request[RID] = rid
     token = logs.request_id.set(rid)
     try:
+        # Before any handler: every endpoint refuses a header it reads that it cannot decode.
+        refused = refused_header(request.headers.items())
+        if refused is not None:
+            raise refused
         return await handler(request)
     except Exception as exc:
         return error_answer(request, exc)
