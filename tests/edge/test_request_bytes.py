@@ -16,6 +16,7 @@ import aiohttp
 import pytest
 from ezat_edge.app import ROUTES
 from ezat_edge.core.inputs import ASCII_HEADERS, READ_HEADERS
+from ezat_edge.core.routes import MODEL_CALLS, api_format
 
 from .harness import RunningEdge, raw, read_response, running_edge
 
@@ -93,6 +94,30 @@ async def test_an_undecodable_header_is_a_400_naming_it_on_every_endpoint(
     assert message == f"{header}: header {rule}"
     assert len(edge.translator.received) == before  # nothing went on
     assert "Traceback" not in caplog.text
+
+
+def test_the_model_calls_are_every_post_route() -> None:
+    assert {path for method, path, _ in ROUTES if method == "POST"} == MODEL_CALLS
+
+
+async def answered_4xx(edge: RunningEdge, api: str) -> float:
+    """ezat_edge_requests_total{api, status="4xx"} as the edge's /metrics says."""
+    async with aiohttp.ClientSession() as http, http.get(f"{edge.url}/metrics") as resp:
+        text = await resp.text()
+    line = f'ezat_edge_requests_total{{api="{api}",status="4xx"}} '
+    found = [row for row in text.splitlines() if row.startswith(line)]
+    return float(found[0].split()[1]) if found else 0.0
+
+
+@pytest.mark.parametrize("path", sorted(MODEL_CALLS))
+async def test_a_model_call_refused_for_its_header_is_counted(edge: RunningEdge, path: str) -> None:
+    # docs/observability.md: every answer of a model call counts, the edge's refusals included.
+    api = api_format(path)
+    before = await answered_4xx(edge, api)
+    head = f"POST {path} HTTP/1.1\r\nHost: x\r\n".encode() + undecodable("accept", edge.key)
+    status, _ = await exchange(edge, head, BODY)
+    assert status == 400
+    assert await answered_4xx(edge, api) == before + 1
 
 
 # ---- traceparent / tracestate -------------------------------------------------------------
