@@ -199,7 +199,7 @@ async def test_with_tracing_off_the_clients_traceparent_reaches_the_upstream_unc
     with_id, without_id = f"passed-{uuid.uuid4().hex}", f"none-{uuid.uuid4().hex}"
     junk_id, later_id = f"junk-{uuid.uuid4().hex}", f"later-{uuid.uuid4().hex}"
     later = "01" + header[2:] + "-what\tever; x=<y>"  # a later version, with its own fields
-    cases = (
+    cases: tuple[tuple[str, dict[str, str]], ...] = (
         (with_id, {"traceparent": header, "tracestate": "vendor=value"}),
         (without_id, {}),
         (junk_id, {"traceparent": "00-not-a-trace-01"}),  # not passed on (W3C: ignored)
