@@ -32,3 +32,29 @@ def test_invalid_json_says_what_the_decoder_saw() -> None:
 def test_a_shape_error_is_left_to_the_caller() -> None:
     with pytest.raises(msgspec.ValidationError):
         decode_body(b'{"a": 1}', msgspec.json.Decoder(dict[str, str]).decode)
+
+
+class _Known(msgspec.Struct):
+    model: str = ""
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"model": "\\ud800"}',
+        b'{"model": "m", "x_unknown": {"a": ["\\udc00 z"]}}',  # a field nobody reads
+        b'{"model": "m\\ud83d"}',  # a high surrogate with no low one after it
+    ],
+)
+def test_a_lone_surrogate_escape_is_refused_wherever_it_is(body: bytes) -> None:
+    # The edge lets a JSON \uXXXX escape through (valid UTF-8 text, docs/api.md, "Request
+    # bytes"); the decoder every service uses refuses a lone surrogate, in any field.
+    with pytest.raises(GatewayError) as info:
+        decode_body(body, msgspec.json.Decoder(_Known).decode)
+    assert info.value.message.startswith("request body: is not valid JSON (")
+
+
+def test_an_escaped_surrogate_pair_is_one_character() -> None:
+    assert decode_body(b'{"model": "\\ud83d\\ude00"}', msgspec.json.Decoder(_Known).decode) == (
+        _Known(model="\U0001f600")
+    )

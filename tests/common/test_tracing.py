@@ -38,24 +38,63 @@ GOOD = f"00-{CLIENT_TRACE}-{CLIENT_SPAN}-01"
 
 
 @pytest.mark.parametrize(
-    ("value", "kept"),
+    ("value", "passed_on"),
     [
-        (GOOD, True),
-        (f"00-{CLIENT_TRACE}-{CLIENT_SPAN}-00", True),  # not sampled: still the caller's trace
-        (f"01-{CLIENT_TRACE}-{CLIENT_SPAN}-01-more", True),  # a later version may add fields
-        (f"00-{CLIENT_TRACE}-{CLIENT_SPAN}-01-more", False),  # version 00 has none
-        (f"ff-{CLIENT_TRACE}-{CLIENT_SPAN}-01", False),
-        (f"00-{'0' * 32}-{CLIENT_SPAN}-01", False),  # all-zero ids are invalid
-        (f"00-{CLIENT_TRACE}-{'0' * 16}-01", False),
-        (f"00-{CLIENT_TRACE.upper()}-{CLIENT_SPAN}-01", False),  # lower-case hex only
-        ("00-abc-def-01", False),
-        ("hello", False),
-        ("", False),
-        (None, False),
+        (GOOD, GOOD),
+        (f"00-{CLIENT_TRACE}-{CLIENT_SPAN}-00", f"00-{CLIENT_TRACE}-{CLIENT_SPAN}-00"),
+        # A later version is read by its first four fields and passed on as version 00: its
+        # further fields (arbitrary text) never travel on.
+        (f"01-{CLIENT_TRACE}-{CLIENT_SPAN}-01-more", GOOD),
+        (f"01-{CLIENT_TRACE}-{CLIENT_SPAN}-01-<script>\r\nx: y", GOOD),
+        (f"cc-{CLIENT_TRACE}-{CLIENT_SPAN}-01", GOOD),
+        (f"01-{CLIENT_TRACE}-{CLIENT_SPAN}-01junk", None),  # fields follow a dash
+        (f"01-{CLIENT_TRACE}-{CLIENT_SPAN}", None),  # shorter than version 00
+        (f"00-{CLIENT_TRACE}-{CLIENT_SPAN}-01-more", None),  # version 00 has none
+        (f"ff-{CLIENT_TRACE}-{CLIENT_SPAN}-01", None),
+        (f"00-{'0' * 32}-{CLIENT_SPAN}-01", None),  # all-zero ids are invalid
+        (f"00-{CLIENT_TRACE}-{'0' * 16}-01", None),
+        (f"01-{'0' * 32}-{CLIENT_SPAN}-01-x", None),
+        (f"00-{CLIENT_TRACE.upper()}-{CLIENT_SPAN}-01", None),  # lower-case hex only
+        (f"0A-{CLIENT_TRACE}-{CLIENT_SPAN}-01", None),
+        (f"00-{CLIENT_TRACE}-{CLIENT_SPAN}-0G", None),
+        (GOOD + " ", None),
+        ("00-abc-def-01", None),
+        ("hello", None),
+        ("", None),
+        (None, None),
     ],
 )
-def test_only_a_valid_traceparent_is_passed_on(value: str | None, kept: bool) -> None:
-    assert tracing.valid(value) == (value if kept else None)
+def test_only_a_valid_traceparent_is_passed_on(value: str | None, passed_on: str | None) -> None:
+    assert tracing.valid(value) == passed_on
+
+
+MEMBER = "vendor=opaque-Value_1"
+
+
+@pytest.mark.parametrize(
+    ("value", "kept"),
+    [
+        (MEMBER, MEMBER),
+        (f" {MEMBER} ,, tenant@sys=x ", f"{MEMBER},tenant@sys=x"),  # empty members dropped
+        (",".join(f"k{i}=v" for i in range(32)), ",".join(f"k{i}=v" for i in range(32))),
+        (",".join(f"k{i}=v" for i in range(33)), None),  # at most 32 members
+        ("a=" + "x" * 256, "a=" + "x" * 256),
+        ("a=" + "x" * 257, None),  # a value has at most 256 characters
+        (",".join(f"k{i:03}=" + "v" * 40 for i in range(12)), None),  # over 512 characters
+        ("Vendor=x", None),  # keys are lower case
+        ("a=b,a=c", None),  # a key twice
+        ("a=b c ", "a=b c"),  # spaces around a member are not part of it
+        ("a=b\tc", None),  # nor is a tab in a value
+        ("a=b=c", None),
+        ("a=\u00e9", None),  # printable ASCII only
+        ("a", None),
+        ("@sys=x", None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_only_a_valid_tracestate_is_kept(value: str | None, kept: str | None) -> None:
+    assert tracing.valid_state(value) == kept
 
 
 def run(code: str, **env: str) -> subprocess.CompletedProcess[str]:

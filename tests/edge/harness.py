@@ -57,10 +57,13 @@ class FakeTranslator:
 
     gate: asyncio.Event | None = None
     received: list[envelopes.ClientRequest] = field(default_factory=list)
+    # The NATS headers each request came with (its traceparent), by request id.
+    headers: dict[str, dict[str, str]] = field(default_factory=dict)
 
     async def on_request(self, msg: Msg, nc: Client) -> None:
         env = envelopes.decode_client_request(msg.data)
         self.received.append(env)
+        self.headers[env.request_id] = dict(msg.headers or {})
         if self.gate is not None:
             await self.gate.wait()
         body = COMPLETION if env.api == "chat" else MESSAGE

@@ -197,11 +197,13 @@ async def test_with_tracing_off_the_clients_traceparent_reaches_the_upstream_unc
     header, _, _ = _traceparent()
     gpt = untraced.openai()
     with_id, without_id = f"passed-{uuid.uuid4().hex}", f"none-{uuid.uuid4().hex}"
-    junk_id = f"junk-{uuid.uuid4().hex}"
-    cases = (
-        (with_id, {"traceparent": header}),
+    junk_id, later_id = f"junk-{uuid.uuid4().hex}", f"later-{uuid.uuid4().hex}"
+    later = "01" + header[2:] + "-what\tever; x=<y>"  # a later version, with its own fields
+    cases: tuple[tuple[str, dict[str, str]], ...] = (
+        (with_id, {"traceparent": header, "tracestate": "vendor=value"}),
         (without_id, {}),
         (junk_id, {"traceparent": "00-not-a-trace-01"}),  # not passed on (W3C: ignored)
+        (later_id, {"traceparent": later}),
     )
     for request_id, extra in cases:
         chunks = await gpt.chat.completions.create(
@@ -213,9 +215,39 @@ async def test_with_tracing_off_the_clients_traceparent_reaches_the_upstream_unc
         )
         async for _ in chunks:
             pass
-    assert (await _sent_upstream(untraced.sim, with_id))["headers"]["traceparent"] == header
+    sent = (await _sent_upstream(untraced.sim, with_id))["headers"]
+    assert sent["traceparent"] == header
+    assert "tracestate" not in sent  # read only for the edge's own span, never passed on
     assert "traceparent" not in (await _sent_upstream(untraced.sim, without_id))["headers"]
     assert "traceparent" not in (await _sent_upstream(untraced.sim, junk_id))["headers"]
+    # Read by its first four fields and passed on as version 00: its own fields never travel.
+    assert (await _sent_upstream(untraced.sim, later_id))["headers"]["traceparent"] == header
+
+
+@pytest.mark.parametrize(
+    ("tracestate", "carried"),
+    [
+        ("vendor=value, tenant@sys=x", "vendor=value,tenant@sys=x"),
+        ("Vendor=value", ""),  # not W3C (upper-case key): ignored, the trace still continues
+        (",".join(f"k{i}=v" for i in range(33)), ""),  # more than 32 members
+    ],
+    ids=["valid", "upper-case-key", "33-members"],
+)
+async def test_with_tracing_on_a_valid_tracestate_is_carried_by_the_edge_span(
+    traced: Traced, tracestate: str, carried: str
+) -> None:
+    header, trace_id, client_span = _traceparent()
+    answer = await traced.openai().chat.completions.create(
+        model="claude-sonnet-5-5",
+        max_tokens=8,
+        messages=[{"role": "user", "content": "hello"}],
+        extra_headers={"traceparent": header, "tracestate": tracestate},
+    )
+    assert answer.choices
+    assert traced.receiver is not None
+    edge = _one(traced.receiver.of_trace(trace_id, at_least=4), "edge")
+    assert edge.parent_span_id == client_span
+    assert edge.trace_state == carried
 
 
 async def _exemplar_traces(url: str, metric: str) -> set[str]:

@@ -29,6 +29,7 @@ class Span:
     kind: int  # opentelemetry.proto.trace.v1.Span.SpanKind
     attributes: dict[str, Any]
     error: bool
+    trace_state: str = ""  # the W3C tracestate the span carries
 
 
 def _value(v: AnyValue) -> Any:
@@ -61,6 +62,7 @@ class Receiver:
                             kind=s.kind,
                             attributes={a.key: _value(a.value) for a in s.attributes},
                             error=s.status.code == 2,
+                            trace_state=s.trace_state,
                         )
                     )
         with self._lock:

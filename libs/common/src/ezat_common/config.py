@@ -42,6 +42,10 @@ class EdgeConfig(Struct, forbid_unknown_fields=True, kw_only=True):
     # Seconds an auth result stays cached (revocation is also broadcast, so this is a fallback).
     # While PostgreSQL is unreachable a known key is served from the cache past this TTL.
     auth_cache_ttl: float = 5.0
+    # PostgreSQL connections per edge used only for key lookups: a pool of their own, so that
+    # no tenant's stored-response reads (on the edge's other pool) can starve another tenant's
+    # authentication (docs/api.md, "Limits").
+    auth_db_connections: int = 2
     # Slow and hostile clients (docs/reliability.md). Seconds a connection may take to send a
     # complete request head (request line and headers), counted from the connection's opening
     # or, on a kept-alive connection, from the first byte of the next request.

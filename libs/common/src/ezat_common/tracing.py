@@ -25,11 +25,21 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span, SpanKind, Tracer
 
 HEADER = "traceparent"  # W3C Trace Context, in HTTP and in NATS headers alike
-# A traceparent as W3C Trace Context level 1 writes it (version 00; a later version may append
-# fields after a dash); all-zero ids are invalid. What does not match is dropped, not passed on.
-_TRACEPARENT = re.compile(
-    r"[0-9a-f]{2}-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}(-.*)?"
+STATE_HEADER = "tracestate"  # read at the edge for its own span only; never passed on
+# A traceparent's first four fields (W3C Trace Context level 1, "traceparent Header Field
+# Values"): version, trace id, parent id, flags, lower-case hex. Version 00 has exactly these;
+# a later version (not ff) may append fields after a dash, which are not read.
+_TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
+_ZERO_TRACE = "0" * 32
+_ZERO_SPAN = "0" * 16
+# tracestate list members (W3C "tracestate Header Field Values"): a key (simple, or
+# tenant@system) "=" a value of printable ASCII without "," and "=" that does not end in a space.
+_STATE_MEMBER = re.compile(
+    r"(?:[a-z][a-z0-9_*/-]{0,255}|[a-z0-9][a-z0-9_*/-]{0,240}@[a-z][a-z0-9_*/-]{0,13})"
+    r"=[\x20-\x2b\x2d-\x3c\x3e-\x7e]{0,255}[\x21-\x2b\x2d-\x3c\x3e-\x7e]"
 )
+STATE_MAX_MEMBERS = 32  # W3C: at most 32 list members
+STATE_MAX_CHARS = 512  # W3C: vendors propagate at least 512 characters; the edge reads no more
 # What every span of a model call says of it (OpenTelemetry GenAI semantic conventions).
 GEN_AI = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "anthropic"}
 
@@ -80,15 +90,18 @@ def start(
     traceparent: str | None,
     kind: SpanKind | None = None,
     attributes: Mapping[str, Any] | None = None,
+    tracestate: str | None = None,
 ) -> Span:
-    """A started span, child of ``traceparent`` (a new trace without one). Only when ENABLED."""
+    """A started span, child of ``traceparent`` (a new trace without one), carrying
+    ``tracestate`` (validated by the caller: ``valid_state``). Only when ENABLED."""
     from opentelemetry.trace import SpanKind as Kind
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
     assert _tracer is not None, "tracing.start called with tracing off"
-    context = (
-        TraceContextTextMapPropagator().extract({HEADER: traceparent}) if traceparent else None
-    )
+    carrier = {HEADER: traceparent} if traceparent else {}
+    if traceparent and tracestate:
+        carrier[STATE_HEADER] = tracestate
+    context = TraceContextTextMapPropagator().extract(carrier) if carrier else None
     return _tracer.start_span(
         name, context=context, kind=kind or Kind.INTERNAL, attributes=dict(attributes or {})
     )
@@ -101,14 +114,40 @@ def traceparent(span: Span) -> str:
 
 
 def valid(value: str | None) -> str | None:
-    """A client's ``traceparent`` if it is one, else None (W3C: an invalid one is ignored, and
-    the gateway does not pass on what it cannot read)."""
-    if value is None or len(value) > 512 or not _TRACEPARENT.fullmatch(value):
+    """A client's ``traceparent`` as the version-00 value the gateway passes on, or None when it
+    is not a valid one (W3C: an invalid traceparent is ignored and a new trace started; the
+    gateway never passes on what it has not validated). A later version is read by its first four
+    fields (the spec's forward-compatibility rule) and re-written as version 00."""
+    if value is None or len(value) < 55:
         return None
-    version = value[:2]
-    if version == "ff" or (version == "00" and len(value) != 55):
-        return None  # version ff is forbidden; version 00 has no further fields
-    return value
+    match = _TRACEPARENT.match(value)
+    if match is None:
+        return None
+    version, trace_id, span_id, flags = match.groups()
+    if version == "ff" or trace_id == _ZERO_TRACE or span_id == _ZERO_SPAN:
+        return None  # version ff is forbidden; all-zero ids are invalid
+    if version == "00":
+        return value if len(value) == 55 else None  # version 00 has no further fields
+    if len(value) > 55 and value[55] != "-":
+        return None  # a later version's further fields follow a dash
+    return f"00-{trace_id}-{span_id}-{flags}"
+
+
+def valid_state(value: str | None) -> str | None:
+    """A client's ``tracestate`` list, its empty members dropped, or None when it is not valid
+    W3C Trace Context (bad member, more than 32 members, a key twice, over 512 characters):
+    the whole header is then ignored."""
+    if not value or len(value) > STATE_MAX_CHARS:
+        return None
+    members = [m.strip(" \t") for m in value.split(",")]
+    members = [m for m in members if m]
+    if not members or len(members) > STATE_MAX_MEMBERS:
+        return None
+    if not all(_STATE_MEMBER.fullmatch(m) for m in members):
+        return None
+    if len({m.partition("=")[0] for m in members}) != len(members):
+        return None
+    return ",".join(members)
 
 
 def headers(value: str | None) -> dict[str, str] | None:

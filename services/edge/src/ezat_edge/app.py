@@ -44,6 +44,8 @@ log = logging.getLogger("ezat.edge")
 
 # How long a starting edge waits for its database pool before it accepts connections anyway.
 DB_WAIT = 5.0
+# Connections of the stored-responses pool (GET/DELETE /openai/v1/responses/{id}).
+STORE_CONNECTIONS = 8
 
 
 @dataclass(slots=True)
@@ -68,8 +70,9 @@ class Edge:
         await self.relay.holder.settle()
         await self.deliveries.stop()
         await self.nc.drain()
-        if self.auth.pool is not None:
-            await self.auth.pool.close()
+        for pool in (self.auth.pool, self.stored.pool):
+            if pool is not None:
+                await pool.close()
         await self.limiter.close()
 
 
@@ -141,23 +144,28 @@ async def connect(cfg: Config, subjects: Subjects) -> Edge:
     )
     ops = Operations(nc, auth)
     status = StackStatus(nc, subjects, ops, limiter.redis)
-    pool_task = asyncio.create_task(_connect_db(auth))
+    stored = StoredResponses(auth, limiter)
+    pool_task = asyncio.create_task(_connect_db(auth, stored, cfg.edge.auth_db_connections))
     # Accept only once keys can be checked: a restarted edge takes over the connections waiting
     # on its socket, and answering them "authentication is unavailable" because its pool was
     # still connecting would be an error nobody needed. A database that is down does not hold
     # the edge back for longer.
     await asyncio.wait({pool_task}, timeout=DB_WAIT)
-    stored = StoredResponses(auth)
     return Edge(
         nc, relay, deliveries, auth, limiter, admission, api, ops, status, pool_task, stored
     )
 
 
-async def _connect_db(auth: Authenticator) -> None:
+async def _connect_db(auth: Authenticator, stored: StoredResponses, auth_size: int) -> None:
+    """Two pools: key lookups on ``auth_size`` connections of their own, stored responses on
+    ``STORE_CONNECTIONS``; a flood of stored-response reads then waits on its own pool and never
+    holds the connections another tenant's key lookup needs."""
     # PostgreSQL may come up after us; keep trying instead of failing the pod.
     while True:
         try:
-            auth.pool = await db.pool(min_size=1, max_size=8)
+            if stored.pool is None:
+                stored.pool = await db.pool(min_size=1, max_size=STORE_CONNECTIONS)
+            auth.pool = await db.pool(min_size=1, max_size=auth_size)
             return
         except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             log.warning("database not reachable yet: %s", type(exc).__name__)

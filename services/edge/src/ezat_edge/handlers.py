@@ -13,16 +13,16 @@ from aiohttp import web
 from ezat_common import bus, envelopes, tracing
 from ezat_common.catalogue import Catalogue
 from ezat_common.config import EdgeConfig
-from ezat_common.errors import GatewayError
 from ezat_common.subjects import Subjects
 
 from . import metrics as m
 from . import spans
-from .auth import Authenticator, ascii_header
+from .auth import Authenticator
 from .body_reader import read_limited
 from .budgets import Budgets
 from .call import Call
 from .core.admission import Admission, overloaded
+from .core.inputs import refused_body
 from .core.model_label import ModelLabels
 from .core.routes import Format, api_format
 from .ids import new_uid
@@ -84,12 +84,13 @@ class Api:
         """The call's answer, counted (its errors answered here rather than by the middleware,
         so that every answer is: docs/observability.md, "Edge")."""
         meter = m.METERS[fmt]
-        # What its NATS messages carry: the client's traceparent as received (tracing off), or
-        # this request's span (on).
+        # What its NATS messages carry: the client's traceparent once validated (tracing off),
+        # or this request's span (on); an invalid one is ignored (docs/observability.md).
         parent = tracing.valid(request.headers.get(tracing.HEADER))
         span = None
         if tracing.ENABLED:
-            span = spans.request(request, api, parent)
+            state = tracing.valid_state(",".join(request.headers.getall(tracing.STATE_HEADER, ())))
+            span = spans.request(request, api, parent, state)
             parent = tracing.traceparent(span)
         try:
             resp = await self._admitted_call(request, api, fmt, meter, parent, span)
@@ -142,6 +143,9 @@ class Api:
         cfg = self.cfg
         body = await read_limited(request, cfg.max_body_bytes, cfg.body_timeout, cfg.body_min_rate)
         meter.request_bytes.observe(len(body))
+        not_utf8 = refused_body(body)
+        if not_utf8 is not None:
+            raise not_utf8
         if key.tpm is not None and api != "count_tokens":
             # Estimated input tokens (limits.py); count_tokens runs no model, so only its
             # request counts (RPM).
@@ -155,9 +159,10 @@ class Api:
             key_id=key.id,
             reply_to="",
             received_at=received_at,
-            session=utf8_header(request, "x-ezat-session"),
-            cache=ascii_header(request, "x-ezat-cache"),
-            beta=ascii_header(request, "anthropic-beta"),
+            # Decodable (UTF-8; the other two ASCII): the middleware refused any other value.
+            session=request.headers.get("x-ezat-session"),
+            cache=request.headers.get("x-ezat-cache"),
+            beta=request.headers.get("anthropic-beta"),
         )
         call = Call(request, rid, fmt, env, limit_headers, started, parent)
         if api == "count_tokens":  # no model runs: not in the latency series
@@ -177,26 +182,16 @@ class Api:
         return resp
 
     async def list_models(self, request: web.Request) -> web.Response:
-        await self.auth.authenticate(request)
+        # Every endpoint a key calls counts against its rpm (docs/api.md, "Limits").
+        limit_headers = await self.limiter.check(await self.auth.authenticate(request))
         fmt = api_format(request.path)
         body = self.models.openai if fmt == "openai" else self.models.anthropic
-        return web.Response(body=body, content_type=JSON)
+        return web.Response(body=body, content_type=JSON, headers=limit_headers)
 
     async def public_models(self, request: web.Request) -> web.Response:
         return web.Response(body=self.models.public, content_type=JSON)
 
     async def usage(self, request: web.Request) -> web.Response:
         key = await self.auth.authenticate(request)
+        await self.limiter.check(key)
         return await usage_query(self.nc, self.subjects, key, request)
-
-
-def utf8_header(request: web.Request, name: str) -> str | None:
-    """The header's value; a 400 naming it when its bytes are not UTF-8 (aiohttp decodes them
-    with ``surrogateescape``: such a byte is a lone surrogate, which cannot be encoded)."""
-    value = request.headers.get(name)
-    if value is not None and not value.isascii():
-        try:
-            value.encode()
-        except UnicodeEncodeError:
-            raise GatewayError(400, f"{name}: header is not valid UTF-8") from None
-    return value

@@ -1,5 +1,6 @@
 """What every edge response goes through: the request id, and errors in the format of the API
-the client called (never aiohttp's text/plain pages; docs/architecture.md)."""
+the client called (never aiohttp's text/plain pages; docs/architecture.md), and the refusal of
+a header the edge reads that it cannot decode (core/inputs.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from aiohttp.web_protocol import RequestPayloadError
 from ezat_common import logs
 from ezat_common.errors import GatewayError
 
-from .core.routes import api_format, refusal_message
+from . import metrics as m
+from .core.inputs import refused_header
+from .core.routes import MODEL_CALLS, api_format, refusal_message
 from .ids import request_id
 from .protocol import RID, SERVER
 from .responses import from_gateway_error
@@ -28,6 +31,10 @@ async def errors_mw(request: web.Request, handler: Handler) -> web.StreamRespons
     request[RID] = rid
     token = logs.request_id.set(rid)
     try:
+        # Before any handler: every endpoint refuses a header it reads that it cannot decode.
+        refused = refused_header(request.headers.items())
+        if refused is not None:
+            return _refused_head(request, refused)
         return await handler(request)
     except Exception as exc:
         return error_answer(request, exc)
@@ -62,6 +69,14 @@ def error_answer(request: web.Request, exc: Exception) -> web.StreamResponse:
     # Never aiohttp's text/plain 500: the client gets the error format of its API.
     log.exception("request failed")
     return from_gateway_error(fmt, rid, GatewayError(500, "internal error; retry"))
+
+
+def _refused_head(request: web.Request, refused: GatewayError) -> web.StreamResponse:
+    """The 400 of an undecodable header, counted as the model calls count their answers."""
+    resp = error_answer(request, refused)
+    if request.method == "POST" and request.path in MODEL_CALLS:
+        m.METERS[api_format(request.path)].answered(resp.status, resp.content_length or 0)
+    return resp
 
 
 async def on_prepare(request: web.Request, response: web.StreamResponse) -> None:

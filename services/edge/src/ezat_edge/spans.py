@@ -16,8 +16,11 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span
 
 
-def request(request: web.Request, api: envelopes.Api, traceparent: str | None) -> Span:
-    """The request's span (``traceparent``: the client's, if it sent one)."""
+def request(
+    request: web.Request, api: envelopes.Api, traceparent: str | None, tracestate: str | None
+) -> Span:
+    """The request's span (``traceparent``, ``tracestate``: the client's, validated, if it sent
+    them)."""
     from opentelemetry.trace import SpanKind
 
     return tracing.start(
@@ -31,6 +34,7 @@ def request(request: web.Request, api: envelopes.Api, traceparent: str | None) -
             "ezat.api": api,
             "ezat.request_id": request.get(RID, ""),
         },
+        tracestate,
     )
 
 

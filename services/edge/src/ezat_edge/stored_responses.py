@@ -13,6 +13,7 @@ from ezat_common.errors import GatewayError
 from ezat_common.response_store import GONE, TIMEOUT, UNAVAILABLE
 
 from .auth import Authenticator
+from .limits import RateLimiter
 from .responses import JSON
 
 
@@ -31,11 +32,15 @@ def unavailable() -> GatewayError:
 
 
 class StoredResponses:
-    def __init__(self, auth: Authenticator) -> None:
+    def __init__(self, auth: Authenticator, limiter: RateLimiter) -> None:
         self.auth = auth
+        self.limiter = limiter
+        # Its own pool (app.py): never the one key lookups use.
+        self.pool: asyncpg.Pool | None = None
 
     async def get(self, request: web.Request) -> web.Response:
         key = await self.auth.authenticate(request)
+        await self.limiter.check(key)  # counted against the key's rpm as every call is
         response_id = request.match_info["response_id"]
         try:
             stored = await response_store.get(self._pool(), key.id, response_id, timeout=TIMEOUT)
@@ -47,6 +52,7 @@ class StoredResponses:
 
     async def delete(self, request: web.Request) -> web.Response:
         key = await self.auth.authenticate(request)
+        await self.limiter.check(key)  # counted against the key's rpm as every call is
         response_id = request.match_info["response_id"]
         try:
             deleted = await response_store.delete(
@@ -60,7 +66,7 @@ class StoredResponses:
         return web.Response(body=msgspec.json.encode(body), content_type=JSON)
 
     def _pool(self) -> asyncpg.Pool:
-        pool = self.auth.pool
+        pool = self.pool
         if pool is None:  # not connected yet, or PostgreSQL away since the edge started
             raise unavailable()
         return pool

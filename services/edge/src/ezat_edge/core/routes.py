@@ -5,6 +5,11 @@ from __future__ import annotations
 from ezat_common.errors import Format as Format
 
 RESPONSES_PREFIX = "/openai/v1/responses"
+# The model calls (app.py ROUTES, every POST): their answers are counted in
+# ezat_edge_requests_total, the edge's own refusals included (docs/observability.md, "Edge").
+MODEL_CALLS = frozenset(
+    {"/v1/messages", "/v1/messages/count_tokens", "/openai/v1/chat/completions", RESPONSES_PREFIX}
+)
 
 
 def api_format(path: str) -> Format:
