@@ -298,7 +298,6 @@ def claims_read(reader: str) -> list[str]:
         "$JS.API.STREAM.NAMES",
         f"$JS.API.STREAM.PURGE.{obj}",
         f"$JS.API.STREAM.MSG.GET.{obj}",
-        f"$JS.API.DIRECT.GET.{obj}.$O.{bucket}.M.bmFtZQ==",
         f"$JS.API.CONSUMER.CREATE.{obj}.abc.$O.{bucket}.C.xyz",
         f"$JS.API.CONSUMER.DELETE.{obj}.abc",
         f"$JS.FC.{obj}.abc.1",
