@@ -216,11 +216,11 @@ class Claims:
 
     async def pack_reply(self, data: bytes, reply_to: str) -> tuple[bytes, str | None]:
         """``pack`` for the service whose inbox ``reply_to`` is (the router answers edges and
-        translators)."""
+        translators); the subject is only looked at for a payload that needs a claim."""
+        if len(data) <= self.inline_limit:
+            return data, None
         to = self._subjects.inbox_service(reply_to)
         if to not in PAYLOAD_READERS:
-            if len(data) <= self.inline_limit:
-                return data, None
             raise ValueError(f"no claim-check bucket for replies to {reply_to}")
         return await self.pack(data, to)
 
