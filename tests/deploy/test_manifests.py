@@ -298,8 +298,7 @@ def claims_read(reader: str) -> list[str]:
         "$JS.API.STREAM.NAMES",
         f"$JS.API.STREAM.PURGE.{obj}",
         f"$JS.API.STREAM.MSG.GET.{obj}",
-        f"$JS.API.CONSUMER.CREATE.{obj}.abc.$O.{bucket}.C.xyz",
-        f"$JS.API.CONSUMER.DELETE.{obj}.abc",
+        f"$JS.API.CONSUMER.CREATE.{obj}",  # nats-py's ordered consumer (ephemeral, unnamed)
         f"$JS.FC.{obj}.abc.1",
         f"$O.{bucket}.M.bmFtZQ==",
     ]
@@ -443,6 +442,8 @@ def test_nats_user_grants_nothing_else(service: str) -> None:
     for reader in PAYLOAD_READERS:
         obj = f"OBJ_{S.payload_bucket(reader)}"
         others += [f"$JS.API.STREAM.UPDATE.{obj}", f"$JS.API.STREAM.DELETE.{obj}"]
+        others += [f"$JS.API.CONSUMER.DELETE.{obj}.abc", f"$JS.API.CONSUMER.INFO.{obj}.abc"]
+        others += [f"$JS.API.CONSUMER.DURABLE.CREATE.{obj}.abc"]
         others += [*claims_read(reader), *claims_put(reader)]
     others += [NO_ROUTER, EDGE_INBOX, TRANSLATOR_INBOX, IMAGES_INBOX, "ezat.>", ">"]
     others += ["_INBOX.>", "_INBOX.Fj3Yq0o7x9Cw2ZkL5mN8pQ.1", S.inbox("") + ">"]

@@ -187,6 +187,8 @@ def others() -> list[str]:
     for reader in PAYLOAD_READERS:
         obj = f"OBJ_{S.payload_bucket(reader)}"
         out += [f"$JS.API.STREAM.DELETE.{obj}", f"$JS.API.STREAM.UPDATE.{obj}"]
+        out += [f"$JS.API.CONSUMER.DELETE.{obj}.abc", f"$JS.API.CONSUMER.INFO.{obj}.abc"]
+        out += [f"$JS.API.CONSUMER.DURABLE.CREATE.{obj}.abc", f"$JS.API.CONSUMER.LIST.{obj}"]
         out += [*claims_read(reader), *claims_put(reader)]
     out += [EDGE_INBOX, TRANSLATOR_INBOX, NO_ROUTER, IMAGES_INBOX, "_INBOX.>", S.inbox("") + ">"]
     out += [request_inbox(s) + "x" for s in SERVICES]  # another connection of each service
