@@ -11,6 +11,7 @@ import nats
 import pytest
 from ezat_common import bus
 from ezat_common.subjects import Subjects
+from nats.js.errors import ObjectNotFoundError
 
 
 def test_an_inbox_names_its_service() -> None:
@@ -47,5 +48,26 @@ async def test_the_router_answers_into_the_bucket_of_whoever_asked(nats_url: str
         # A sender reads nothing.
         with pytest.raises(RuntimeError, match="reads no claim checks"):
             await router.take("x")
+    finally:
+        await nc.close()
+
+
+async def test_a_claim_of_the_previous_release_is_still_taken(nats_url: str) -> None:
+    """During a rolling upgrade an old pod puts into the one shared bucket `<prefix>_payloads`;
+    the new reader finds it there when its own bucket lacks the name."""
+    subjects = Subjects(prefix=f"t{uuid.uuid4().hex[:10]}")
+    nc = await nats.connect(nats_url)
+    try:
+        translator = bus.Claims(nc, subjects, "translator", replicas=1)
+        await translator.open()
+        with pytest.raises(ObjectNotFoundError):  # no such claim, no old bucket
+            await translator.take("missing")
+        js = nc.jetstream()
+        old = await js.create_object_store(subjects.legacy_payload_bucket)
+        await old.put("old-claim", b"from an old edge")
+        fresh = bus.Claims(nc, subjects, "translator", replicas=1)
+        assert await fresh.take("old-claim") == b"from an old edge"
+        with pytest.raises(ObjectNotFoundError):  # taken: read and deleted
+            await fresh.take("old-claim")
     finally:
         await nc.close()

@@ -27,7 +27,7 @@ from nats.aio.client import Client as Client  # re-exported: services annotate w
 from nats.aio.msg import Msg
 from nats.js.api import ObjectInfo, ObjectMetaOptions, ObjectStoreConfig
 from nats.js.client import JetStreamContext
-from nats.js.errors import BucketNotFoundError
+from nats.js.errors import BucketNotFoundError, ObjectNotFoundError
 from nats.js.object_store import ObjectStore
 
 from . import envelopes, lifecycle, metrics, nats_env
@@ -41,6 +41,8 @@ log = logging.getLogger("ezat.bus")
 INLINE_LIMIT_MARGIN = 64 * 1024
 CLAIM_TTL_SECONDS = 15 * 60
 CHUNK_SIZE = 128 * 1024  # nats-py's object-store chunk
+# The previous release's bucket, asked once: the strict NATS users never answer (refused).
+LEGACY_LOOKUP_TIMEOUT = 1.0
 # First letter of an inbox token that carries acknowledgements (request tokens are digits).
 ACK = "a"
 
@@ -153,6 +155,10 @@ class Claims:
         # JetStream replicas of the bucket (its stream OBJ_<bucket>): EZAT_JETSTREAM_REPLICAS.
         self._replicas = nats_env.replicas() if replicas is None else replicas
         self._store: ObjectStore | None = None
+        # The single bucket of the releases before per-receiver buckets: looked up once, at the
+        # first claim not found in this one (docs/reliability.md, "Upgrading to per-service NATS
+        # inboxes and buckets"); None when it is gone or this user may not read it.
+        self._legacy: ObjectStore | bool | None = False  # False: not looked up yet
         self._lock = asyncio.Lock()
         self._reconcile: asyncio.Task[bool] | None = None
 
@@ -191,11 +197,31 @@ class Claims:
         await put_only(self._nc.jetstream(), self._subjects.payload_bucket(to), name, data)
         return name
 
+    async def _legacy_store(self) -> ObjectStore | None:
+        if self._legacy is False:
+            js = self._nc.jetstream(timeout=LEGACY_LOOKUP_TIMEOUT)
+            try:
+                self._legacy = await js.object_store(self._subjects.legacy_payload_bucket)
+            except (nats.errors.Error, TimeoutError):  # gone, or refused (the strict NATS users)
+                self._legacy = None
+        assert not isinstance(self._legacy, bool)
+        return self._legacy
+
+    async def _get(self, name: str) -> tuple[ObjectStore, bytes]:
+        obs = await self._obs()
+        try:
+            result = await obs.get(name)
+        except ObjectNotFoundError:
+            # Put by a pod of the previous release (a rolling upgrade) into the shared bucket.
+            legacy = await self._legacy_store()
+            if legacy is None:
+                raise
+            obs, result = legacy, await legacy.get(name)
+        return obs, result.data or b""
+
     async def take(self, name: str) -> bytes:
         """Read a claimed payload and delete it: each claim is read by one consumer."""
-        obs = await self._obs()
-        result = await obs.get(name)
-        data = result.data or b""
+        obs, data = await self._get(name)
         try:
             await obs.delete(name)
         except Exception:  # the TTL removes it anyway
@@ -203,9 +229,7 @@ class Claims:
         return data
 
     async def read(self, name: str) -> bytes:
-        obs = await self._obs()
-        result = await obs.get(name)
-        return result.data or b""
+        return (await self._get(name))[1]
 
     async def pack(self, data: bytes, to: str) -> tuple[bytes, str | None]:
         """(inline bytes, None) when it fits a message, else (b"", claim name in ``to``'s

@@ -92,6 +92,12 @@ class Subjects(Struct, frozen=True):
             return None
         return subject[len(head) :].split(".", 1)[0] or None
 
+    @property
+    def legacy_payload_bucket(self) -> str:
+        """The one claim-check bucket of the releases before per-receiver buckets: still read
+        (never written) during a rolling upgrade (docs/reliability.md)."""
+        return f"{self.prefix.replace('.', '_')}_payloads"
+
     def payload_bucket(self, reader: str) -> str:
         """JetStream Object Store bucket of the payloads above ``max_payload`` (claim checks) that
         ``reader`` (one of ``PAYLOAD_READERS``) receives; its stream is ``OBJ_<bucket>``."""
