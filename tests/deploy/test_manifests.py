@@ -16,6 +16,8 @@ import pytest
 import yaml
 from ezat_common.config import parse_config
 from ezat_common.subjects import (
+    IMAGES,
+    PAYLOAD_READERS,
     QUEUE_BILLING,
     QUEUE_FETCHER,
     QUEUE_ROUTER,
@@ -348,27 +350,40 @@ def may(perms: dict[str, Any], kind: str, subject: str, queue: str | None = None
 
 # ---- what each service uses (from the code; see docs/architecture.md) --------------------------
 
-BUCKET = S.object_bucket
-OBJ = f"OBJ_{BUCKET}"
 OUTBOX = S.outbox_stream
-EDGE_INBOX = S.inbox("edge-0123456789ab") + ".7"
-TRANSLATOR_INBOX = S.inbox("translator-0123456789ab") + ".7"
-NO_ROUTER = S.inbox("translator-0123456789ab") + ".nr." + EDGE_INBOX
-REQUEST_INBOX = "_INBOX.Fj3Yq0o7x9Cw2ZkL5mN8pQ.1"  # nats-py request()/JetStream replies
+EDGE_INBOX = S.inbox("edge.0123456789ab") + ".7"
+TRANSLATOR_INBOX = S.inbox("translator.0123456789ab") + ".7"
+NO_ROUTER = S.inbox("translator.0123456789ab") + ".nr." + EDGE_INBOX
+IMAGES_INBOX = S.inbox("translator.0123456789ab-images") + ".3"
 
-# Claim checks (bus.Claims): the object store's stream API, its $O subjects, ordered consumers.
-CLAIMS_PUB = [
-    f"$JS.API.STREAM.INFO.{OBJ}",
-    f"$JS.API.STREAM.CREATE.{OBJ}",
-    "$JS.API.STREAM.NAMES",
-    f"$JS.API.STREAM.PURGE.{OBJ}",
-    f"$JS.API.STREAM.MSG.GET.{OBJ}",
-    f"$JS.API.CONSUMER.CREATE.{OBJ}.abc.$O.{BUCKET}.C.xyz",
-    f"$JS.API.CONSUMER.DELETE.{OBJ}.abc",
-    f"$JS.FC.{OBJ}.abc.1",
-    f"$O.{BUCKET}.C.xyz",
-    f"$O.{BUCKET}.M.bmFtZQ==",
-]
+
+def request_inbox(service: str) -> str:
+    """A nats-py request()/JetStream reply inbox of ``service``'s connection (bus.connect)."""
+    return S.inbox(service) + ".Fj3Yq0o7x9Cw2ZkL5mN8pQ.1"
+
+
+def claims_read(reader: str) -> list[str]:
+    """What reading (and deleting) claims from ``reader``'s bucket publishes (bus.Claims)."""
+    bucket = S.payload_bucket(reader)
+    obj = f"OBJ_{bucket}"
+    return [
+        f"$JS.API.STREAM.INFO.{obj}",
+        f"$JS.API.STREAM.CREATE.{obj}",
+        "$JS.API.STREAM.NAMES",
+        f"$JS.API.STREAM.PURGE.{obj}",
+        f"$JS.API.STREAM.MSG.GET.{obj}",
+        f"$JS.API.CONSUMER.CREATE.{obj}",  # nats-py's ordered consumer (ephemeral, unnamed)
+        f"$JS.FC.{obj}.abc.1",
+        f"$O.{bucket}.M.bmFtZQ==",
+    ]
+
+
+def claims_put(reader: str) -> list[str]:
+    """What putting a claim into ``reader``'s bucket publishes (bus.put_only)."""
+    bucket = S.payload_bucket(reader)
+    return [f"$O.{bucket}.C.xyz", f"$O.{bucket}.M.bmFtZQ=="]
+
+
 OUTBOX_SETUP = [f"$JS.API.STREAM.INFO.{OUTBOX}", f"$JS.API.STREAM.CREATE.{OUTBOX}"]
 
 # kind -> list of (subject, queue group or None)
@@ -381,12 +396,12 @@ USES: dict[str, dict[str, list[tuple[str, str | None]]]] = {
             (S.usage_record, None),  # held final replies the outbox did not acknowledge
             (S.usage_outbox, None),  # delivery confirmations (docs/billing.md)
             *[(S.health(s), None) for s in ("translator", "router", "billing", "fetcher")],
-            *[(x, None) for x in CLAIMS_PUB],
+            *[(x, None) for x in claims_read("edge") + claims_put("translator")],
         ],
         "subscribe": [
-            (S.inbox("edge-0123456789ab") + ".*", None),
+            (S.inbox("edge.0123456789ab") + ".*", None),
             (S.keys_revoked, None),
-            (REQUEST_INBOX, None),
+            (request_inbox("edge"), None),
         ],
     },
     "translator": {
@@ -395,15 +410,17 @@ USES: dict[str, dict[str, list[tuple[str, str | None]]]] = {
             (S.cancel, None),  # the downloads of a request it gave up
             (S.fetch, None),
             (EDGE_INBOX, None),
-            *[(x, None) for x in CLAIMS_PUB],
+            *[(x, None) for x in claims_read("translator") + claims_read(IMAGES)],
+            *[(x, None) for x in claims_put("router") + claims_put("edge")],
         ],
         "subscribe": [
             (S.translate, QUEUE_TRANSLATOR),
             (S.cancel, None),
             (S.health("translator"), None),
-            (S.inbox("translator-0123456789ab") + ".*", None),
-            (S.inbox("translator-0123456789ab") + ".nr.>", None),
-            (REQUEST_INBOX, None),
+            (S.inbox("translator.0123456789ab") + ".*", None),
+            (S.inbox("translator.0123456789ab") + ".nr.>", None),
+            (S.inbox("translator.0123456789ab-images") + ".*", None),
+            (request_inbox("translator"), None),
         ],
     },
     "router": {
@@ -412,13 +429,14 @@ USES: dict[str, dict[str, list[tuple[str, str | None]]]] = {
             (TRANSLATOR_INBOX, None),
             (S.usage_record, None),
             (S.usage_outbox, None),
-            *[(x, None) for x in OUTBOX_SETUP + CLAIMS_PUB],
+            *[(x, None) for x in OUTBOX_SETUP + claims_read("router")],
+            *[(x, None) for x in claims_put("edge") + claims_put("translator")],
         ],
         "subscribe": [
             (S.route, QUEUE_ROUTER),
             (S.cancel, None),
             (S.health("router"), None),
-            (REQUEST_INBOX, None),
+            (request_inbox("router"), None),
         ],
     },
     "billing": {
@@ -436,16 +454,16 @@ USES: dict[str, dict[str, list[tuple[str, str | None]]]] = {
             (S.usage_record, QUEUE_BILLING),
             (S.usage_query, QUEUE_BILLING),
             (S.health("billing"), None),
-            (REQUEST_INBOX, None),
+            (request_inbox("billing"), None),
         ],
     },
     "fetcher": {
-        "publish": [(x, None) for x in CLAIMS_PUB],
+        "publish": [(x, None) for x in claims_put(IMAGES)],
         "subscribe": [
             (S.fetch, QUEUE_FETCHER),
             (S.health("fetcher"), None),
             (S.cancel, None),  # drops the downloads of a cancelled request
-            (REQUEST_INBOX, None),
+            (request_inbox("fetcher"), None),
         ],
     },
 }
@@ -464,7 +482,8 @@ def application_subjects() -> dict[str, str]:
     return out
 
 
-NOT_SUBJECTS = {"object_bucket", "outbox_stream"}  # names of JetStream things, checked above
+# Names of JetStream things, checked above.
+NOT_SUBJECTS = {"legacy_payload_bucket", "outbox_stream"}
 
 
 def test_every_subject_in_subjects_py_is_accounted_for() -> None:
@@ -494,19 +513,22 @@ def test_nats_user_grants_nothing_else(service: str) -> None:
     perms = nats_users()[service]
     used = {(k, s) for k, lst in USES[service].items() for s, _ in lst}
     others = [*application_subjects().values(), f"$JS.API.STREAM.DELETE.{OUTBOX}"]
-    others += [f"$JS.API.STREAM.UPDATE.{OUTBOX}", f"$JS.API.STREAM.UPDATE.{OBJ}"]
-    others += [f"$JS.API.STREAM.DELETE.{OBJ}", f"$JS.API.STREAM.PURGE.{OUTBOX}", "$JS.API.>"]
-    others += [NO_ROUTER, EDGE_INBOX, TRANSLATOR_INBOX, "ezat.>", ">"]
+    others += [f"$JS.API.STREAM.UPDATE.{OUTBOX}", f"$JS.API.STREAM.PURGE.{OUTBOX}", "$JS.API.>"]
+    for reader in PAYLOAD_READERS:
+        obj = f"OBJ_{S.payload_bucket(reader)}"
+        others += [f"$JS.API.STREAM.UPDATE.{obj}", f"$JS.API.STREAM.DELETE.{obj}"]
+        others += [f"$JS.API.CONSUMER.DELETE.{obj}.abc", f"$JS.API.CONSUMER.INFO.{obj}.abc"]
+        others += [f"$JS.API.CONSUMER.DURABLE.CREATE.{obj}.abc"]
+        others += [*claims_read(reader), *claims_put(reader)]
+    others += [NO_ROUTER, EDGE_INBOX, TRANSLATOR_INBOX, IMAGES_INBOX, "ezat.>", ">"]
+    others += ["_INBOX.>", "_INBOX.Fj3Yq0o7x9Cw2ZkL5mN8pQ.1", S.inbox("") + ">"]
+    others += [request_inbox(s) for s in SERVICES]
     for kind in ("publish", "subscribe"):
+        own = {S.inbox_service(s) for k, s in used if k == kind} - {None}
         for subject in others:
-            if (kind, subject) in used:
-                continue
-            # Inbox tokens carry the instance ("edge-<id>"): NATS has no partial-token wildcard,
-            # so a service granted one app inbox gets the others of the same shape.
-            app_inboxes = (EDGE_INBOX, TRANSLATOR_INBOX, NO_ROUTER)
-            if subject in app_inboxes and any(
-                s.startswith(S.inbox("")) for k, s in used if k == kind
-            ):
+            if (kind, subject) in used or S.inbox_service(subject) in own:
+                # Inbox tokens carry the instance: a service granted one inbox of a service
+                # has the others of that service (never another service's).
                 continue
             assert not may(perms, kind, subject), f"{service} may {kind} {subject}"
         # Queue subjects only within the service's own queue group.
@@ -540,8 +562,7 @@ def test_fetcher_publishes_only_replies_and_claim_checks() -> None:
     responses = perms["allow_responses"]
     assert isinstance(responses, dict) and int(responses["max"]) >= 121, responses
     for entry in perms["publish"]["allow"]:
-        assert entry.startswith((f"$O.{BUCKET}.", "$JS.API.", f"$JS.FC.{OBJ}.")), entry
-        assert entry == "$JS.API.STREAM.NAMES" or OBJ in entry or BUCKET in entry, entry
+        assert entry.startswith(f"$O.{S.payload_bucket(IMAGES)}."), entry
     assert not may(perms, "publish", "_INBOX.>")
     assert not may(perms, "publish", "ezat.fetcher.image.fetch")
 

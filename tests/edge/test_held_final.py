@@ -122,9 +122,9 @@ async def outbox_silent(edge: Edge, env: ClientRequest, usage: bytes) -> None:
 async def edge(nats_url: str) -> AsyncIterator[Edge]:
     nc = await nats.connect(nats_url)
     subjects = Subjects(prefix=f"h{uuid.uuid4().hex[:10]}")
-    inbox = bus.Inbox(nc, subjects, "edge-test")
+    inbox = bus.Inbox(nc, subjects, "edge.test")
     await inbox.start()
-    relay = Relay(nc, subjects, inbox, bus.Claims(nc, subjects), 5.0, 10.0, 30.0)
+    relay = Relay(nc, subjects, inbox, bus.Claims(nc, subjects, "edge"), 5.0, 10.0, 30.0)
     out = Outbox(nc, subjects)
     await out.ensure_stream()
     e = Edge(nc, subjects, relay, out)

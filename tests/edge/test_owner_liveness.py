@@ -104,13 +104,13 @@ async def holding(
     subjects = Subjects(prefix=f"o{uuid.uuid4().hex[:10]}")
     if confirm:
         await Outbox(nc, subjects).ensure_stream()
-    inbox = bus.Inbox(nc, subjects, "edge-test")
+    inbox = bus.Inbox(nc, subjects, "edge.test")
     await inbox.start()
     relay = Relay(
         nc,
         subjects,
         inbox,
-        bus.Claims(nc, subjects),
+        bus.Claims(nc, subjects, "edge"),
         first_reply_timeout=30.0,
         ping_interval=ping_interval,
         owner_timeout=OWNER_TIMEOUT,

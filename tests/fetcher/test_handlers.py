@@ -11,7 +11,7 @@ import nats
 import nats.errors
 import pytest_asyncio
 from ezat_common import bus, envelopes
-from ezat_common.subjects import Subjects
+from ezat_common.subjects import IMAGES, Subjects
 from ezat_fetcher.core.addresses import parse_networks
 from ezat_fetcher.download import Fetcher
 from ezat_fetcher.handlers import UNREADABLE, FetchService
@@ -32,6 +32,8 @@ async def wired(nats_url: str) -> AsyncIterator[tuple[Client, Subjects]]:
     )
     await service.start()
     await service_nc.flush()
+    # The bucket of large downloads is the translator's, made by it (the fetcher only puts).
+    await bus.Claims(client_nc, subjects, IMAGES).open()
     # Seen once in CI: the first request right after the subscription got "no responders".
     # Start the tests only once the service answers this connection (an unreadable request is
     # answered at once, with no download).
@@ -82,9 +84,10 @@ async def test_request_reply_over_nats(
     assert refused.error == "could not download the image (larger than 10 bytes)"
 
     # Above NATS max_payload: the bytes travel as a claim check in the object store.
+    claims = bus.Claims(nc, subjects, IMAGES)
     big = await ask(nc, subjects, image_server.url("/big.png"))
     assert big.ok and big.data == b"" and big.data_ref
-    assert await bus.Claims(nc, subjects).take(big.data_ref) == BIG_PNG
+    assert await claims.take(big.data_ref) == BIG_PNG
 
     garbage = await nc.request(subjects.fetch, b"\x93not msgpack", timeout=10)
     assert envelopes.decode_fetch_result(garbage.data).error == UNREADABLE

@@ -24,7 +24,7 @@ import pytest
 import pytest_asyncio
 from ezat_common import bus, liveness
 from ezat_common.errors import GatewayError
-from ezat_common.subjects import Subjects
+from ezat_common.subjects import IMAGES, Subjects
 from ezat_translator import images
 from ezat_translator.core.openai_messages import ImageUrlPart
 
@@ -130,6 +130,6 @@ async def test_no_fetcher_at_all_is_a_503_at_once(nats_url: str) -> None:
 
 async def downloads(nc: nats.NATS, subjects: Subjects) -> images.Images:
     """The translator's image downloads, on an inbox of their own."""
-    d = images.Images(nc, subjects, bus.Claims(nc, subjects), f"tr-{uuid.uuid4().hex[:8]}")
+    d = images.Images(nc, subjects, bus.Claims(nc, subjects, IMAGES), f"tr-{uuid.uuid4().hex[:8]}")
     await d.start()
     return d

@@ -21,7 +21,7 @@ import pytest
 import pytest_asyncio
 from ezat_common import bus, envelopes
 from ezat_common.errors import GatewayError
-from ezat_common.subjects import Subjects
+from ezat_common.subjects import IMAGES, Subjects
 from ezat_fetcher import handlers
 from ezat_fetcher.core.addresses import parse_networks
 from ezat_fetcher.core.fairness import Limits
@@ -52,7 +52,7 @@ class Stack:
 
         async def run() -> dict[str, Any]:
             if self.downloads is None:
-                claims = bus.Claims(self.translator, self.subjects)
+                claims = bus.Claims(self.translator, self.subjects, IMAGES)
                 self.downloads = images.Images(self.translator, self.subjects, claims, "tr-shares")
                 await self.downloads.start()
             await self.downloads.inline(

@@ -31,6 +31,7 @@ def running(
     prefix: str,
     *,
     env: dict[str, str] | None = None,
+    service_env: dict[str, dict[str, str]] | None = None,
     then: Callable[[Stack], object] | None = None,
 ) -> Iterator[Stack]:
     """The stack of ``config`` (its folder is the stack's data folder) on ``infra``, ready and
@@ -42,6 +43,7 @@ def running(
         data_dir=config.parent,
         infra=infra,
         extra_env={"EZAT_SUBJECT_PREFIX": prefix, **(env or {})},
+        service_env=service_env or {},
     )
     try:
         stack.start(timeout=START_TIMEOUT)

@@ -115,6 +115,9 @@ async def scripted(
 
 
 class Claims:
+    async def open(self) -> None:
+        pass
+
     async def unpack(self, data: bytes, ref: str | None) -> bytes:
         return data
 

@@ -44,7 +44,7 @@ class Wire:
         self.path = OpenAIPath(
             nc,
             subjects,
-            bus.Claims(nc, subjects),
+            bus.Claims(nc, subjects, "translator"),
             Catalogue(load_config(str(CONFIG))),
             None,  # type: ignore[arg-type]  # no thinking in these requests
             "tr-test",

@@ -57,6 +57,8 @@ class Stack:
     config_path: Path
     data_dir: Path
     extra_env: dict[str, str] = field(default_factory=dict)
+    # Per service, on top of ``extra_env``: e.g. each service's own NATS user in NATS_URL.
+    service_env: dict[str, dict[str, str]] = field(default_factory=dict)
     infra: infra_mod.Infra | None = None
     children: dict[str, Child] = field(default_factory=dict)
     cfg: Config | None = None
@@ -113,7 +115,8 @@ class Stack:
                 Child(f"sim-{sim.name}", [*args, "--name", sim.name], env, self._log(sim.name))
             )
         for svc in SERVICES:
-            child = Child(svc, [sys.executable, "-m", MODULES[svc]], env, self._log(svc))
+            own = {**env, **self.service_env.get(svc, {})}
+            child = Child(svc, [sys.executable, "-m", MODULES[svc]], own, self._log(svc))
             if svc == "edge":
                 self._share_edge_socket(child)
             self._add(child)

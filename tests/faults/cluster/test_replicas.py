@@ -24,13 +24,14 @@ async def test_the_outbox_and_the_claim_bucket_have_three_replicas(
         while (await js.stream_info(cs.subjects.outbox_stream)).config.num_replicas != REPLICAS:
             assert time.monotonic() < deadline, "the outbox stream kept one replica"
             await asyncio.sleep(0.2)
-        # A body above max_payload travels as a claim check: the edge makes the bucket.
+        # A body above max_payload travels as a claim check in the translator's bucket (which it
+        # made at its start).
         big = "word " * 220_000 + "[sim:tokens=3]"
         reply = await cs.target.anthropic().messages.create(
             model="claude-sonnet-5-5", max_tokens=16, messages=[{"role": "user", "content": big}]
         )
         assert reply.stop_reason == "end_turn"
-        info = await js.stream_info(f"OBJ_{cs.subjects.object_bucket}")
+        info = await js.stream_info(f"OBJ_{cs.subjects.payload_bucket('translator')}")
         assert info.config.num_replicas == REPLICAS
     finally:
         await nc.close()

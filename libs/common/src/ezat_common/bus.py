@@ -11,22 +11,28 @@ client of a cluster reconnects to another node when its node dies (docs/reliabil
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import itertools
+import json
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import nats
 import nats.errors
 from nats.aio.client import Client as Client  # re-exported: services annotate with bus.Client
 from nats.aio.msg import Msg
-from nats.js.api import ObjectStoreConfig
-from nats.js.errors import BucketNotFoundError
+from nats.js.api import ObjectInfo, ObjectMetaOptions, ObjectStoreConfig
+from nats.js.client import JetStreamContext
+from nats.js.errors import BucketNotFoundError, ObjectNotFoundError
 from nats.js.object_store import ObjectStore
 
 from . import envelopes, lifecycle, metrics, nats_env
-from .subjects import Subjects
+from .subjects import PAYLOAD_READERS, Subjects
+from .subjects import from_env as subjects_from_env
 
 log = logging.getLogger("ezat.bus")
 
@@ -34,6 +40,9 @@ log = logging.getLogger("ezat.bus")
 # server's max_payload so the envelope around the body still fits.
 INLINE_LIMIT_MARGIN = 64 * 1024
 CLAIM_TTL_SECONDS = 15 * 60
+CHUNK_SIZE = 128 * 1024  # nats-py's object-store chunk
+# The previous release's bucket, asked once: the strict NATS users never answer (refused).
+LEGACY_LOOKUP_TIMEOUT = 1.0
 # First letter of an inbox token that carries acknowledgements (request tokens are digits).
 ACK = "a"
 
@@ -78,16 +87,21 @@ async def _on_service_error(exc: Exception) -> None:
     await _on_error(exc)
 
 
-async def connect(name: str) -> Client:
+async def connect(name: str, service: str | None = None) -> Client:
     """A service's connection: reconnects forever (every 0.5 s, to any server of the list or
     discovered from the cluster) and buffers what is published meanwhile. Its state, losses,
-    reconnects and dropped messages are exported (docs/observability.md)."""
+    reconnects and dropped messages are exported (docs/observability.md).
+
+    nats-py's own inboxes (request replies, JetStream API answers, object-store reads) are under
+    the ``service``'s (default: ``name``) inbox prefix ``_INBOX.<prefix>.<service>``, the only
+    inboxes its NATS user may subscribe to: no service reads another's replies."""
     settings = nats_env.from_env()
     nc = Client()
     disconnected, reconnected, closed = _callbacks(nc)
     await nc.connect(
         **settings.connect_options(),
         name=name,
+        inbox_prefix=subjects_from_env().inbox(service or name),
         max_reconnect_attempts=-1,
         reconnect_time_wait=0.5,  # type: ignore[arg-type]  # annotated int; a float is slept
         error_cb=_on_service_error,
@@ -119,14 +133,32 @@ async def connect_once(name: str, timeout: float = CLI_CONNECT_TIMEOUT) -> Clien
 
 
 class Claims:
-    """Claim checks: large payloads stored in a JetStream Object Store bucket, named by a key."""
+    """Claim checks: payloads too large for a message, stored in a JetStream Object Store bucket
+    and named by a key (docs/architecture.md, "Large payloads").
 
-    def __init__(self, nc: Client, subjects: Subjects, replicas: int | None = None) -> None:
+    One bucket per receiving side (``Subjects.payload_bucket``): ``pack(data, to)`` only puts into
+    the receiver's bucket (a chunk and a meta message, no read of the bucket), ``unpack`` reads and
+    deletes from ``reads``, this process's own. The NATS users grant exactly that, so a service
+    can neither read nor alter what is on its way to another (deploy/k8s/nats.yaml).
+    """
+
+    def __init__(
+        self,
+        nc: Client,
+        subjects: Subjects,
+        reads: str | None,
+        replicas: int | None = None,
+    ) -> None:
         self._nc = nc
-        self._bucket = subjects.object_bucket
+        self._subjects = subjects
+        self._bucket = subjects.payload_bucket(reads) if reads is not None else None
         # JetStream replicas of the bucket (its stream OBJ_<bucket>): EZAT_JETSTREAM_REPLICAS.
         self._replicas = nats_env.replicas() if replicas is None else replicas
         self._store: ObjectStore | None = None
+        # The single bucket of the releases before per-receiver buckets: looked up once, at the
+        # first claim not found in this one (docs/reliability.md, "Upgrading to per-service NATS
+        # inboxes and buckets"); None when it is gone or this user may not read it.
+        self._legacy: ObjectStore | bool | None = False  # False: not looked up yet
         self._lock = asyncio.Lock()
         self._reconcile: asyncio.Task[bool] | None = None
 
@@ -134,7 +166,14 @@ class Claims:
     def inline_limit(self) -> int:
         return max(self._nc.max_payload - INLINE_LIMIT_MARGIN, 1024)
 
+    async def open(self) -> None:
+        """Make this process's bucket (its reader makes it: the senders may not), before the
+        service takes work, so that a sender never finds it missing."""
+        await self._obs()
+
     async def _obs(self) -> ObjectStore:
+        if self._bucket is None:
+            raise RuntimeError("this process reads no claim checks")
         if self._store is None:
             async with self._lock:
                 if self._store is None:
@@ -152,17 +191,37 @@ class Claims:
                         )
         return self._store
 
-    async def put(self, data: bytes) -> str:
+    async def put(self, data: bytes, to: str) -> str:
+        """Store ``data`` for ``to`` (one of ``PAYLOAD_READERS``); returns its claim name."""
         name = uuid.uuid4().hex
-        obs = await self._obs()
-        await obs.put(name, data)
+        await put_only(self._nc.jetstream(), self._subjects.payload_bucket(to), name, data)
         return name
+
+    async def _legacy_store(self) -> ObjectStore | None:
+        if self._legacy is False:
+            js = self._nc.jetstream(timeout=LEGACY_LOOKUP_TIMEOUT)
+            try:
+                self._legacy = await js.object_store(self._subjects.legacy_payload_bucket)
+            except (nats.errors.Error, TimeoutError):  # gone, or refused (the strict NATS users)
+                self._legacy = None
+        assert not isinstance(self._legacy, bool)
+        return self._legacy
+
+    async def _get(self, name: str) -> tuple[ObjectStore, bytes]:
+        obs = await self._obs()
+        try:
+            result = await obs.get(name)
+        except ObjectNotFoundError:
+            # Put by a pod of the previous release (a rolling upgrade) into the shared bucket.
+            legacy = await self._legacy_store()
+            if legacy is None:
+                raise
+            obs, result = legacy, await legacy.get(name)
+        return obs, result.data or b""
 
     async def take(self, name: str) -> bytes:
         """Read a claimed payload and delete it: each claim is read by one consumer."""
-        obs = await self._obs()
-        result = await obs.get(name)
-        data = result.data or b""
+        obs, data = await self._get(name)
         try:
             await obs.delete(name)
         except Exception:  # the TTL removes it anyway
@@ -170,18 +229,58 @@ class Claims:
         return data
 
     async def read(self, name: str) -> bytes:
-        obs = await self._obs()
-        result = await obs.get(name)
-        return result.data or b""
+        return (await self._get(name))[1]
 
-    async def pack(self, data: bytes) -> tuple[bytes, str | None]:
-        """(inline bytes, None) when it fits a message, else (b"", claim name)."""
+    async def pack(self, data: bytes, to: str) -> tuple[bytes, str | None]:
+        """(inline bytes, None) when it fits a message, else (b"", claim name in ``to``'s
+        bucket)."""
         if len(data) <= self.inline_limit:
             return data, None
-        return b"", await self.put(data)
+        return b"", await self.put(data, to)
+
+    async def pack_reply(self, data: bytes, reply_to: str) -> tuple[bytes, str | None]:
+        """``pack`` for the service whose inbox ``reply_to`` is (the router answers edges and
+        translators); the subject is only looked at for a payload that needs a claim."""
+        if len(data) <= self.inline_limit:
+            return data, None
+        to = self._subjects.inbox_service(reply_to)
+        if to not in PAYLOAD_READERS:
+            raise ValueError(f"no claim-check bucket for replies to {reply_to}")
+        return await self.pack(data, to)
 
     async def unpack(self, data: bytes, ref: str | None) -> bytes:
         return await self.take(ref) if ref else data
+
+
+async def put_only(js: JetStreamContext, bucket: str, name: str, data: bytes) -> None:
+    """nats-py's ``ObjectStore.put`` without its reads: chunks on a fresh subject, then the meta
+    message (a roll-up of the name's subject), each acknowledged by the stream. nats-py first
+    looks the name up (STREAM.MSG.GET, which reads any message of the stream by sequence): a
+    sender may not, and its names are new anyway. Chunks of a failed put are not purged (a
+    sender may not purge either): the bucket's TTL removes them."""
+    nuid = uuid.uuid4().hex
+    chunk_subject = f"$O.{bucket}.C.{nuid}"
+    digest = hashlib.sha256()
+    chunks = 0
+    for at in range(0, len(data), CHUNK_SIZE):
+        piece = data[at : at + CHUNK_SIZE]
+        digest.update(piece)
+        await js.publish(chunk_subject, piece)
+        chunks += 1
+    info = ObjectInfo(
+        name=name,
+        bucket=bucket,
+        nuid=nuid,
+        size=len(data),
+        chunks=chunks,
+        mtime=datetime.now(UTC).isoformat(),
+        digest="SHA-256=" + base64.urlsafe_b64encode(digest.digest()).decode(),
+        options=ObjectMetaOptions(max_chunk_size=CHUNK_SIZE),
+    )
+    meta_subject = f"$O.{bucket}.M.{base64.urlsafe_b64encode(name.encode()).decode()}"
+    await js.publish(
+        meta_subject, json.dumps(info.as_dict()).encode(), headers={"Nats-Rollup": "sub"}
+    )
 
 
 class Inbox:

@@ -17,6 +17,12 @@ QUEUE_ROUTER = "router"
 QUEUE_BILLING = "billing"
 QUEUE_FETCHER = "fetcher"
 
+# Claim-check buckets, one per receiving side (docs/architecture.md, "Large payloads"): only the
+# receiver reads and deletes its bucket; the services that send to it may only put.
+PAYLOAD_READERS = ("edge", "translator", "router", "images")
+# The fetcher's downloads: written by the fetcher alone, read by the translator.
+IMAGES = "images"
+
 
 class Subjects(Struct, frozen=True):
     prefix: str
@@ -72,13 +78,30 @@ class Subjects(Struct, frozen=True):
         return f"{self.prefix}.{service}.health.check"
 
     def inbox(self, instance: str) -> str:
-        """Prefix of one process's private reply subjects; a request appends its sequence number."""
+        """Prefix of one process's private reply subjects; a request appends its sequence number.
+
+        ``instance`` is ``<service>.<id>``: the service is a token of its own, so that a NATS user
+        may be granted its service's inboxes (``_INBOX.<prefix>.<service>.>``) and no other's.
+        ``inbox(service)`` is the prefix of a connection's nats-py inboxes (``bus.connect``)."""
         return f"_INBOX.{self.prefix}.{instance}"
 
+    def inbox_service(self, subject: str) -> str | None:
+        """The service whose inbox ``subject`` is (``inbox``), None for another subject."""
+        head = f"_INBOX.{self.prefix}."
+        if not subject.startswith(head):
+            return None
+        return subject[len(head) :].split(".", 1)[0] or None
+
     @property
-    def object_bucket(self) -> str:
-        """JetStream Object Store bucket for payloads above ``max_payload`` (claim checks)."""
+    def legacy_payload_bucket(self) -> str:
+        """The one claim-check bucket of the releases before per-receiver buckets: still read
+        (never written) during a rolling upgrade (docs/reliability.md)."""
         return f"{self.prefix.replace('.', '_')}_payloads"
+
+    def payload_bucket(self, reader: str) -> str:
+        """JetStream Object Store bucket of the payloads above ``max_payload`` (claim checks) that
+        ``reader`` (one of ``PAYLOAD_READERS``) receives; its stream is ``OBJ_<bucket>``."""
+        return f"{self.prefix.replace('.', '_')}_payloads_{reader}"
 
 
 def from_env() -> Subjects:

@@ -107,17 +107,19 @@ async def connect(cfg: Config, subjects: Subjects) -> Edge:
     limiter = RateLimiter.from_env()
     admission = Admission(cfg.edge.max_in_flight)
     m.IN_FLIGHT.set_function(lambda: admission.in_flight)
-    instance = f"edge-{uuid.uuid4().hex[:12]}"
-    nc = await bus.connect(instance)
-    inbox = bus.Inbox(nc, subjects, instance)
+    instance = uuid.uuid4().hex[:12]
+    nc = await bus.connect(f"edge-{instance}", "edge")
+    inbox = bus.Inbox(nc, subjects, f"edge.{instance}")
     await inbox.start()
+    claims = bus.Claims(nc, subjects, "edge")
+    await claims.open()
     deliveries = Deliveries(nc, subjects)
     deliveries.start()
     relay = Relay(
         nc,
         subjects,
         inbox,
-        bus.Claims(nc, subjects),
+        claims,
         first_reply_timeout=first_reply_timeout(cfg),
         ping_interval=cfg.edge.ping_interval,
         deliveries=deliveries,

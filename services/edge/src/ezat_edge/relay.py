@@ -162,7 +162,7 @@ class Relay:
         env.reply_to = subject
         if publish == 1 or env.body_ref is not None:
             # A claim is taken (read and deleted) by its reader: a new one for each publish.
-            env.body, env.body_ref = await self._claim(self.claims.pack(body))
+            env.body, env.body_ref = await self._claim(self.claims.pack(body, "translator"))
         data = envelopes.encode(env)
         headers = tracing.headers(call.traceparent)
         await self.nc.publish(self.subjects.translate, data, reply=subject, headers=headers)

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 from ezat_common import bus, envelopes, lifecycle, logs, readiness, tracing
 from ezat_common.liveness import Heartbeats
-from ezat_common.subjects import QUEUE_FETCHER, Subjects
+from ezat_common.subjects import IMAGES, QUEUE_FETCHER, Subjects
 from ezat_common.undecodable import decoded
 from nats.aio.client import Client
 from nats.aio.msg import Msg
@@ -91,7 +91,7 @@ class FetchService:
         self._nc = nc
         self._subjects = subjects
         self._fetcher = fetcher
-        self._claims = bus.Claims(nc, subjects)
+        self._claims = bus.Claims(nc, subjects, None)
         self._scheduler: Scheduler[_Job] = Scheduler(limits or Limits())
         self._heartbeats = Heartbeats(nc)
         self._jobs: dict[asyncio.Task[None], _Job] = {}
@@ -249,7 +249,7 @@ class FetchService:
         fields = _fields(req)
         try:
             got = await self._fetcher.fetch(req.url, max_bytes=req.max_bytes, kind=req.kind)
-            data, ref = await self._claims.pack(got.data)
+            data, ref = await self._claims.pack(got.data, IMAGES)
         except failures.FetchFailure as failure:
             return self._refused(req, failure, started, fields)
         except Exception:

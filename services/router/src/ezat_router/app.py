@@ -62,10 +62,11 @@ class RouterService:
         self.signers = signers or {}
         self.usage_sink = UsageSink(nc, subjects)
         self.shared = shared
+        self.claims = Claims(nc, subjects, "router")
         self.router = Router(
             cfg,
             nc,
-            Claims(nc, subjects),
+            self.claims,
             self.upstream,
             self.usage_sink,
             self.shared,
@@ -78,6 +79,7 @@ class RouterService:
         self.drain_timeout = cfg.shutdown.drain_timeout
 
     async def start(self) -> None:
+        await self.claims.open()
         await self.upstream.start()
         await self.shared.start()
         self.beats.start()

@@ -238,7 +238,7 @@ class Forwarder:
             data = endpoint.count_answer(data)
             headers = {**state.reply_headers, **UPSTREAM_HEADERS}  # a deployment counted
             reply = ReplyBody(status=resp.status, headers=headers)
-            reply.data, reply.data_ref = await self._claims.pack(data)
+            reply.data, reply.data_ref = await self._claims.pack_reply(data, req.reply_to)
             await self._nc.publish(req.reply_to, _encode(reply))
             state.final_sent = True
             return None
@@ -273,7 +273,7 @@ class Forwarder:
         elif not await sink.record(record, state.traceparent):
             return UNRECORDED_ATTEMPT
         if isinstance(final, ReplyBody):
-            final.data, final.data_ref = await self._claims.pack(final.data)
+            final.data, final.data_ref = await self._claims.pack_reply(final.data, req.reply_to)
         await self._nc.publish(req.reply_to, _encode(final))
         state.final_sent = True
         return None

@@ -57,8 +57,8 @@ class Translator:
         self.ready = ready or readiness.Readiness("translator")
         self.catalogue = catalogue
         self.subjects = subjects
-        self.claims = bus.Claims(nc, self.subjects)
-        instance = f"translator-{uuid.uuid4().hex[:12]}"
+        self.claims = bus.Claims(nc, self.subjects, "translator")
+        instance = f"translator.{uuid.uuid4().hex[:12]}"
         # Publishing a route with this reply prefix makes NATS tell *us* when no router listens;
         # the edge's inbox is the rest of the subject, so we can tell the client.
         self.no_router_prefix = self.subjects.inbox(instance) + ".nr."
@@ -82,6 +82,9 @@ class Translator:
 
     async def start(self) -> None:
         s = self.subjects
+        # Its buckets exist before anyone may send to it (the senders may not make them).
+        await self.claims.open()
+        await self.chat.images.open()
         self._sub = await self.nc.subscribe(s.translate, queue=QUEUE_TRANSLATOR, cb=self.on_request)
         await self.nc.subscribe(self.no_router_prefix + ">", cb=self.on_no_router)
         await self.nc.subscribe(s.cancel, cb=self.on_cancel)
@@ -208,7 +211,7 @@ class Translator:
         body: bytes,
         traceparent: str | None = None,
     ) -> None:
-        inline, ref = await self.claims.pack(body)
+        inline, ref = await self.claims.pack(body, "router")
         route = route_request(
             req,
             model=prepared.model.id,

@@ -55,7 +55,12 @@ class Images:
         self._claims = claims
         self._answers = bus.Inbox(nc, subjects, f"{instance}-images")
 
+    async def open(self) -> None:
+        """Make the bucket the fetcher puts large downloads in (bus.Claims.open)."""
+        await self._claims.open()
+
     async def start(self) -> None:
+        await self.open()
         await self._answers.start()
 
     async def stop(self) -> None:

@@ -45,7 +45,7 @@ from ezat_common.envelopes import (
     ReplyHead,
 )
 from ezat_common.liveness import OWNER_TIMEOUT, Heartbeats
-from ezat_common.subjects import Subjects
+from ezat_common.subjects import IMAGES, Subjects
 from ezat_common.tasks import TaskSet
 from ezat_common.undecodable import decoded
 from nats.aio.msg import Msg
@@ -93,7 +93,8 @@ class OpenAIPath:
         self.responses = responses  # None: the Responses API is not served by this process
         self.prefix = subjects.inbox(instance)
         # The image downloads of both APIs' requests (the Anthropic path uses it too).
-        self.images = Images(nc, subjects, claims, instance)
+        # The fetcher's downloads come in a bucket of their own (docs/architecture.md).
+        self.images = Images(nc, subjects, bus.Claims(nc, subjects, IMAGES), instance)
         self.no_router_prefix = no_router_prefix
         self.seq = itertools.count(1)
         self.states: dict[str, OpenAIState] = {}
@@ -102,6 +103,7 @@ class OpenAIPath:
         self.tasks = TaskSet()
 
     async def start(self) -> None:
+        await self.claims.open()
         await self.nc.subscribe(self.prefix + ".*", cb=self.on_reply)
         await self.images.start()
 
@@ -171,7 +173,7 @@ class OpenAIPath:
         if isinstance(tr, ChatTranslation) and tr.thinking_requested and tr.tool_turns:
             await self.thinking.restore(req.key_id, tr)
         token = str(next(self.seq))
-        inline, ref = await self.claims.pack(_encode_json(tr.body))
+        inline, ref = await self.claims.pack(_encode_json(tr.body), "router")
         route = route_request(
             req,
             model=tr.model.id,
@@ -338,7 +340,7 @@ class OpenAIPath:
     ) -> None:
         if before is not None:
             await before()  # before the body: the next turn may need it
-        inline, ref = await self.claims.pack(data)
+        inline, ref = await self.claims.pack(data, "edge")
         out = ReplyBody(
             status=reply.status, headers=reply.headers, data=inline, data_ref=ref, usage=reply.usage
         )
