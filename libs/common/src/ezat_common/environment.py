@@ -33,6 +33,9 @@ ROUTER_METRICS_LISTEN = "EZAT_ROUTER_METRICS_LISTEN"
 # The bearer token of the edge's operator endpoints (/api/status); unset: they answer 403.
 OPERATOR_TOKEN = "EZAT_OPERATOR_TOKEN"
 SEAL_KEYS = "EZAT_SEAL_KEYS"
+# Key ids of EZAT_SEAL_KEYS removed since (comma-separated): reasoning sealed under one of them
+# is dropped; under any other unknown id it is refused (docs/responses.md, "Reasoning").
+SEAL_KEYS_RETIRED = "EZAT_SEAL_KEYS_RETIRED"
 
 DEFAULT_SUBJECT_PREFIX = "ezat"
 DEFAULT_NATS_URL = "nats://127.0.0.1:4222"

@@ -74,7 +74,7 @@ class Translator:
             instance,
             self.no_router_prefix,
             self.beats,
-            responses or ResponsesRequests(catalogue, Sealer(seal_keys.from_env())),
+            responses or ResponsesRequests(catalogue, _sealer()),
         )
         self.stored = self.chat.responses.store if self.chat.responses else None
         self.tasks = TaskSet()
@@ -267,6 +267,10 @@ class Translator:
         await self.nc.publish(edge_inbox, envelopes.encode(envelopes.NO_ROUTER))
 
 
+def _sealer() -> Sealer:
+    return Sealer(seal_keys.from_env(), seal_keys.retired_from_env())
+
+
 async def main(stop: asyncio.Event) -> None:
     logs.setup("translator")
     tracing.setup("translator")
@@ -278,8 +282,8 @@ async def main(stop: asyncio.Event) -> None:
     # After the connection: a replacement waits there for its predecessor (router/app.py).
     readiness.serve(cfg.translator.metrics_listen, ready)
     catalogue = Catalogue(cfg)
-    stored = StoredResponses()
-    responses = ResponsesRequests(catalogue, Sealer(seal_keys.from_env()), stored)
+    stored = StoredResponses(cfg.translator)
+    responses = ResponsesRequests(catalogue, _sealer(), stored)
     translator = Translator(nc, subjects, catalogue, thinking, ready, responses)
     await translator.start()
     log.info("translator ready")

@@ -12,7 +12,6 @@ from __future__ import annotations
 import time
 from typing import Any, Protocol
 
-import msgspec
 from ezat_common import envelopes
 from ezat_common.errors import GatewayError
 
@@ -24,7 +23,6 @@ from .core.responses_to_anthropic import (
     OpenReasoning,
     ResponsesTranslation,
     decode_responses_request,
-    input_items,
     to_echo,
     translate_request,
 )
@@ -32,22 +30,33 @@ from .core.responses_tools import namespaced
 
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
 
-_encode = msgspec.json.Encoder().encode
-
 
 class Sealer(Protocol):
     def seal(self, tenant: str, blocks: list[dict[str, Any]]) -> str: ...
 
-    def open(self, tenant: str, blob: str, path: str) -> list[dict[str, Any]] | None: ...
+    def open(
+        self, tenant: str, blob: str, path: str, *, unknown_drops: bool = False
+    ) -> list[dict[str, Any]] | None: ...
 
 
 class Store(Protocol):
     async def earlier(self, key_id: str, response_id: str) -> list[dict[str, Any]]:
-        """The items that continue from ``response_id`` (404/503 as GatewayError)."""
+        """The canonical turns that continue from ``response_id`` (404/400/503 as
+        GatewayError)."""
+        ...
+
+    async def check(self, key_id: str, new_bytes: int) -> None:
+        """Refuse (400) a turn past the per-response or per-key stored-bytes limit."""
         ...
 
     async def keep(
-        self, key_id: str, response_id: str, model: str, history: bytes, response: bytes
+        self,
+        key_id: str,
+        response_id: str,
+        previous_id: str | None,
+        model: str,
+        new_turns: bytes,
+        response: bytes,
     ) -> None: ...
 
 
@@ -74,9 +83,11 @@ class ResponsesRequests:
             cache_header=req.cache,
             open_reasoning=self._opener(req.key_id),
             earlier=earlier,
+            open_stored=self._opener(req.key_id, stored=True),
         )
         meta = ResponseMeta(
             request_id=req.request_id,
+            uid=req.uid,
             response_model=tr.response_model,
             created_at=int(time.time()),
             echo=to_echo(parsed),
@@ -90,8 +101,8 @@ class ResponsesRequests:
         stream = ResponsesStream(meta, seal) if tr.stream else None
         keep = None
         if tr.store and self.store is not None:
-            history = (earlier or []) + input_items(parsed.input)
-            keep = self._keeper(req.key_id, meta.response_id, tr.response_model, history)
+            await self.store.check(req.key_id, len(tr.new_turns))
+            keep = self._keeper(req.key_id, meta.response_id, parsed.previous_response_id, tr)
         return tr, ResponsesConversion(meta, seal, stream, keep)
 
     async def _earlier(self, key_id: str, response_id: str) -> list[dict[str, Any]]:
@@ -104,7 +115,7 @@ class ResponsesRequests:
             )
         return await self.store.earlier(key_id, response_id)
 
-    def _opener(self, tenant: str) -> OpenReasoning | None:
+    def _opener(self, tenant: str, *, stored: bool = False) -> OpenReasoning | None:
         sealer = self.sealer
         if sealer is None:
             return None
@@ -113,7 +124,11 @@ class ResponsesRequests:
             # None: sealed under a key retired since; the thinking is dropped, the turn runs.
             return sealer.open(tenant, blob, f"{path}.encrypted_content") or []
 
-        return open_reasoning
+        def open_stored(blob: str, path: str) -> list[dict[str, Any]]:
+            # The gateway stored it: under a key since removed it is dropped, never a 400.
+            return sealer.open(tenant, blob, path, unknown_drops=True) or []
+
+        return open_stored if stored else open_reasoning
 
     def _sealer(self, tenant: str) -> Seal | None:
         sealer = self.sealer
@@ -122,9 +137,9 @@ class ResponsesRequests:
         return lambda blocks: sealer.seal(tenant, blocks)
 
     def _keeper(
-        self, key_id: str, response_id: str, model: str, history: list[dict[str, Any]]
+        self, key_id: str, response_id: str, previous_id: str | None, tr: ResponsesTranslation
     ) -> StoreResponse:
         store = self.store
         assert store is not None
-        encoded = _encode(history)
-        return lambda response: store.keep(key_id, response_id, model, encoded, response)
+        model, turns = tr.response_model, tr.new_turns
+        return lambda response: store.keep(key_id, response_id, previous_id, model, turns, response)
