@@ -187,3 +187,40 @@ async def test_an_unknown_seal_key_is_refused_and_a_retired_one_dropped(gateway:
     )
     assert resp.status == "completed"
     assert _thinking_sent((await gateway.sent_for(resp))["body"]) == []
+
+
+async def test_a_stored_conversation_counts_in_the_keys_tpm_and_is_billed(
+    gateway: Gateway, new_key: Any
+) -> None:
+    """The edge counts the body; the conversation previous_response_id adds is counted by the
+    translator in the same window: a long answer, continued with a short body, is refused."""
+    tpm = 1000
+    secret = await new_key("tpm-chain", tpm=tpm)
+    client = openai.AsyncOpenAI(base_url=gateway.url + "/openai/v1", api_key=secret, max_retries=0)
+    # A short request (about 20 tokens of body) whose answer is about 3,000 tokens.
+    long = await client.responses.create(
+        model=MODEL, input="Talk. [sim:tokens=3000]", max_output_tokens=4000
+    )
+    assert long.usage is not None and long.usage.output_tokens >= 3000
+    with pytest.raises(openai.RateLimitError) as err:
+        await client.responses.create(
+            model=MODEL, input="Go on.", previous_response_id=long.id, max_output_tokens=16
+        )
+    headers = err.value.response.headers
+    assert int(headers["retry-after"]) >= 1
+    assert headers["x-ratelimit-limit-tokens"] == str(tpm)
+    body: Any = err.value.body
+    assert "previous_response_id" in body["message"] and f"{tpm} input tokens" in body["message"]
+    # Without a tpm the same continuation runs, and its conversation is billed as input.
+    free = gateway.openai()
+    first = await free.responses.create(
+        model=MODEL, input="Talk. [sim:tokens=600]", max_output_tokens=1000
+    )
+    then = await free.responses.create(
+        model=MODEL, input="Go on.", previous_response_id=first.id, max_output_tokens=16
+    )
+    assert first.usage is not None and then.usage is not None
+    assert then.usage.input_tokens > first.usage.output_tokens
+    assert then._request_id is not None
+    row = await gateway.usage_row(then._request_id)
+    assert row is not None and row["input_tokens"] == then.usage.input_tokens

@@ -158,6 +158,7 @@ class Api:
             session=utf8_header(request, "x-ezat-session"),
             cache=ascii_header(request, "x-ezat-cache"),
             beta=ascii_header(request, "anthropic-beta"),
+            tpm=key.tpm,
         )
         call = Call(request, rid, fmt, env, limit_headers, started, parent)
         if api == "count_tokens":  # no model runs: not in the latency series

@@ -14,7 +14,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from ezat_common import bus, envelopes, lifecycle, logs, readiness, seal_keys, tracing
+from ezat_common import bus, envelopes, lifecycle, logs, readiness, redis_keys, seal_keys, tracing
 from ezat_common.bodies import TOO_DEEP
 from ezat_common.catalogue import Catalogue
 from ezat_common.config import load_config
@@ -29,6 +29,7 @@ from nats.aio.msg import Msg
 
 from . import metrics as m
 from . import spans
+from .conversation_tokens import ConversationTokens
 from .core.messages import Prepared, encode_body, prepare_count, prepare_create
 from .core.sealing import Sealer
 from .openai_path import NO_ROUTER_TAG, OpenAIPath
@@ -283,7 +284,8 @@ async def main(stop: asyncio.Event) -> None:
     readiness.serve(cfg.translator.metrics_listen, ready)
     catalogue = Catalogue(cfg)
     stored = StoredResponses(cfg.translator)
-    responses = ResponsesRequests(catalogue, _sealer(), stored)
+    tokens = ConversationTokens(thinking.redis, redis_keys.from_env())
+    responses = ResponsesRequests(catalogue, _sealer(), stored, tokens)
     translator = Translator(nc, subjects, catalogue, thinking, ready, responses)
     await translator.start()
     log.info("translator ready")

@@ -16,6 +16,7 @@ from ezat_common import envelopes
 from ezat_common.errors import GatewayError
 
 from . import metrics as m
+from .conversation_tokens import ConversationTokens
 from .conversions import ResponsesConversion, StoreResponse
 from .core.anthropic_to_responses import ResponseMeta, Seal
 from .core.responses_stream import ResponsesStream
@@ -27,6 +28,7 @@ from .core.responses_to_anthropic import (
     translate_request,
 )
 from .core.responses_tools import namespaced
+from .stored_responses import Earlier
 
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
 
@@ -40,9 +42,9 @@ class Sealer(Protocol):
 
 
 class Store(Protocol):
-    async def earlier(self, key_id: str, response_id: str) -> list[dict[str, Any]]:
-        """The canonical turns that continue from ``response_id`` (404/400/503 as
-        GatewayError)."""
+    async def earlier(self, key_id: str, response_id: str) -> Earlier:
+        """The canonical turns that continue from ``response_id`` and their size (404/400/503
+        as GatewayError)."""
         ...
 
     async def check(self, key_id: str, new_bytes: int) -> None:
@@ -62,11 +64,16 @@ class Store(Protocol):
 
 class ResponsesRequests:
     def __init__(
-        self, catalogue: Any, sealer: Sealer | None = None, store: Store | None = None
+        self,
+        catalogue: Any,
+        sealer: Sealer | None = None,
+        store: Store | None = None,
+        tokens: ConversationTokens | None = None,
     ) -> None:
         self.catalogue = catalogue
         self.sealer = sealer
         self.store = store  # None: store is accepted and nothing is kept (docs/responses.md)
+        self.tokens = tokens  # None: a stored conversation is not counted in the key's tpm
 
     async def translate(
         self, req: envelopes.ClientRequest, body: bytes
@@ -74,7 +81,11 @@ class ResponsesRequests:
         parsed = m.REQUEST.run(decode_responses_request, body)
         earlier = None
         if parsed.previous_response_id is not None:
-            earlier = await self._earlier(req.key_id, parsed.previous_response_id)
+            found = await self._earlier(req.key_id, parsed.previous_response_id)
+            if self.tokens is not None:
+                # Sent upstream with the body, so counted like it (the edge saw the body only).
+                await self.tokens.charge(req.key_id, req.tpm, found.size, len(body))
+            earlier = found.turns
         tr = m.REQUEST.run(
             translate_request,
             parsed,
@@ -105,7 +116,7 @@ class ResponsesRequests:
             keep = self._keeper(req.key_id, meta.response_id, parsed.previous_response_id, tr)
         return tr, ResponsesConversion(meta, seal, stream, keep)
 
-    async def _earlier(self, key_id: str, response_id: str) -> list[dict[str, Any]]:
+    async def _earlier(self, key_id: str, response_id: str) -> Earlier:
         if self.store is None:
             raise GatewayError(
                 400,

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import asyncpg
 import msgspec
@@ -73,6 +73,11 @@ def _too_long(what: str) -> GatewayError:
     )
 
 
+class Earlier(NamedTuple):
+    turns: list[dict[str, Any]]  # canonical (core/stored_turns.py), oldest first
+    size: int  # their bytes as stored: what the TPM estimate counts
+
+
 class StoredResponses:
     def __init__(self, limits: TranslatorConfig | None = None) -> None:
         self.limits = limits or TranslatorConfig()
@@ -84,7 +89,7 @@ class StoredResponses:
             self._pool = await db.pool(min_size=0, max_size=4)
         return self._pool
 
-    async def earlier(self, key_id: str, response_id: str) -> list[dict[str, Any]]:
+    async def earlier(self, key_id: str, response_id: str) -> Earlier:
         """The canonical turns of the conversation ending at ``response_id``, oldest first."""
         if not response_store.well_formed(response_id):
             m.STORED.labels("read", "missing").inc()
@@ -132,7 +137,7 @@ class StoredResponses:
         turns: list[dict[str, Any]] = []
         for link in reversed(links):
             turns.extend(_decode_turns(link.turns or b"[]"))
-        return turns
+        return Earlier(turns, last.total)
 
     async def check(self, key_id: str, new_bytes: int) -> None:
         """Refuse a ``store: true`` turn whose own content, or whose key's stored bytes, pass
