@@ -24,6 +24,8 @@ from support.config import SONNET, base_url, deployment, listen, model, write_co
 from support.stack import create_key, free_ports, key, running
 
 STORED_RESPONSE_MAX_BYTES = 4 * 1024 * 1024
+STORED_CHAIN_MAX_TURNS = 8
+STORED_CHAIN_MAX_BYTES = 6 * 1024 * 1024
 PORTS = ("edge", "sim_a", "sim_b", "router_metrics", "dead")  # the ports of the config
 
 
@@ -45,8 +47,12 @@ def e2e_config(path: Path, ports: dict[str, int]) -> Path:
             "between_events_timeout": 6.0,
             "metrics_listen": listen(ports["router_metrics"]),
         },
-        # Small enough that test_responses_store_bounds.py passes it with 5 MB of real input.
-        translator={"stored_response_max_bytes": STORED_RESPONSE_MAX_BYTES},
+        # Small enough that test_responses_store_bounds.py passes each with real input.
+        translator={
+            "stored_response_max_bytes": STORED_RESPONSE_MAX_BYTES,
+            "stored_chain_max_turns": STORED_CHAIN_MAX_TURNS,
+            "stored_chain_max_bytes": STORED_CHAIN_MAX_BYTES,
+        },
         # The test image server runs on loopback; production never lists private networks here.
         fetcher={"allow_networks": ["127.0.0.0/8"]},
         models=[

@@ -17,7 +17,13 @@ from ezat_common import db
 from ezat_common.seal_keys import new_key_entry, parse_keys
 from ezat_translator.core.sealing import Sealer
 
-from .conftest import RETIRED_SEAL_KEY, STORED_RESPONSE_MAX_BYTES, Gateway
+from .conftest import (
+    RETIRED_SEAL_KEY,
+    STORED_CHAIN_MAX_BYTES,
+    STORED_CHAIN_MAX_TURNS,
+    STORED_RESPONSE_MAX_BYTES,
+    Gateway,
+)
 from .test_responses import MODEL, _thinking_sent
 
 JUNK = 1024 * 1024  # three of these per turn: 3 MB the model never sees
@@ -224,3 +230,53 @@ async def test_a_stored_conversation_counts_in_the_keys_tpm_and_is_billed(
     assert then._request_id is not None
     row = await gateway.usage_row(then._request_id)
     assert row is not None and row["input_tokens"] == then.usage.input_tokens
+
+
+async def test_a_conversation_past_its_turns_or_bytes_is_refused(gateway: Gateway) -> None:
+    client = gateway.openai()
+    previous: str | None = None
+    for turn in range(STORED_CHAIN_MAX_TURNS):
+        resp = await client.responses.create(
+            model=MODEL, input=f"Turn {turn}.", previous_response_id=previous, max_output_tokens=8
+        )
+        previous = resp.id
+    with pytest.raises(openai.BadRequestError) as err:
+        await client.responses.create(
+            model=MODEL, input="One more.", previous_response_id=previous, max_output_tokens=8
+        )
+    body: Any = err.value.body
+    assert body["param"] == "previous_response_id" and body["code"] == "previous_response_too_long"
+    assert "translator.stored_chain_max_turns" in body["message"]
+    # Bytes: two turns under the per-response limit whose sum passes the conversation's.
+    part = "p" * (STORED_CHAIN_MAX_BYTES // 2 + 64 * 1024)
+    assert len(part) < STORED_RESPONSE_MAX_BYTES
+    first = await client.responses.create(model=MODEL, input=part, max_output_tokens=8)
+    second = await client.responses.create(
+        model=MODEL, input=part, previous_response_id=first.id, max_output_tokens=8
+    )
+    with pytest.raises(openai.BadRequestError) as err:
+        await client.responses.create(
+            model=MODEL, input="Go on.", previous_response_id=second.id, max_output_tokens=8
+        )
+    body = err.value.body
+    assert body["code"] == "previous_response_too_long"
+    assert "translator.stored_chain_max_bytes" in body["message"]
+
+
+async def test_a_deleted_response_inside_a_conversation_still_carries_it(
+    gateway: Gateway,
+) -> None:
+    """Deleting a response hides it (404), but a later response continuing it keeps its
+    conversation, as when each response held a copy of it."""
+    client = gateway.openai()
+    first = await client.responses.create(model=MODEL, input="Remember 4711.", max_output_tokens=8)
+    second = await client.responses.create(
+        model=MODEL, input="And 42.", previous_response_id=first.id, max_output_tokens=8
+    )
+    await client.responses.delete(first.id)
+    with pytest.raises(openai.NotFoundError):
+        await client.responses.retrieve(first.id)
+    third = await client.responses.create(
+        model=MODEL, input="Both?", previous_response_id=second.id, max_output_tokens=8
+    )
+    assert "Remember 4711." in str((await gateway.sent_for(third))["body"]["messages"])
