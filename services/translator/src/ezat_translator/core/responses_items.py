@@ -94,7 +94,10 @@ class _Builder(TurnBuilder):
                 if role == "system":
                     self.add_system_text(block.get("text", ""), block.get("cache_control"))
                 elif kind == "tool_result":
-                    self.turn("user").results.append(block)
+                    inner = block.get("content")
+                    if isinstance(inner, list):
+                        block = {**block, "content": [self.seeded(b) for b in inner]}
+                    self.turn("user").results.append(self.seeded(block))
                 elif kind == SEALED:
                     if open_stored is not None:
                         blocks = open_stored(block["data"], "previous_response_id")
@@ -103,16 +106,33 @@ class _Builder(TurnBuilder):
                 elif role in ("user", "assistant"):
                     if kind == "tool_use":
                         self.call_ids.add(block["id"])
-                    source = block.get("source") or {}
-                    if kind == "image" and source.get("type") == "url":
-                        if len(self.url_images) >= MAX_IMAGE_URLS:
-                            raise invalid("previous_response_id", TOO_MANY_URLS)
-                        self.url_images[id(block)] = ("previous_response_id", source["url"])
-                    self.add_blocks(role, [block])
+                    self.add_blocks(role, [self.seeded(block)])
         last = self.turns[-1] if self.turns else None
         if last is not None:
             self.mark = (len(self.turns), len(last.results), len(last.blocks))
         self.system_mark = len(self.system)
+
+    def seeded(self, block: dict[str, Any]) -> dict[str, Any]:
+        """A stored block as this request's model takes it: its client ``cache_control`` kept
+        as the input's would be (dropped for a model without caching, and no automatic
+        breakpoints beside it); an image or document refused for a model without them; an
+        image URL fetched again, like the input's."""
+        kind = block.get("type")
+        where = "previous_response_id"
+        if kind == "image" and not self.model.vision:
+            raise invalid(where, f"`{self.model.id}` does not accept images")
+        if kind == "document" and not self.model.pdf:
+            raise invalid(where, f"`{self.model.id}` does not accept PDFs")
+        marker = block.get("cache_control")
+        if marker is not None:
+            block = {k: v for k, v in block.items() if k != "cache_control"}
+            block = self.cached(block, marker)
+        source = block.get("source") or {}
+        if kind == "image" and source.get("type") == "url":
+            if len(self.url_images) >= MAX_IMAGE_URLS:
+                raise invalid(where, TOO_MANY_URLS)
+            self.url_images[id(block)] = (where, source["url"])
+        return block
 
     def keep_sealed(self, blob: str, blocks: list[dict[str, Any]]) -> None:
         if blocks:
