@@ -191,7 +191,9 @@ class StoredResponses:
         answer = assistant_turn(_decode_response(response).get("output") or [])
         turns = new_turns
         if answer is not None:
-            turns = _encode([*_decode_turns(new_turns), answer])
+            # Appended to the encoded list (msgspec's compact "[...]"), not decoded again.
+            head = new_turns[:-1] + (b"," if len(new_turns) > 2 else b"")
+            turns = head + _encode(answer) + b"]"
         try:
             await response_store.put(
                 await self.pool(),
