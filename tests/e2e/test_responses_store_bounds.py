@@ -133,6 +133,7 @@ async def test_a_reused_request_id_gives_two_responses(gateway: Gateway) -> None
         model=MODEL, input="Say two.", extra_headers={"x-request-id": rid}
     )
     assert one.id != two.id
+    assert one.output[0].id != two.output[0].id  # item ids are the request's uid's too
     assert one._request_id == two._request_id == rid
     assert (await client.responses.retrieve(one.id)).model_dump() == one.model_dump()
     assert (await client.responses.retrieve(two.id)).model_dump() == two.model_dump()

@@ -67,7 +67,8 @@ class ResponseMeta(Struct, frozen=True, kw_only=True):
     response_model: str
     created_at: int
     # The request's uid (unique per request; the client may reuse its request id): the
-    # response's id, under which it is stored. Empty: the request id stands in (tests).
+    # response's id, under which it is stored, and its items'. Empty: the request id stands
+    # in (tests).
     uid: str = ""
     echo: ResponseEcho = field(default_factory=ResponseEcho)
     # Flat tool name -> (namespace, name), for the tools of ``namespace`` tools (responses_tools).
@@ -96,7 +97,7 @@ class ResponseMeta(Struct, frozen=True, kw_only=True):
 
     def item_id(self, prefix: str, output_index: int) -> str:
         """The id of a message (``msg``) or reasoning (``rs``) item: stable per request."""
-        return f"{prefix}_{self.request_id}_{output_index}"
+        return f"{prefix}_{self.uid or self.request_id}_{output_index}"
 
 
 # ---- output items ---------------------------------------------------------------------------
