@@ -4,6 +4,7 @@ has an id of its own; a malformed id is a 404 without a lookup; a forged seal ke
 
 from __future__ import annotations
 
+import json
 import secrets
 import uuid
 from typing import Any
@@ -281,3 +282,34 @@ async def test_a_deleted_response_inside_a_conversation_still_carries_it(
         model=MODEL, input="Both?", previous_response_id=second.id, max_output_tokens=8
     )
     assert "Remember 4711." in str((await gateway.sent_for(third))["body"]["messages"])
+
+
+async def test_a_response_stored_before_turns_is_served_but_not_continued(
+    gateway: Gateway,
+) -> None:
+    """A row of migration 0005 (whole history, no turns): GET returns it; a continuation is a
+    404 that says to send the items (its history is not read as turns)."""
+    conn = await asyncpg.connect(gateway.database_url)
+    old = f"resp_old-{uuid.uuid4().hex}"
+    response = {"id": old, "object": "response", "status": "completed", "output": []}
+    try:
+        key_id = await _key_id(conn, gateway.key)
+        await conn.execute(
+            "INSERT INTO stored_responses (key_id, id, model, expires_at, history, response)"
+            " VALUES ($1, $2, $3, now() + interval '1 day', $4, $5)",
+            key_id,
+            old,
+            MODEL,
+            b'[{"type": "message", "role": "user", "content": "hi"}]',
+            json.dumps(response).encode(),
+        )
+    finally:
+        await conn.close()
+    client = gateway.openai()
+    got = await client.responses.with_raw_response.retrieve(old)
+    assert json.loads(got.text) == response
+    with pytest.raises(openai.NotFoundError) as err:
+        await client.responses.create(model=MODEL, input="again", previous_response_id=old)
+    body: Any = err.value.body
+    assert body["code"] == "previous_response_not_found"
+    assert "send the conversation's items in input" in body["message"]
