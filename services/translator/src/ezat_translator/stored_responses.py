@@ -83,6 +83,7 @@ class StoredResponses:
         self.limits = limits or TranslatorConfig()
         self._pool: asyncpg.Pool | None = None
         self._usage: dict[str, tuple[int, float]] = {}
+        self._unreadable_until = 0.0
 
     async def pool(self) -> asyncpg.Pool:
         if self._pool is None:
@@ -168,9 +169,12 @@ class StoredResponses:
         cached = self._usage.get(key_id)
         if cached is not None and now - cached[1] < USAGE_FRESH:
             return cached[0]
+        if now < self._unreadable_until:
+            return None  # PostgreSQL just failed: no request waits on it again for a while
         try:
             used = await response_store.stored_bytes(await self.pool(), key_id, timeout=TIMEOUT)
         except UNAVAILABLE as exc:
+            self._unreadable_until = time.monotonic() + USAGE_FRESH
             log.warning("stored bytes unreadable: %s", type(exc).__name__)
             return None
         if len(self._usage) >= _USAGE_KEYS:
