@@ -23,6 +23,9 @@ from support import sims
 from support.config import SONNET, base_url, deployment, listen, model, write_config
 from support.stack import create_key, free_ports, key, running
 
+STORED_RESPONSE_MAX_BYTES = 4 * 1024 * 1024
+STORED_CHAIN_MAX_TURNS = 8
+STORED_CHAIN_MAX_BYTES = 6 * 1024 * 1024
 PORTS = ("edge", "sim_a", "sim_b", "router_metrics", "dead")  # the ports of the config
 
 
@@ -43,6 +46,12 @@ def e2e_config(path: Path, ports: dict[str, int]) -> Path:
             "stream_first_byte_timeout": 3.0,
             "between_events_timeout": 6.0,
             "metrics_listen": listen(ports["router_metrics"]),
+        },
+        # Small enough that test_responses_store_bounds.py passes each with real input.
+        translator={
+            "stored_response_max_bytes": STORED_RESPONSE_MAX_BYTES,
+            "stored_chain_max_turns": STORED_CHAIN_MAX_TURNS,
+            "stored_chain_max_bytes": STORED_CHAIN_MAX_BYTES,
         },
         # The test image server runs on loopback; production never lists private networks here.
         fetcher={"allow_networks": ["127.0.0.0/8"]},
@@ -87,6 +96,8 @@ def e2e_config(path: Path, ports: dict[str, int]) -> Path:
 
 
 PREFIX = "e2e"  # this stack's NATS subjects and streams; other suites share the NATS server
+# A sealing key id the translators treat as retired (test_responses_sealing.py).
+RETIRED_SEAL_KEY = "retired-e2e"
 
 
 class Gateway:
@@ -118,6 +129,13 @@ class Gateway:
                 if entry["headers"].get("x-request-id") == request_id:
                     return entry
         raise AssertionError(f"no deployment received {request_id}")
+
+    async def sent_for(self, response: Any) -> dict[str, Any]:
+        """What the deployment received for an SDK response object: found by the request id the
+        SDK read from the answer's header (a response's own id is made of the request's uid)."""
+        request_id = response._request_id
+        assert request_id, "no x-request-id header on the answer"
+        return await self.sent_upstream(request_id)
 
     async def usage_row(self, request_id: str, wait: float = 5.0) -> asyncpg.Record | None:
         """The request's usage row, waiting up to ``wait`` s for it.
@@ -173,7 +191,8 @@ def gateway(infra: Infra, database_url: str, data_dir: Path) -> Iterator[Gateway
     used = free_ports(*PORTS)
     config = e2e_config(data_dir / "stack" / "ezat-test.toml", used)
     stack_infra = Infra(infra.nats_url, database_url, infra.redis_url)
-    with running(config, stack_infra, PREFIX) as stack:
+    env = {"EZAT_SEAL_KEYS_RETIRED": RETIRED_SEAL_KEY}
+    with running(config, stack_infra, PREFIX, env=env) as stack:
         yield Gateway(stack, used, key(database_url, "e2e"), database_url)
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import base64
 import json
+import re
+import uuid
 from typing import Any
 
 import openai
@@ -36,8 +38,10 @@ async def test_create_returns_a_response_the_sdk_reads(gateway: Gateway) -> None
         model=MODEL, input="Say hello.", max_output_tokens=64, store=False
     )
     resp = raw.parse()
+    # The id is the request's uid, unique per request (a client may reuse its request id).
+    assert re.fullmatch(r"resp_[0-9a-f]{32}", resp.id)
     rid = raw.headers["request-id"]
-    assert resp.id == f"resp_{rid}"
+    assert resp._request_id == rid
     assert resp.object == "response"
     assert resp.status == "completed"
     assert resp.model == MODEL
@@ -66,14 +70,17 @@ async def test_stream_helper_accumulates_and_the_end_follows_the_record(
     client = gateway.openai()
     kinds: list[str] = []
     seqs: list[int] = []
+    rid = f"stream-{uuid.uuid4().hex}"
     async with client.responses.stream(
-        model=MODEL, input="Say hello. [sim:tokens=8]", store=False
+        model=MODEL,
+        input="Say hello. [sim:tokens=8]",
+        store=False,
+        extra_headers={"x-request-id": rid},
     ) as stream:
         async for event in stream:
             kinds.append(event.type)
             seqs.append(event.sequence_number)
             if event.type == "response.completed":
-                rid = event.response.id.removeprefix("resp_")
                 # response.completed leaves only once the usage row is durable.
                 assert await gateway.record_is_durable(rid)
         final = await stream.get_final_response()
@@ -105,7 +112,7 @@ async def test_parse_with_a_pydantic_model(gateway: Gateway) -> None:
         model=MODEL, input="The weather in Oslo?", text_format=Weather, store=False
     )
     assert isinstance(resp.output_parsed, Weather)
-    sent = (await gateway.sent_upstream(resp.id.removeprefix("resp_")))["body"]
+    sent = (await gateway.sent_for(resp))["body"]
     assert sent["output_config"]["format"]["type"] == "json_schema"
 
 
@@ -120,7 +127,7 @@ async def test_a_function_tool_loop_without_state(gateway: Gateway) -> None:
     items.append({"type": "function_call_output", "call_id": call.call_id, "output": "12 C"})
     resp = await client.responses.create(model=MODEL, input=items, tools=[WEATHER], store=False)
     assert resp.status == "completed" and resp.output_text
-    sent = (await gateway.sent_upstream(resp.id.removeprefix("resp_")))["body"]
+    sent = (await gateway.sent_for(resp))["body"]
     tool_result = sent["messages"][-1]["content"][0]
     assert tool_result == {
         "type": "tool_result",
@@ -147,8 +154,12 @@ async def test_a_failure_mid_stream_is_response_failed_and_nothing_is_billed(
 ) -> None:
     client = gateway.openai()
     events: list[Any] = []
+    rid = f"failed-{uuid.uuid4().hex}"
     async with client.responses.stream(
-        model=MODEL, input="Talk. [sim:tokens=10 fail_after=3]", store=False
+        model=MODEL,
+        input="Talk. [sim:tokens=10 fail_after=3]",
+        store=False,
+        extra_headers={"x-request-id": rid},
     ) as stream:
         async for event in stream:
             events.append(event)
@@ -159,7 +170,6 @@ async def test_a_failure_mid_stream_is_response_failed_and_nothing_is_billed(
     assert [e.sequence_number for e in events] == list(range(len(events)))
     assert failed.response.status == "failed"
     assert failed.response.error is not None and failed.response.error.message
-    rid = failed.response.id.removeprefix("resp_")
     assert events[0].response.id == failed.response.id
     row = await gateway.usage_row(rid)
     assert row is None or row["cost_micros"] == 0  # as on the chat API: not charged
@@ -254,7 +264,7 @@ async def test_a_four_turn_tool_loop_keeps_its_thinking_in_sealed_reasoning(
         assert resp.status == "completed"
         reasoning = [o for o in resp.output if o.type == "reasoning"]
         assert reasoning and all(r.encrypted_content for r in reasoning)
-        sent = (await gateway.sent_upstream(resp.id.removeprefix("resp_")))["body"]
+        sent = (await gateway.sent_for(resp))["body"]
         thinking = [r["thinking"] for r in _thinking_sent(sent)]
         assert len(thinking) == turn  # every earlier turn's thinking went back upstream
         assert not any(t in (r.encrypted_content or "") for r in reasoning for t in thinking)
@@ -338,7 +348,7 @@ async def test_images_by_data_url_and_http_url_and_a_pdf(gateway: Gateway) -> No
                 }
             ],
         )
-        blocks = (await gateway.sent_upstream(resp.id.removeprefix("resp_")))["body"]["messages"]
+        blocks = (await gateway.sent_for(resp))["body"]["messages"]
         sent = [b for b in blocks[0]["content"] if b["type"] in ("image", "document")]
         assert [b["type"] for b in sent] == ["image", "image", "document"]
         for block in sent[:2]:

@@ -37,7 +37,7 @@ async def test_previous_response_id_carries_a_tool_loop_and_its_thinking(
             reasoning={"effort": "low"},
         )
         assert resp.status == "completed" and resp.previous_response_id is not None
-        sent = (await gateway.sent_upstream(resp.id.removeprefix("resp_")))["body"]
+        sent = (await gateway.sent_for(resp))["body"]
         assert "Weather?" in json.dumps(sent["messages"][0]["content"])
         assert len(_thinking_sent(sent)) == turn
     assert resp.output_text and not [o for o in resp.output if o.type == "function_call"]

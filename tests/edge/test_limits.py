@@ -11,7 +11,7 @@ import msgspec
 import pytest
 import pytest_asyncio
 from ezat_cli.infra import free_port
-from ezat_common import errors, kv
+from ezat_common import errors, kv, token_window
 from ezat_common.db import ApiKey
 from ezat_common.errors import GatewayError
 from ezat_common.redis_keys import RedisKeys
@@ -37,7 +37,7 @@ class Clock:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     fake = Clock(NOW)
-    monkeypatch.setattr(limits, "time", fake)
+    monkeypatch.setattr(token_window, "time", fake)  # the window rule's clock
     return fake
 
 

@@ -83,7 +83,12 @@ def test_rotation_seals_with_the_newest_and_opens_with_every_listed_key() -> Non
     assert rotated.open("key_a", old_blob, PATH) == BLOCKS
     assert Sealer([NEW]).open("key_a", rotated.seal("key_a", BLOCKS), PATH) == BLOCKS
     # The old key retired: its blobs are dropped (None), not refused.
-    assert Sealer([NEW]).open("key_a", old_blob, PATH) is None
+    assert Sealer([NEW], frozenset({"k-old"})).open("key_a", old_blob, PATH) is None
+    # Removed without being listed as retired: refused like any blob that is not ours, so a
+    # forged blob cannot pass for a retired one; what the gateway stored itself is dropped.
+    err = refused(Sealer([NEW]), "key_a", old_blob)
+    assert err.param == PATH and err.message == f"{PATH}: {FOREIGN}"
+    assert Sealer([NEW]).open("key_a", old_blob, PATH, unknown_drops=True) is None
 
 
 def test_each_seal_uses_a_fresh_nonce() -> None:

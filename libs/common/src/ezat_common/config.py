@@ -212,6 +212,13 @@ class RouterConfig(Struct, forbid_unknown_fields=True, kw_only=True):
 
 class TranslatorConfig(Struct, forbid_unknown_fields=True, kw_only=True):
     metrics_listen: str | None = None
+    # Stored Responses (docs/responses.md, "Stored responses"): the most one response keeps of
+    # its own turn, the most one API key keeps in all, and the longest conversation a
+    # previous_response_id may continue (responses, and bytes of their turns).
+    stored_response_max_bytes: int = 16 * 1024 * 1024
+    stored_bytes_per_key: int = 1024 * 1024 * 1024
+    stored_chain_max_turns: int = 1000
+    stored_chain_max_bytes: int = 32 * 1024 * 1024
 
 
 class BillingConfig(Struct, forbid_unknown_fields=True, kw_only=True):
@@ -296,6 +303,14 @@ _EDGE_POSITIVE = (
 )
 
 
+_TRANSLATOR_POSITIVE = (
+    "stored_response_max_bytes",
+    "stored_bytes_per_key",
+    "stored_chain_max_turns",
+    "stored_chain_max_bytes",
+)
+
+
 def _check(cfg: Config, file: str) -> None:
     for name in _EDGE_POSITIVE:
         if getattr(cfg.edge, name) <= 0:
@@ -303,6 +318,9 @@ def _check(cfg: Config, file: str) -> None:
     for name in ("dropped_log_capacity", "dropped_log_interval"):
         if getattr(cfg.router, name) <= 0:
             raise ConfigError(f"{file}: router.{name}: must be positive")
+    for name in _TRANSLATOR_POSITIVE:
+        if getattr(cfg.translator, name) <= 0:
+            raise ConfigError(f"{file}: translator.{name}: must be positive")
     if cfg.edge.stream_buffer_bytes < MIN_STREAM_BUFFER:
         raise ConfigError(f"{file}: edge.stream_buffer_bytes: must be at least {MIN_STREAM_BUFFER}")
     names: dict[str, str] = {}

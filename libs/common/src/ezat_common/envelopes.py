@@ -62,6 +62,9 @@ class ClientRequest(Struct, _Identified, kw_only=True, tag_field="t", tag="clien
     session: str | None = None
     cache: str | None = None
     beta: str | None = None
+    # The key's input tokens per minute (None: no limit): the translator counts what it adds
+    # to the body (a stored conversation, previous_response_id) in the same window.
+    tpm: int | None = None
 
 
 class RouteRequest(Struct, _Identified, kw_only=True, tag_field="t", tag="route_request"):

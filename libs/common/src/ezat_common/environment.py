@@ -40,6 +40,9 @@ METRICS_MAX_CONNECTIONS = "EZAT_METRICS_MAX_CONNECTIONS"
 METRICS_TIMEOUT = "EZAT_METRICS_TIMEOUT"
 DEFAULT_METRICS_MAX_CONNECTIONS = 16
 DEFAULT_METRICS_TIMEOUT = 5.0
+# Key ids of EZAT_SEAL_KEYS removed since (comma-separated): reasoning sealed under one of them
+# is dropped; under any other unknown id it is refused (docs/responses.md, "Reasoning").
+SEAL_KEYS_RETIRED = "EZAT_SEAL_KEYS_RETIRED"
 
 DEFAULT_SUBJECT_PREFIX = "ezat"
 DEFAULT_NATS_URL = "nats://127.0.0.1:4222"

@@ -199,6 +199,8 @@ class OpenAIRenderer(ErrorRenderer):
 
 class ResponsesRenderer(OpenAIRenderer):
     def event(self, reply: ReplyError, request_id: str, sent_events: int = 0) -> bytes:
+        # ``request_id`` is here the request's uid, which a response's id is made of (the
+        # edge's relay passes it: ezat_edge/relay.py, ``_named``).
         return responses_failed_sse(reply.status, reply.message, request_id, sent_events)
 
 

@@ -69,6 +69,14 @@ def from_env(environ: Mapping[str, str] | None = None) -> list[tuple[str, bytes]
     return parse_keys(new_key_entry(f"local-{secrets.token_hex(4)}"))
 
 
+def retired_from_env(environ: Mapping[str, str] | None = None) -> frozenset[str]:
+    """``EZAT_SEAL_KEYS_RETIRED``: the ids of keys removed from ``EZAT_SEAL_KEYS``, comma-separated;
+    a blob sealed under one of them is dropped (its thinking lost), under another unknown id it
+    is refused."""
+    raw = environment.value(environment.SEAL_KEYS_RETIRED, environ) or ""
+    return frozenset(kid.strip() for kid in raw.split(",") if kid.strip())
+
+
 def kept_locally(data_dir: Path) -> str:
     """The entry ``ezat up`` gives its translators: kept under the data directory, so that a
     restarted or second translator opens what the first one sealed."""

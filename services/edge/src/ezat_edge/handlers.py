@@ -163,6 +163,7 @@ class Api:
             session=request.headers.get("x-ezat-session"),
             cache=request.headers.get("x-ezat-cache"),
             beta=request.headers.get("anthropic-beta"),
+            tpm=key.tpm,
         )
         call = Call(request, rid, fmt, env, limit_headers, started, parent)
         if api == "count_tokens":  # no model runs: not in the latency series

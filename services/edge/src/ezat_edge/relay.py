@@ -239,7 +239,7 @@ class Relay:
         now = time.monotonic()
         state = StreamState(received=now, written=now)
         keep_ack = functools.partial(self.holder.ack, held)
-        step = Collector(call.fmt, call.rid, state, keep_ack, self.inbox.is_ack, decode)
+        step = Collector(call.fmt, _named(call), state, keep_ack, self.inbox.is_ack, decode)
         # The watchdog runs from ReplyHead on: a stream can stall before its first chunk too.
         dog = asyncio.create_task(watchdog(queue, state, self.ping_interval, self.owner_timeout))
         handed_back: Committed | None = None
@@ -365,7 +365,7 @@ class Relay:
             "waited to be sent; read a stream as it arrives (what was produced is billed)"
         )
         frame = stream_error_frame(
-            call.fmt, call.rid, 408, "invalid_request_error", message, state.events
+            call.fmt, _named(call), 408, "invalid_request_error", message, state.events
         )
         await outlet.cut(frame)
         self._delivered(call)
@@ -393,4 +393,11 @@ class Relay:
 
 
 def _unrecorded_frame(call: Call, state: StreamState) -> bytes:
-    return reply_frame(call.fmt, call.rid, UNRECORDED, state.events)
+    return reply_frame(call.fmt, _named(call), UNRECORDED, state.events)
+
+
+def _named(call: Call) -> str:
+    """The id a stream's error event names: a Responses stream's response is ``resp_`` and the
+    request's uid, as its ``response.created`` said (ids are unique per request, the request id
+    a client may reuse); the other APIs name the request id."""
+    return call.envelope.uid if call.fmt == "responses" else call.rid

@@ -20,7 +20,7 @@ from .responses import JSON
 def not_found(response_id: str) -> GatewayError:
     return GatewayError(
         404,
-        f"No response with id {response_id!r} found for this API key; {GONE}",
+        f"No response with id {response_store.shown(response_id)} found for this API key; {GONE}",
         code="not_found",
     )
 
@@ -42,6 +42,8 @@ class StoredResponses:
         key = await self.auth.authenticate(request)
         await self.limiter.check(key)  # counted against the key's rpm as every call is
         response_id = request.match_info["response_id"]
+        if not response_store.well_formed(response_id):
+            raise not_found(response_id)
         try:
             stored = await response_store.get(self._pool(), key.id, response_id, timeout=TIMEOUT)
         except UNAVAILABLE:
@@ -54,6 +56,8 @@ class StoredResponses:
         key = await self.auth.authenticate(request)
         await self.limiter.check(key)  # counted against the key's rpm as every call is
         response_id = request.match_info["response_id"]
+        if not response_store.well_formed(response_id):
+            raise not_found(response_id)
         try:
             deleted = await response_store.delete(
                 self._pool(), key.id, response_id, timeout=TIMEOUT

@@ -14,7 +14,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from ezat_common import bus, envelopes, lifecycle, logs, readiness, seal_keys, tracing
+from ezat_common import bus, envelopes, lifecycle, logs, readiness, redis_keys, seal_keys, tracing
 from ezat_common.bodies import TOO_DEEP
 from ezat_common.catalogue import Catalogue
 from ezat_common.config import load_config
@@ -29,6 +29,7 @@ from nats.aio.msg import Msg
 
 from . import metrics as m
 from . import spans
+from .conversation_tokens import ConversationTokens
 from .core.messages import Prepared, encode_body, prepare_count, prepare_create
 from .core.sealing import Sealer
 from .openai_path import NO_ROUTER_TAG, OpenAIPath
@@ -74,7 +75,7 @@ class Translator:
             instance,
             self.no_router_prefix,
             self.beats,
-            responses or ResponsesRequests(catalogue, Sealer(seal_keys.from_env())),
+            responses or ResponsesRequests(catalogue, _sealer()),
         )
         self.stored = self.chat.responses.store if self.chat.responses else None
         self.tasks = TaskSet()
@@ -270,6 +271,10 @@ class Translator:
         await self.nc.publish(edge_inbox, envelopes.encode(envelopes.NO_ROUTER))
 
 
+def _sealer() -> Sealer:
+    return Sealer(seal_keys.from_env(), seal_keys.retired_from_env())
+
+
 async def main(stop: asyncio.Event) -> None:
     logs.setup("translator")
     tracing.setup("translator")
@@ -281,8 +286,9 @@ async def main(stop: asyncio.Event) -> None:
     # After the connection: a replacement waits there for its predecessor (router/app.py).
     readiness.serve(cfg.translator.metrics_listen, ready)
     catalogue = Catalogue(cfg)
-    stored = StoredResponses()
-    responses = ResponsesRequests(catalogue, Sealer(seal_keys.from_env()), stored)
+    stored = StoredResponses(cfg.translator)
+    tokens = ConversationTokens(thinking.redis, redis_keys.from_env())
+    responses = ResponsesRequests(catalogue, _sealer(), stored, tokens)
     translator = Translator(nc, subjects, catalogue, thinking, ready, responses)
     await translator.start()
     log.info("translator ready")

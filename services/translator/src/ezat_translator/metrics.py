@@ -100,3 +100,8 @@ STORED = Counter(
     "Responses API store operations by outcome",
     ["op", "outcome"],
 )
+
+CONVERSATION_RATE_LIMITED = Counter(
+    "ezat_translator_conversation_rate_limited_total",
+    "Responses continuations refused by the key's tpm once their stored conversation is counted",
+)

@@ -12,11 +12,11 @@ from __future__ import annotations
 import time
 from typing import Any, Protocol
 
-import msgspec
 from ezat_common import envelopes
 from ezat_common.errors import GatewayError
 
 from . import metrics as m
+from .conversation_tokens import ConversationTokens
 from .conversions import ResponsesConversion, StoreResponse
 from .core.anthropic_to_responses import ResponseMeta, Seal
 from .core.responses_stream import ResponsesStream
@@ -24,40 +24,56 @@ from .core.responses_to_anthropic import (
     OpenReasoning,
     ResponsesTranslation,
     decode_responses_request,
-    input_items,
     to_echo,
     translate_request,
 )
 from .core.responses_tools import namespaced
+from .stored_responses import Earlier
 
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
-
-_encode = msgspec.json.Encoder().encode
 
 
 class Sealer(Protocol):
     def seal(self, tenant: str, blocks: list[dict[str, Any]]) -> str: ...
 
-    def open(self, tenant: str, blob: str, path: str) -> list[dict[str, Any]] | None: ...
+    def open(
+        self, tenant: str, blob: str, path: str, *, unknown_drops: bool = False
+    ) -> list[dict[str, Any]] | None: ...
 
 
 class Store(Protocol):
-    async def earlier(self, key_id: str, response_id: str) -> list[dict[str, Any]]:
-        """The items that continue from ``response_id`` (404/503 as GatewayError)."""
+    async def earlier(self, key_id: str, response_id: str) -> Earlier:
+        """The canonical turns that continue from ``response_id`` and their size (404/400/503
+        as GatewayError)."""
+        ...
+
+    async def check(self, key_id: str, new_bytes: int) -> None:
+        """Refuse (400) a turn past the per-response or per-key stored-bytes limit."""
         ...
 
     async def keep(
-        self, key_id: str, response_id: str, model: str, history: bytes, response: bytes
+        self,
+        key_id: str,
+        response_id: str,
+        previous_id: str | None,
+        model: str,
+        new_turns: bytes,
+        response: bytes,
     ) -> None: ...
 
 
 class ResponsesRequests:
     def __init__(
-        self, catalogue: Any, sealer: Sealer | None = None, store: Store | None = None
+        self,
+        catalogue: Any,
+        sealer: Sealer | None = None,
+        store: Store | None = None,
+        tokens: ConversationTokens | None = None,
     ) -> None:
         self.catalogue = catalogue
         self.sealer = sealer
         self.store = store  # None: store is accepted and nothing is kept (docs/responses.md)
+        self.tokens = tokens  # None: a stored conversation is not counted in the key's tpm
 
     async def translate(
         self, req: envelopes.ClientRequest, body: bytes
@@ -65,7 +81,11 @@ class ResponsesRequests:
         parsed = m.REQUEST.run(decode_responses_request, body)
         earlier = None
         if parsed.previous_response_id is not None:
-            earlier = await self._earlier(req.key_id, parsed.previous_response_id)
+            found = await self._earlier(req.key_id, parsed.previous_response_id)
+            if self.tokens is not None:
+                # Sent upstream with the body, so counted like it (the edge saw the body only).
+                await self.tokens.charge(req.key_id, req.tpm, found.size, len(body))
+            earlier = found.turns
         tr = m.REQUEST.run(
             translate_request,
             parsed,
@@ -74,9 +94,11 @@ class ResponsesRequests:
             cache_header=req.cache,
             open_reasoning=self._opener(req.key_id),
             earlier=earlier,
+            open_stored=self._opener(req.key_id, stored=True),
         )
         meta = ResponseMeta(
             request_id=req.request_id,
+            uid=req.uid,
             response_model=tr.response_model,
             created_at=int(time.time()),
             echo=to_echo(parsed),
@@ -90,11 +112,11 @@ class ResponsesRequests:
         stream = ResponsesStream(meta, seal) if tr.stream else None
         keep = None
         if tr.store and self.store is not None:
-            history = (earlier or []) + input_items(parsed.input)
-            keep = self._keeper(req.key_id, meta.response_id, tr.response_model, history)
+            await self.store.check(req.key_id, len(tr.new_turns))
+            keep = self._keeper(req.key_id, meta.response_id, parsed.previous_response_id, tr)
         return tr, ResponsesConversion(meta, seal, stream, keep)
 
-    async def _earlier(self, key_id: str, response_id: str) -> list[dict[str, Any]]:
+    async def _earlier(self, key_id: str, response_id: str) -> Earlier:
         if self.store is None:
             raise GatewayError(
                 400,
@@ -104,7 +126,7 @@ class ResponsesRequests:
             )
         return await self.store.earlier(key_id, response_id)
 
-    def _opener(self, tenant: str) -> OpenReasoning | None:
+    def _opener(self, tenant: str, *, stored: bool = False) -> OpenReasoning | None:
         sealer = self.sealer
         if sealer is None:
             return None
@@ -113,7 +135,11 @@ class ResponsesRequests:
             # None: sealed under a key retired since; the thinking is dropped, the turn runs.
             return sealer.open(tenant, blob, f"{path}.encrypted_content") or []
 
-        return open_reasoning
+        def open_stored(blob: str, path: str) -> list[dict[str, Any]]:
+            # The gateway stored it: under a key since removed it is dropped, never a 400.
+            return sealer.open(tenant, blob, path, unknown_drops=True) or []
+
+        return open_stored if stored else open_reasoning
 
     def _sealer(self, tenant: str) -> Seal | None:
         sealer = self.sealer
@@ -122,9 +148,9 @@ class ResponsesRequests:
         return lambda blocks: sealer.seal(tenant, blocks)
 
     def _keeper(
-        self, key_id: str, response_id: str, model: str, history: list[dict[str, Any]]
+        self, key_id: str, response_id: str, previous_id: str | None, tr: ResponsesTranslation
     ) -> StoreResponse:
         store = self.store
         assert store is not None
-        encoded = _encode(history)
-        return lambda response: store.keep(key_id, response_id, model, encoded, response)
+        model, turns = tr.response_model, tr.new_turns
+        return lambda response: store.keep(key_id, response_id, previous_id, model, turns, response)

@@ -8,11 +8,12 @@ where the spec is silent").
 
 from __future__ import annotations
 
-import math
+from ezat_common.token_window import BYTES_PER_TOKEN, bytes_tokens
 
-BYTES_PER_TOKEN = 4
+__all__ = ["BYTES_PER_TOKEN", "body_tokens"]
 
 
 def body_tokens(body_bytes: int) -> int:
-    """Input tokens the TPM window counts for a body: an estimate, 1 token per 4 bytes."""
-    return max(1, math.ceil(body_bytes / BYTES_PER_TOKEN))
+    """Input tokens the TPM window counts for a body: an estimate, 1 token per 4 bytes (the rule
+    the translator counts a stored conversation by: ``ezat_common/token_window.py``)."""
+    return bytes_tokens(body_bytes)

@@ -66,6 +66,10 @@ class ResponseMeta(Struct, frozen=True, kw_only=True):
     request_id: str
     response_model: str
     created_at: int
+    # The request's uid (unique per request; the client may reuse its request id): the
+    # response's id, under which it is stored, and its items'. Empty: the request id stands
+    # in (tests).
+    uid: str = ""
     echo: ResponseEcho = field(default_factory=ResponseEcho)
     # Flat tool name -> (namespace, name), for the tools of ``namespace`` tools (responses_tools).
     namespaced: dict[str, tuple[str, str]] = {}
@@ -89,11 +93,11 @@ class ResponseMeta(Struct, frozen=True, kw_only=True):
 
     @property
     def response_id(self) -> str:
-        return f"resp_{self.request_id}"
+        return f"resp_{self.uid or self.request_id}"
 
     def item_id(self, prefix: str, output_index: int) -> str:
         """The id of a message (``msg``) or reasoning (``rs``) item: stable per request."""
-        return f"{prefix}_{self.request_id}_{output_index}"
+        return f"{prefix}_{self.uid or self.request_id}_{output_index}"
 
 
 # ---- output items ---------------------------------------------------------------------------

@@ -15,6 +15,10 @@
 - ``reasoning`` items are accepted. Their ``encrypted_content`` goes to the ``open_reasoning``
   hook, whose thinking blocks open the assistant turn they belong to; without a hook (or without
   ``encrypted_content``) they are dropped, and the model thinks afresh.
+
+With ``previous_response_id`` the stored conversation comes in as canonical turns
+(``stored_turns``), placed before ``input``; ``Conversation``'s ``new_turns`` are then the
+canonical turns of this request's own input, what its stored response keeps.
 """
 
 from __future__ import annotations
@@ -37,10 +41,13 @@ from ezat_common.schemas.openai_responses import (
 
 from .openai_request import converted
 from .responses_tools import flat_name
+from .stored_turns import SEALED, canonical
 from .turns import (
+    MAX_IMAGE_URLS,
     NO_FILE_ID,
     NO_USER_MESSAGE,
     PDF_AS_DATA_URL,
+    TOO_MANY_URLS,
     Conversation,
     Side,
     TurnBuilder,
@@ -72,6 +79,87 @@ class _Builder(TurnBuilder):
         self.open_reasoning = open_reasoning
         self.check_calls = check_calls
         self.call_ids: set[str] = set()
+        # id(first thinking block) -> (the blob it came from, how many blocks): stored sealed.
+        self.sealed: dict[int, tuple[str, int]] = {}
+        # Where the stored conversation ends: turns, and the last one's results and blocks.
+        self.mark = (0, 0, 0)
+        self.system_mark = 0
+
+    def seed(self, turns: list[dict[str, Any]], open_stored: OpenReasoning | None) -> None:
+        """Start from a stored conversation's canonical turns (``stored_turns``)."""
+        for turn in turns:
+            role = turn.get("role")
+            for block in turn.get("content") or ():
+                kind = block.get("type")
+                if role == "system":
+                    self.add_system_text(block.get("text", ""), block.get("cache_control"))
+                elif kind == "tool_result":
+                    inner = block.get("content")
+                    if isinstance(inner, list):
+                        block = {**block, "content": [self.seeded(b) for b in inner]}
+                    self.turn("user").results.append(self.seeded(block))
+                elif kind == SEALED:
+                    if open_stored is not None:
+                        blocks = open_stored(block["data"], "previous_response_id")
+                        self.keep_sealed(block["data"], blocks)
+                        self.add_blocks("assistant", blocks)
+                elif role in ("user", "assistant"):
+                    if kind == "tool_use":
+                        self.call_ids.add(block["id"])
+                    self.add_blocks(role, [self.seeded(block)])
+        last = self.turns[-1] if self.turns else None
+        if last is not None:
+            self.mark = (len(self.turns), len(last.results), len(last.blocks))
+        self.system_mark = len(self.system)
+
+    def seeded(self, block: dict[str, Any]) -> dict[str, Any]:
+        """A stored block as this request's model takes it: its client ``cache_control`` kept
+        as the input's would be (dropped for a model without caching, and no automatic
+        breakpoints beside it); an image or document refused for a model without them; an
+        image URL fetched again, like the input's."""
+        kind = block.get("type")
+        where = "previous_response_id"
+        if kind == "image" and not self.model.vision:
+            raise invalid(where, f"`{self.model.id}` does not accept images")
+        if kind == "document" and not self.model.pdf:
+            raise invalid(where, f"`{self.model.id}` does not accept PDFs")
+        marker = block.get("cache_control")
+        if marker is not None:
+            block = {k: v for k, v in block.items() if k != "cache_control"}
+            block = self.cached(block, marker)
+        source = block.get("source") or {}
+        if kind == "image" and source.get("type") == "url":
+            if len(self.url_images) >= MAX_IMAGE_URLS:
+                raise invalid(where, TOO_MANY_URLS)
+            self.url_images[id(block)] = (where, source["url"])
+        return block
+
+    def keep_sealed(self, blob: str, blocks: list[dict[str, Any]]) -> None:
+        if blocks:
+            self.sealed[id(blocks[0])] = (blob, len(blocks))
+
+    def new_turns(self) -> list[dict[str, Any]]:
+        """This request's own turns, canonical: after the stored ones, thinking sealed."""
+        out: list[dict[str, Any]] = []
+        system: list[dict[str, Any]] = []
+        for part in self.system[self.system_mark :]:
+            text: dict[str, Any] = {"type": "text", "text": part.text}
+            if part.cache_control is not None:
+                text["cache_control"] = part.cache_control
+            system.append(text)
+        if system:
+            out.append({"role": "system", "content": system})
+        count, results, blocks = self.mark
+        if count:
+            last = self.turns[count - 1]
+            extra = last.results[results:] + last.blocks[blocks:]
+            if extra:
+                out.append({"role": last.side, "content": canonical(extra, self.sealed)})
+        for turn in self.turns[count:]:
+            out.append(
+                {"role": turn.side, "content": canonical(turn.results + turn.blocks, self.sealed)}
+            )
+        return out
 
     def add(self, i: int, item: dict[str, Any]) -> None:
         path = f"input[{i}]"
@@ -207,7 +295,9 @@ class _Builder(TurnBuilder):
 
     def add_reasoning(self, item: ReasoningItem, path: str) -> None:
         if item.encrypted_content and self.open_reasoning is not None:
-            self.add_blocks("assistant", self.open_reasoning(item.encrypted_content, path))
+            blocks = self.open_reasoning(item.encrypted_content, path)
+            self.keep_sealed(item.encrypted_content, blocks)
+            self.add_blocks("assistant", blocks)
 
 
 def to_conversation(
@@ -217,15 +307,24 @@ def to_conversation(
     instructions: str | None,
     open_reasoning: OpenReasoning | None,
     check_calls: bool,
-) -> Conversation:
+    earlier: list[dict[str, Any]] | None = None,
+    open_stored: OpenReasoning | None = None,
+) -> tuple[Conversation, list[dict[str, Any]]]:
+    """The conversation, and this request's own canonical turns (what a stored response keeps);
+    ``earlier``: the stored conversation's canonical turns, read before ``input``."""
     builder = _Builder(model, open_reasoning, check_calls)
     builder.add_system_text(instructions or "")
+    if earlier:
+        builder.seed(earlier, open_stored)
+    else:
+        builder.system_mark = len(builder.system)  # instructions are not carried over
     if isinstance(input, str):
         builder.add_blocks("user", [{"type": "text", "text": input}] if input else [])
     else:
         for i, item in enumerate(input or []):
             builder.add(i, item)
+    new = builder.new_turns()
     conversation = builder.result()
     if not conversation.messages:
         raise invalid("input", NO_USER_MESSAGE)
-    return conversation
+    return conversation, new

@@ -53,6 +53,7 @@ __all__ = [
 ]
 
 _decode_request = msgspec.json.Decoder(ResponsesRequest).decode
+_encode = msgspec.json.Encoder().encode
 
 
 class ResponsesTranslation(Translation, frozen=True, kw_only=True):
@@ -60,6 +61,10 @@ class ResponsesTranslation(Translation, frozen=True, kw_only=True):
     include: list[str]  # as sent, e.g. "reasoning.encrypted_content"
     previous_response_id: str | None  # for the response store; the items are not read here
     custom_tools: list[str]  # names of the freeform tools: their calls are custom_tool_call items
+    # With store: this request's own canonical turns, JSON (stored_turns): what its stored
+    # response keeps, before the answer's turn. Encoded before the automatic cache breakpoints
+    # are set on the body's blocks, which are these blocks.
+    new_turns: bytes = b"[]"
 
 
 def to_messages_request(
@@ -87,9 +92,11 @@ def translate_request(
     cache_header: str | None,
     open_reasoning: OpenReasoning | None = None,
     earlier: list[dict[str, Any]] | None = None,
+    open_stored: OpenReasoning | None = None,
 ) -> ResponsesTranslation:
-    """``req`` as a Messages request; ``earlier``: the items of the stored response its
-    ``previous_response_id`` names (its conversation, then its output), read before ``input``."""
+    """``req`` as a Messages request; ``earlier``: the canonical turns of the conversation its
+    ``previous_response_id`` names (``stored_turns``), read before ``input``, their sealed
+    thinking opened with ``open_stored``."""
     model = catalogue.resolve_or_404(req.model)
     refuse_unsupported(req)
     max_tokens = to_max_tokens([("max_output_tokens", req.max_output_tokens)], model)
@@ -104,14 +111,18 @@ def translate_request(
         param="reasoning.effort",
         limit_param="max_output_tokens",
     )
-    conversation = to_conversation(
-        req.input if earlier is None else earlier + input_items(req.input),
+    conversation, new_turns = to_conversation(
+        req.input,
         model,
         instructions=req.instructions,
         open_reasoning=open_reasoning,
-        # Without the earlier items a call may be in the response named, which is not read.
+        # Without the earlier turns a call may be in the response named, which is not read.
         check_calls=req.previous_response_id is None or earlier is not None,
+        earlier=earlier,
+        open_stored=open_stored,
     )
+    store = req.store is not False
+    stored = _encode(new_turns) if store else b"[]"
     parts = Parts(
         max_tokens=max_tokens,
         tools=tools,
@@ -126,7 +137,8 @@ def translate_request(
         response_model=req.model,
         stream=bool(req.stream),
         session_key=session_key(session_header, req.prompt_cache_key),
-        store=req.store is not False,
+        store=store,
+        new_turns=stored,
         include=list(req.include or []),
         previous_response_id=req.previous_response_id,
         custom_tools=custom_tool_names(req.tools),

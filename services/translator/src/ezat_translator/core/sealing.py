@@ -5,8 +5,10 @@ A blob is ``ezs1.`` and the URL-safe base64 (unpadded) of: the key id's length (
 key id, a 12-byte nonce, and the AES-256-GCM ciphertext of the blocks (msgspec JSON, zlib).
 The associated data binds it to this format, that key id and the tenant (the API key's id):
 another tenant's blob, or any changed byte, fails authentication. The key id in clear lets keys
-rotate: the newest key seals, every listed key opens, and a blob under a key no longer listed is
-dropped rather than refused (its thinking is lost; the turn still runs).
+rotate: the newest key seals, every listed key opens, and a blob under a key listed as retired
+(``EZAT_SEAL_KEYS_RETIRED``) is dropped rather than refused (its thinking is lost; the turn still
+runs). A key id neither listed nor retired is refused like any blob that is not ours: a forged
+blob cannot pass for a retired one and be stored.
 
 No I/O: keys come in from the caller (``ezat_common.seal_keys`` reads them from the
 environment); nonces come from ``os.urandom``.
@@ -41,10 +43,13 @@ FOREIGN = (
 class Sealer:
     """Seals with the first of ``keys`` (newest first); opens with any of them."""
 
-    def __init__(self, keys: list[tuple[str, bytes]]) -> None:
+    def __init__(
+        self, keys: list[tuple[str, bytes]], retired: frozenset[str] = frozenset()
+    ) -> None:
         if not keys:
             raise ValueError("at least one sealing key is needed")
         self.keys = {kid: AESGCM(key) for kid, key in keys}
+        self.retired = retired
         self.current = keys[0][0]
         self._current_id = self.current.encode()
 
@@ -56,13 +61,19 @@ class Sealer:
         raw = bytes([len(kid)]) + kid + nonce + sealed
         return PREFIX + base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
 
-    def open(self, tenant: str, blob: str, path: str) -> list[dict[str, Any]] | None:
-        """The blocks sealed in ``blob`` for ``tenant``; None when its key is no longer known;
-        a 400 naming ``path`` when it is not ours, not this tenant's, or altered."""
+    def open(
+        self, tenant: str, blob: str, path: str, *, unknown_drops: bool = False
+    ) -> list[dict[str, Any]] | None:
+        """The blocks sealed in ``blob`` for ``tenant``; None when its key is retired (or, with
+        ``unknown_drops``, for a blob the gateway stored itself, unknown); a 400 naming ``path``
+        when it is not ours, not this tenant's, or altered."""
         kid, nonce, sealed = _parts(blob, path)
-        aead = self.keys.get(kid.decode(errors="replace"))
+        name = kid.decode(errors="replace")
+        aead = self.keys.get(name)
         if aead is None:
-            return None
+            if unknown_drops or name in self.retired:
+                return None
+            raise invalid(path, FOREIGN)
         try:
             plain = aead.decrypt(nonce, sealed, _aad(kid, tenant))
             blocks = _decode_blocks(zlib.decompress(plain))

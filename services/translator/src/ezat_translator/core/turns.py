@@ -25,6 +25,7 @@ from msgspec import Struct
 from .media import is_data_url, read_data_url
 
 MAX_IMAGE_URLS = 20
+TOO_MANY_URLS = f"at most {MAX_IMAGE_URLS} image URLs are allowed per request"
 NO_USER_MESSAGE = "must contain at least one user message"
 NO_FILE_ID = "file_id is not supported: there is no Files API"
 PDF_AS_DATA_URL = "send the PDF as file_data (data:application/pdf;base64,...)"
@@ -116,7 +117,7 @@ class TurnBuilder:
         if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
             raise invalid(path, "must be a data URL (data:<type>;base64,<data>) or an http(s) URL")
         if len(self.url_images) >= MAX_IMAGE_URLS:
-            raise invalid(path, f"at most {MAX_IMAGE_URLS} image URLs are allowed per request")
+            raise invalid(path, TOO_MANY_URLS)
         block = {"type": "image", "source": {"type": "url", "url": url}}
         self.url_images[id(block)] = (path, url)
         return block
