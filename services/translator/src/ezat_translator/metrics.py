@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from time import perf_counter
 from typing import ParamSpec, TypeVar
 
@@ -67,9 +69,21 @@ class Direction:
 
     def run(self, translate: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """``translate(*args, **kwargs)``, counted and timed."""
+        with self._counted():
+            return translate(*args, **kwargs)
+
+    async def run_off_loop(self, translate: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """``run`` with ``translate`` in a worker thread (a large body: docs/reliability.md),
+        counted and timed here: the instruments are written from the loop only. Its time is
+        the thread's wall time, GIL waits included."""
+        with self._counted():
+            return await asyncio.to_thread(translate, *args, **kwargs)
+
+    @contextmanager
+    def _counted(self) -> Iterator[None]:
         started = perf_counter()
         try:
-            out = translate(*args, **kwargs)
+            yield
         except (GatewayError, RecursionError):  # a 4xx for the client (RecursionError: too deep)
             self.rejected.inc()
             raise
@@ -79,7 +93,6 @@ class Direction:
         finally:
             self.seconds.observe(perf_counter() - started)
         self.ok.inc()
-        return out
 
     def done(self, seconds: float) -> None:
         """A translation timed by its caller (a stream's chunks) ended well."""
@@ -99,4 +112,12 @@ STORED = Counter(
     "ezat_translator_stored_responses_total",
     "Responses API store operations by outcome",
     ["op", "outcome"],
+)
+
+# How late the event loop wakes a task that asked to sleep (docs/observability.md): what every
+# reply, heartbeat and request on this process waited behind at that moment.
+LOOP_LAG = LeanHistogram(
+    "ezat_translator_event_loop_lag_seconds",
+    "Delay of the event loop in waking a periodic task, past its due time.",
+    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
 )

@@ -9,8 +9,10 @@ The pure parts stay pure: ``responses_to_anthropic`` gets the stored items and a
 
 from __future__ import annotations
 
+import asyncio
 import time
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any, ParamSpec, Protocol, TypeVar
 
 import msgspec
 from ezat_common import envelopes
@@ -33,6 +35,13 @@ from .core.responses_tools import namespaced
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
 
 _encode = msgspec.json.Encoder().encode
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+async def _on_loop(translate: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """``m.REQUEST.run`` for a small body, with ``run_off_loop``'s signature."""
+    return m.REQUEST.run(translate, *args, **kwargs)
 
 
 class Sealer(Protocol):
@@ -60,13 +69,19 @@ class ResponsesRequests:
         self.store = store  # None: store is accepted and nothing is kept (docs/responses.md)
 
     async def translate(
-        self, req: envelopes.ClientRequest, body: bytes
+        self, req: envelopes.ClientRequest, body: bytes, large: bool = False
     ) -> tuple[ResponsesTranslation, ResponsesConversion]:
-        parsed = m.REQUEST.run(decode_responses_request, body)
+        """``large``: decode (in pieces) and translate in a worker thread, not on the loop
+        (docs/reliability.md, "Large bodies")."""
+        if large:
+            parsed = await m.REQUEST.run_off_loop(decode_responses_request, body, True)
+        else:
+            parsed = m.REQUEST.run(decode_responses_request, body)
         earlier = None
         if parsed.previous_response_id is not None:
             earlier = await self._earlier(req.key_id, parsed.previous_response_id)
-        tr = m.REQUEST.run(
+        run = m.REQUEST.run_off_loop if large else _on_loop
+        tr = await run(
             translate_request,
             parsed,
             self.catalogue,
@@ -91,7 +106,9 @@ class ResponsesRequests:
         keep = None
         if tr.store and self.store is not None:
             history = (earlier or []) + input_items(parsed.input)
-            keep = self._keeper(req.key_id, meta.response_id, tr.response_model, history)
+            # Encoded now (in the thread for a large body): the items are not kept meanwhile.
+            encoded = await asyncio.to_thread(_encode, history) if large else _encode(history)
+            keep = self._keeper(req.key_id, meta.response_id, tr.response_model, encoded)
         return tr, ResponsesConversion(meta, seal, stream, keep)
 
     async def _earlier(self, key_id: str, response_id: str) -> list[dict[str, Any]]:
@@ -121,10 +138,7 @@ class ResponsesRequests:
             return None
         return lambda blocks: sealer.seal(tenant, blocks)
 
-    def _keeper(
-        self, key_id: str, response_id: str, model: str, history: list[dict[str, Any]]
-    ) -> StoreResponse:
+    def _keeper(self, key_id: str, response_id: str, model: str, encoded: bytes) -> StoreResponse:
         store = self.store
         assert store is not None
-        encoded = _encode(history)
         return lambda response: store.keep(key_id, response_id, model, encoded, response)
