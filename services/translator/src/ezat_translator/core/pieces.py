@@ -49,9 +49,11 @@ def decode_items(raw: msgspec.Raw, field: str, decode_item: Callable[[bytes], T]
     """The JSON array ``raw`` (the body's ``field``), one item per decoder call."""
     out: list[T] = []
     append = out.append
+    raws: list[msgspec.Raw | None] = _items(raw)  # type: ignore[assignment]
     try:
-        for item in _items(raw):
-            append(decode_item(item))
+        for k, item in enumerate(raws):
+            append(decode_item(item))  # type: ignore[arg-type]
+            raws[k] = None  # each raw item goes once decoded: they never all sit beside the result
     except msgspec.ValidationError as exc:
         raise located(str(exc), f"{field}[{len(out)}]") from None
     except RecursionError:
