@@ -169,8 +169,8 @@ class Translator:
         try:
             body = await self.claims.unpack(req.body, req.body_ref)
             if req.api in CONVERTED:
-                held = False  # the chat path's state holds them from here
                 await self.chat.route(req, body, traceparent, span)
+                held = False  # routed: the chat path's state holds them (and closes them)
                 return
             prepared = await self.prepare(req, body)
             if span is not None:

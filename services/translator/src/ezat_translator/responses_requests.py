@@ -10,9 +10,9 @@ The pure parts stay pure: ``responses_to_anthropic`` gets the stored items and a
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
-from collections.abc import Callable
-from typing import Any, ParamSpec, Protocol, TypeVar
+from typing import Any, Protocol
 
 import msgspec
 from ezat_common import envelopes
@@ -35,13 +35,6 @@ from .core.responses_tools import namespaced
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
 
 _encode = msgspec.json.Encoder().encode
-P = ParamSpec("P")
-T = TypeVar("T")
-
-
-async def _on_loop(translate: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-    """``m.REQUEST.run`` for a small body, with ``run_off_loop``'s signature."""
-    return m.REQUEST.run(translate, *args, **kwargs)
 
 
 class Sealer(Protocol):
@@ -80,8 +73,7 @@ class ResponsesRequests:
         earlier = None
         if parsed.previous_response_id is not None:
             earlier = await self._earlier(req.key_id, parsed.previous_response_id)
-        run = m.REQUEST.run_off_loop if large else _on_loop
-        tr = await run(
+        translate = functools.partial(
             translate_request,
             parsed,
             self.catalogue,
@@ -90,6 +82,7 @@ class ResponsesRequests:
             open_reasoning=self._opener(req.key_id),
             earlier=earlier,
         )
+        tr = await m.REQUEST.run_off_loop(translate) if large else m.REQUEST.run(translate)
         meta = ResponseMeta(
             request_id=req.request_id,
             response_model=tr.response_model,
