@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from time import perf_counter
 from typing import ParamSpec, TypeVar
 
@@ -69,30 +68,34 @@ class Direction:
 
     def run(self, translate: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """``translate(*args, **kwargs)``, counted and timed."""
-        with self._counted():
-            return translate(*args, **kwargs)
+        started = perf_counter()
+        try:
+            out = translate(*args, **kwargs)
+        except BaseException as exc:
+            self._failed(exc, started)
+            raise
+        self.done(perf_counter() - started)
+        return out
 
     async def run_off_loop(self, translate: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """``run`` with ``translate`` in a worker thread (a large body: docs/reliability.md),
         counted and timed here: the instruments are written from the loop only. Its time is
         the thread's wall time, GIL waits included."""
-        with self._counted():
-            return await asyncio.to_thread(translate, *args, **kwargs)
-
-    @contextmanager
-    def _counted(self) -> Iterator[None]:
         started = perf_counter()
         try:
-            yield
-        except (GatewayError, RecursionError):  # a 4xx for the client (RecursionError: too deep)
+            out = await asyncio.to_thread(translate, *args, **kwargs)
+        except BaseException as exc:
+            self._failed(exc, started)
+            raise
+        self.done(perf_counter() - started)
+        return out
+
+    def _failed(self, exc: BaseException, started: float) -> None:
+        if isinstance(exc, GatewayError | RecursionError):  # a 4xx (RecursionError: too deep)
             self.rejected.inc()
-            raise
-        except Exception:
+        elif isinstance(exc, Exception):
             self.error.inc()
-            raise
-        finally:
-            self.seconds.observe(perf_counter() - started)
-        self.ok.inc()
+        self.seconds.observe(perf_counter() - started)
 
     def done(self, seconds: float) -> None:
         """A translation timed by its caller (a stream's chunks) ended well."""
