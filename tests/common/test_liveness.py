@@ -79,3 +79,21 @@ async def test_the_beat_task_keeps_a_held_subject_hearing_from_its_holder(nc: Cl
     assert 3 <= len(heard) <= 5
     beats.close(subject)
     assert len(beats) == 0
+
+
+async def test_opening_a_held_subject_again_changes_its_beat_not_when_it_is_due(
+    nc: Client,
+) -> None:
+    """The translator holds a request from the moment it takes it and learns only after the
+    translation whether it streams: opening it again must not push its next beat back (a long
+    translation would leave the edge a whole owner timeout of silence)."""
+    beats = Heartbeats(nc, INTERVAL)
+    subject = f"hb.{uuid.uuid4().hex}"
+    heard = await listen(nc, subject)
+    beats.open(subject)
+    await asyncio.sleep(INTERVAL)
+    beats.open(subject, stream=True)
+    assert await beats.beat_once() == 1  # due since the first opening
+    await nc.flush()
+    await asyncio.sleep(0.05)
+    assert heard == [Heartbeat(stream=True)]

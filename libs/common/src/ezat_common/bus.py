@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import io
 import itertools
 import json
 import logging
@@ -208,16 +209,23 @@ class Claims:
         return self._legacy
 
     async def _get(self, name: str) -> tuple[ObjectStore, bytes]:
+        """The store ``name`` was found in and its payload, its chunks written into one growing
+        buffer: nats-py's own ``get`` appends each chunk to an immutable ``bytes``
+        (``data += chunk``), which copies all that came before per 128 KiB chunk, quadratic:
+        about 7 s of the event loop and ~2x the payload in memory for a 30 MB body on a loaded
+        two-core machine (docs/reliability.md, "Large bodies")."""
         obs = await self._obs()
+        buf = io.BytesIO()
         try:
-            result = await obs.get(name)
+            await obs.get(name, writeinto=buf)
         except ObjectNotFoundError:
             # Put by a pod of the previous release (a rolling upgrade) into the shared bucket.
             legacy = await self._legacy_store()
             if legacy is None:
                 raise
-            obs, result = legacy, await legacy.get(name)
-        return obs, result.data or b""
+            obs, buf = legacy, io.BytesIO()
+            await legacy.get(name, writeinto=buf)
+        return obs, buf.getvalue()
 
     async def take(self, name: str) -> bytes:
         """Read a claimed payload and delete it: each claim is read by one consumer."""

@@ -19,6 +19,8 @@ from .located import split_location
 from .names import NAME_LENGTH, normalise, valid_model_name
 
 DEFAULT_MAX_BODY = 32 * 1024 * 1024
+# About 25 ms of decoding and translating a body of many small items on the loop, at most.
+DEFAULT_OFF_LOOP_BODY = 256 * 1024
 # Bytes the edge holds for one stream's client beyond what it has read (docs/reliability.md).
 DEFAULT_STREAM_BUFFER = 1024 * 1024
 # The smallest allowed: a transport pauses writing at 64 KiB, and the cap is checked from there.
@@ -219,6 +221,10 @@ class TranslatorConfig(Struct, forbid_unknown_fields=True, kw_only=True):
     stored_bytes_per_key: int = 1024 * 1024 * 1024
     stored_chain_max_turns: int = 1000
     stored_chain_max_bytes: int = 32 * 1024 * 1024
+    # A request body above this many bytes is decoded (in pieces) and translated in a worker
+    # thread, so that the event loop, and the heartbeats it sends, never wait for it; smaller
+    # ones take no thread hop (docs/reliability.md, "Large bodies").
+    off_loop_body_bytes: int = DEFAULT_OFF_LOOP_BODY
 
 
 class BillingConfig(Struct, forbid_unknown_fields=True, kw_only=True):
@@ -323,6 +329,8 @@ def _check(cfg: Config, file: str) -> None:
             raise ConfigError(f"{file}: translator.{name}: must be positive")
     if cfg.edge.stream_buffer_bytes < MIN_STREAM_BUFFER:
         raise ConfigError(f"{file}: edge.stream_buffer_bytes: must be at least {MIN_STREAM_BUFFER}")
+    if cfg.translator.off_loop_body_bytes < 0:
+        raise ConfigError(f"{file}: translator.off_loop_body_bytes: must be 0 or more (bytes)")
     names: dict[str, str] = {}
     for i, m in enumerate(cfg.models):
         for j, name in enumerate([m.id, *m.aliases]):

@@ -54,8 +54,17 @@ class Heartbeats:
         return subject in self._held
 
     def open(self, subject: str, stream: bool = False) -> None:
-        if subject:
-            self._held[subject] = [time.monotonic(), STREAM_BEAT if stream else BEAT]
+        """Hold ``subject``; held already, only the kind of beat changes: its next beat stays
+        due when it was (a holder that learns late whether the request streams must not push
+        its beat back, which could leave the receiver a whole ``OWNER_TIMEOUT`` of silence)."""
+        if not subject:
+            return
+        beat = STREAM_BEAT if stream else BEAT
+        entry = self._held.get(subject)
+        if entry is None:
+            self._held[subject] = [time.monotonic(), beat]
+        else:
+            entry[1] = beat
 
     def close(self, subject: str) -> None:
         self._held.pop(subject, None)

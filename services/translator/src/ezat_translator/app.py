@@ -17,10 +17,11 @@ from typing import TYPE_CHECKING, Any
 from ezat_common import bus, envelopes, lifecycle, logs, readiness, redis_keys, seal_keys, tracing
 from ezat_common.bodies import TOO_DEEP
 from ezat_common.catalogue import Catalogue
-from ezat_common.config import load_config
+from ezat_common.config import DEFAULT_OFF_LOOP_BODY, load_config
 from ezat_common.envelopes import CONVERTED
 from ezat_common.errors import GatewayError
 from ezat_common.liveness import OWNER_TIMEOUT, Heartbeats
+from ezat_common.loop_lag import LoopLag
 from ezat_common.periodic import Periodic
 from ezat_common.subjects import QUEUE_TRANSLATOR, Subjects, from_env
 from ezat_common.tasks import TaskSet
@@ -53,8 +54,12 @@ class Translator:
         thinking: ThinkingStore,
         ready: readiness.Readiness | None = None,
         responses: ResponsesRequests | None = None,
+        off_loop_bytes: int = DEFAULT_OFF_LOOP_BODY,
     ) -> None:
         self.nc = nc
+        # Bodies above it are decoded and translated in a worker thread (docs/reliability.md,
+        # "Large bodies"): ``[translator] off_loop_body_bytes``.
+        self.off_loop_bytes = off_loop_bytes
         self.ready = ready or readiness.Readiness("translator")
         self.catalogue = catalogue
         self.subjects = subjects
@@ -76,7 +81,9 @@ class Translator:
             self.no_router_prefix,
             self.beats,
             responses or ResponsesRequests(catalogue, _sealer()),
+            off_loop_bytes,
         )
+        self.lag = LoopLag(m.LOOP_LAG.observe)
         self.stored = self.chat.responses.store if self.chat.responses else None
         self.tasks = TaskSet()
         self._sub: Any = None
@@ -93,6 +100,7 @@ class Translator:
         self.ready.use(self.checks)
         await bus.serve_health(self.nc, s, "translator", self.ready.problem)
         self.beats.start()
+        self.lag.start()
         # Its own task, not in ``tasks``: those are the requests a stop waits for.
         self._watcher = Periodic("router-watch", OWNER_TIMEOUT / 6, self.chat.watch)
         self._watcher.start()
@@ -122,6 +130,7 @@ class Translator:
         self.chat.tasks.cancel()
         await self.chat.end_all(lifecycle.RESTARTING)
         await self.beats.stop()
+        await self.lag.stop()
 
     async def on_cancel(self, msg: Msg) -> None:
         cancel = decoded(envelopes.decode_cancel, "cancel", msg)
@@ -140,9 +149,10 @@ class Translator:
             # Where to answer is inside the message: the edge's first-reply timeout answers.
             return
         traceparent = tracing.received(msg.headers)
-        if req.body_ref is not None or req.api in CONVERTED:
-            # Object-store reads, image downloads and Redis look-ups must not hold up the
-            # subscription, which runs its callbacks one at a time.
+        if req.body_ref is not None or req.api in CONVERTED or len(req.body) > self.off_loop_bytes:
+            # Object-store reads, image downloads, Redis look-ups and a large body's translation
+            # (in a thread) must not hold up the subscription, which runs its callbacks one at a
+            # time.
             self.tasks.spawn(self.handle(req, traceparent))
         else:
             await self.handle(req, traceparent)
@@ -155,19 +165,26 @@ class Translator:
         span = spans.translation(req, traceparent) if tracing.ENABLED else None
         if span is not None:
             traceparent = tracing.traceparent(span)
+        # The edge hears from us from the start: reading and translating a large body takes
+        # seconds, and silence would have it publish the request again (docs/reliability.md).
+        # A request done within a second never gets a beat.
+        self.beats.open(req.reply_to)
+        held = True  # False once whoever carries the request on closes the beats
         try:
             body = await self.claims.unpack(req.body, req.body_ref)
             if req.api in CONVERTED:
                 await self.chat.route(req, body, traceparent, span)
+                held = False  # routed: the chat path's state holds them (and closes them)
                 return
-            prepared = self.prepare(req, body)
+            prepared = await self.prepare(req, body)
             if span is not None:
                 span.set_attribute("gen_ai.request.model", prepared.model.id)
             if prepared.image_urls:
                 # Downloads must not hold up the subscription (see on_request); the task ends
-                # the span.
+                # the span and the beats.
                 task = self.route_with_images(req, prepared, traceparent, span)
                 span = None
+                held = False
                 self.tasks.spawn(task)
                 return
             await self.route(req, prepared, prepared.body, traceparent)
@@ -176,6 +193,8 @@ class Translator:
                 spans.failed(span, exc)
             await self.fail(req, exc)
         finally:
+            if held:  # routed: the router beats the edge now
+                self.beats.close(req.reply_to)
             if span is not None:
                 span.end()
             logs.request_id.reset(token)
@@ -247,10 +266,13 @@ class Translator:
         else:
             raise exc
 
-    def prepare(self, req: envelopes.ClientRequest, body: bytes) -> Prepared:
-        if req.api == "count_tokens":
-            return prepare_count(body, self.catalogue)
-        return prepare_create(body, self.catalogue)
+    async def prepare(self, req: envelopes.ClientRequest, body: bytes) -> Prepared:
+        """The Messages request; a large body is decoded (in pieces) and prepared in a worker
+        thread (docs/reliability.md, "Large bodies")."""
+        prepare = prepare_count if req.api == "count_tokens" else prepare_create
+        if len(body) > self.off_loop_bytes:
+            return await asyncio.to_thread(prepare, body, self.catalogue, in_pieces=True)
+        return prepare(body, self.catalogue)
 
     async def reply_error(self, reply_to: str, err: GatewayError) -> None:
         await self.nc.publish(reply_to, envelopes.encode(err.reply))
@@ -289,7 +311,9 @@ async def main(stop: asyncio.Event) -> None:
     stored = StoredResponses(cfg.translator)
     tokens = ConversationTokens(thinking.redis, redis_keys.from_env())
     responses = ResponsesRequests(catalogue, _sealer(), stored, tokens)
-    translator = Translator(nc, subjects, catalogue, thinking, ready, responses)
+    translator = Translator(
+        nc, subjects, catalogue, thinking, ready, responses, cfg.translator.off_loop_body_bytes
+    )
     await translator.start()
     log.info("translator ready")
     await stop.wait()

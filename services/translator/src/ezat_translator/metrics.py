@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from time import perf_counter
 from typing import ParamSpec, TypeVar
@@ -70,16 +71,31 @@ class Direction:
         started = perf_counter()
         try:
             out = translate(*args, **kwargs)
-        except (GatewayError, RecursionError):  # a 4xx for the client (RecursionError: too deep)
-            self.rejected.inc()
+        except BaseException as exc:
+            self._failed(exc, started)
             raise
-        except Exception:
-            self.error.inc()
-            raise
-        finally:
-            self.seconds.observe(perf_counter() - started)
-        self.ok.inc()
+        self.done(perf_counter() - started)
         return out
+
+    async def run_off_loop(self, translate: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """``run`` with ``translate`` in a worker thread (a large body: docs/reliability.md),
+        counted and timed here: the instruments are written from the loop only. Its time is
+        the thread's wall time, GIL waits included."""
+        started = perf_counter()
+        try:
+            out = await asyncio.to_thread(translate, *args, **kwargs)
+        except BaseException as exc:
+            self._failed(exc, started)
+            raise
+        self.done(perf_counter() - started)
+        return out
+
+    def _failed(self, exc: BaseException, started: float) -> None:
+        if isinstance(exc, GatewayError | RecursionError):  # a 4xx (RecursionError: too deep)
+            self.rejected.inc()
+        elif isinstance(exc, Exception):
+            self.error.inc()
+        self.seconds.observe(perf_counter() - started)
 
     def done(self, seconds: float) -> None:
         """A translation timed by its caller (a stream's chunks) ended well."""
@@ -104,4 +120,12 @@ STORED = Counter(
 CONVERSATION_RATE_LIMITED = Counter(
     "ezat_translator_conversation_rate_limited_total",
     "Responses continuations refused by the key's tpm once their stored conversation is counted",
+)
+
+# How late the event loop wakes a task that asked to sleep (docs/observability.md): what every
+# reply, heartbeat and request on this process waited behind at that moment.
+LOOP_LAG = LeanHistogram(
+    "ezat_translator_event_loop_lag_seconds",
+    "Delay of the event loop in waking a periodic task, past its due time.",
+    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
 )

@@ -26,6 +26,7 @@ comes or goes as a claim check.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import logging
 import time
@@ -35,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 from ezat_common import bus, envelopes, logs, tracing
 from ezat_common.catalogue import Catalogue
+from ezat_common.config import DEFAULT_OFF_LOOP_BODY
 from ezat_common.envelopes import (
     OWNER_LOST,
     Heartbeat,
@@ -83,8 +85,11 @@ class OpenAIPath:
         no_router_prefix: str,
         beats: Heartbeats,
         responses: ResponsesRequests | None = None,
+        off_loop_bytes: int = DEFAULT_OFF_LOOP_BODY,
     ) -> None:
         self.nc = nc
+        # Bodies above it are translated in a worker thread ([translator] off_loop_body_bytes).
+        self.off_loop_bytes = off_loop_bytes
         self.beats = beats
         self.subjects = subjects
         self.claims = claims
@@ -120,11 +125,12 @@ class OpenAIPath:
         ``span`` (tracing on) learns the model."""
         tr: Translation
         conv: Conversion
+        large = len(body) > self.off_loop_bytes
         if req.api == "responses":
             assert self.responses is not None
-            tr, conv = await self.responses.translate(req, body)
+            tr, conv = await self.responses.translate(req, body, large)
         else:
-            tr, conv = self._translate_chat(req, body)
+            tr, conv = await self._translate_chat(req, body, large)
         if span is not None:
             span.set_attribute("gen_ai.request.model", tr.model.id)
         # From here until the state is forgotten the edge hears from us.
@@ -135,16 +141,20 @@ class OpenAIPath:
             self.beats.close(req.reply_to)
             raise
 
-    def _translate_chat(
-        self, req: envelopes.ClientRequest, body: bytes
+    async def _translate_chat(
+        self, req: envelopes.ClientRequest, body: bytes, large: bool
     ) -> tuple[ChatTranslation, ChatConversion]:
-        ct = m.REQUEST.run(
+        """``large``: decoded in pieces and translated in a worker thread (docs/reliability.md,
+        "Large bodies")."""
+        translate = functools.partial(
             to_messages_request,
             body,
             self.catalogue,
             session_header=req.session,
             cache_header=req.cache,
+            in_pieces=large,
         )
+        ct = await m.REQUEST.run_off_loop(translate) if large else m.REQUEST.run(translate)
         created = int(time.time())
         stream = (
             ChatStream(

@@ -9,6 +9,7 @@ The pure parts stay pure: ``responses_to_anthropic`` gets the stored items and a
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any, Protocol
 
@@ -76,9 +77,14 @@ class ResponsesRequests:
         self.tokens = tokens  # None: a stored conversation is not counted in the key's tpm
 
     async def translate(
-        self, req: envelopes.ClientRequest, body: bytes
+        self, req: envelopes.ClientRequest, body: bytes, large: bool = False
     ) -> tuple[ResponsesTranslation, ResponsesConversion]:
-        parsed = m.REQUEST.run(decode_responses_request, body)
+        """``large``: decode (in pieces) and translate in a worker thread, not on the loop
+        (docs/reliability.md, "Large bodies")."""
+        if large:
+            parsed = await m.REQUEST.run_off_loop(decode_responses_request, body, True)
+        else:
+            parsed = m.REQUEST.run(decode_responses_request, body)
         earlier = None
         if parsed.previous_response_id is not None:
             found = await self._earlier(req.key_id, parsed.previous_response_id)
@@ -86,7 +92,7 @@ class ResponsesRequests:
                 # Sent upstream with the body, so counted like it (the edge saw the body only).
                 await self.tokens.charge(req.key_id, req.tpm, found.size, len(body))
             earlier = found.turns
-        tr = m.REQUEST.run(
+        translate = functools.partial(
             translate_request,
             parsed,
             self.catalogue,
@@ -96,6 +102,7 @@ class ResponsesRequests:
             earlier=earlier,
             open_stored=self._opener(req.key_id, stored=True),
         )
+        tr = await m.REQUEST.run_off_loop(translate) if large else m.REQUEST.run(translate)
         meta = ResponseMeta(
             request_id=req.request_id,
             uid=req.uid,

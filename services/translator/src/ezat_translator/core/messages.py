@@ -182,11 +182,19 @@ def encode_body(data: dict[str, Any]) -> bytes:
 
 
 def _checked(
-    body: bytes, catalogue: Catalogue, *, max_tokens: bool
+    body: bytes, catalogue: Catalogue, *, max_tokens: bool, in_pieces: bool
 ) -> tuple[dict[str, Any], ModelConfig, str]:
-    """What both endpoints do first: decode the object, resolve its model, check ``max_tokens``
-    (only where it is read) and ``messages``; the first failing step is the error reported."""
-    data = decode_object(body)
+    """What both endpoints do first: decode the object (``in_pieces``: its messages one at a
+    time, pieces.py), resolve its model, check ``max_tokens`` (only where it is read) and
+    ``messages``; the first failing step is the error reported."""
+    if in_pieces:
+        # Imported here: pieces.py reads the OpenAI paths' error wording, whose module imports
+        # this one.
+        from . import pieces
+
+        data = pieces.decode_object(body, "messages")
+    else:
+        data = decode_object(body)
     model, name = resolve_model(data, catalogue)
     if max_tokens:
         _check_max_tokens(data)
@@ -194,9 +202,9 @@ def _checked(
     return data, model, name
 
 
-def prepare_create(body: bytes, catalogue: Catalogue) -> Prepared:
+def prepare_create(body: bytes, catalogue: Catalogue, *, in_pieces: bool = False) -> Prepared:
     """``POST /v1/messages``: validate the four checked fields and prepare the upstream body."""
-    data, model, name = _checked(body, catalogue, max_tokens=True)
+    data, model, name = _checked(body, catalogue, max_tokens=True, in_pieces=in_pieces)
     stream = _check_stream(data)
     affinity = _prefix_hash(model.id, data)
     # Most requests carry no breakpoint: a byte search spares them the walk of every block.
@@ -222,9 +230,9 @@ def _prefix_hash(model_id: str, data: dict[str, Any]) -> str:
         raise GatewayError(400, TOO_DEEP) from None
 
 
-def prepare_count(body: bytes, catalogue: Catalogue) -> Prepared:
+def prepare_count(body: bytes, catalogue: Catalogue, *, in_pieces: bool = False) -> Prepared:
     """``POST /v1/messages/count_tokens``: ``max_tokens`` and ``stream`` are ignored."""
-    data, model, name = _checked(body, catalogue, max_tokens=False)
+    data, model, name = _checked(body, catalogue, max_tokens=False, in_pieces=in_pieces)
     data.pop("max_tokens", None)
     estimate = input_estimate(data)
     body = encode_body(_rewrite(data, model))

@@ -14,8 +14,9 @@ import msgspec
 from ezat_common.catalogue import Catalogue
 from ezat_common.config import ModelConfig
 from ezat_common.errors import invalid
-from ezat_common.schemas.openai import ChatRequest
+from ezat_common.schemas.openai import AnyMessage, ChatRequest
 
+from . import pieces
 from .openai_messages import to_conversation
 from .openai_output import to_output_format
 from .openai_reasoning import to_reasoning
@@ -36,6 +37,7 @@ from .turns import ImageUrlPart
 __all__ = ["ChatTranslation", "ImageUrlPart", "located", "to_messages_request"]
 
 _decode_request = msgspec.json.Decoder(ChatRequest).decode
+_decode_message = msgspec.json.Decoder(AnyMessage).decode
 
 
 class ChatTranslation(Translation, frozen=True, kw_only=True):
@@ -43,9 +45,15 @@ class ChatTranslation(Translation, frozen=True, kw_only=True):
 
 
 def to_messages_request(
-    body: bytes, catalogue: Catalogue, *, session_header: str | None, cache_header: str | None
+    body: bytes,
+    catalogue: Catalogue,
+    *,
+    session_header: str | None,
+    cache_header: str | None,
+    in_pieces: bool = False,
 ) -> ChatTranslation:
-    req = decode_chat_request(body)
+    """``in_pieces``: decode ``messages`` one at a time (a large body, pieces.py)."""
+    req = decode_chat_request(body, in_pieces)
     model = catalogue.resolve_or_404(req.model)
     refuse_unsupported(req)
     max_tokens = output_limit(req, model)
@@ -83,7 +91,9 @@ def to_messages_request(
     )
 
 
-def decode_chat_request(body: bytes) -> ChatRequest:
+def decode_chat_request(body: bytes, in_pieces: bool = False) -> ChatRequest:
+    if in_pieces:
+        return pieces.decode_struct(body, _decode_request, "messages", _decode_message)
     return decoded(body, _decode_request)
 
 

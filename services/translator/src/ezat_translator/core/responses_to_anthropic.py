@@ -25,6 +25,7 @@ from ezat_common.config import ModelConfig
 from ezat_common.errors import invalid
 from ezat_common.schemas.openai_responses import ResponsesRequest, TextOptions
 
+from . import pieces
 from .anthropic_to_responses import ResponseEcho
 from .openai_output import to_schema_format, wants_schema
 from .openai_reasoning import to_reasoning
@@ -54,6 +55,7 @@ __all__ = [
 
 _decode_request = msgspec.json.Decoder(ResponsesRequest).decode
 _encode = msgspec.json.Encoder().encode
+_decode_item = msgspec.json.Decoder(dict[str, Any]).decode
 
 
 class ResponsesTranslation(Translation, frozen=True, kw_only=True):
@@ -151,7 +153,10 @@ def translate_request(
     )
 
 
-def decode_responses_request(body: bytes) -> ResponsesRequest:
+def decode_responses_request(body: bytes, in_pieces: bool = False) -> ResponsesRequest:
+    """``in_pieces``: ``input`` one item at a time (a large body, pieces.py)."""
+    if in_pieces:
+        return pieces.decode_struct(body, _decode_request, "input", _decode_item)
     return decoded(body, _decode_request)
 
 
