@@ -61,6 +61,14 @@ class EdgeConfig(Struct, forbid_unknown_fields=True, kw_only=True):
     # Bytes of one stream the edge may hold while its client does not read them (its write
     # buffer); beyond it the stream ends with an error event and its request is stopped.
     stream_buffer_bytes: int = DEFAULT_STREAM_BUFFER
+    # Request-body bytes one edge holds at once, in all and for one key: a body counts its
+    # declared content-length (chunked: its chunks as they arrive) from its first byte until its
+    # request ends. A body past either gets 529 overloaded_error (OpenAI API: 503), retry-after.
+    body_bytes_in_flight: int = 256 * 1024 * 1024
+    body_bytes_in_flight_per_key: int = 64 * 1024 * 1024
+    # Seconds a client has to take a non-streamed answer once the edge writes it; an answer still
+    # waiting at the edge then is dropped and its connection closed (its request stays billed).
+    unread_answer_grace: float = 10.0
 
 
 class Price(Struct, forbid_unknown_fields=True, kw_only=True):
@@ -280,6 +288,7 @@ _EDGE_POSITIVE = (
     "keepalive_timeout",
     "max_connections",
     "max_in_flight",
+    "unread_answer_grace",
 )
 
 
@@ -289,6 +298,17 @@ def _check(cfg: Config, file: str) -> None:
             raise ConfigError(f"{file}: edge.{name}: must be positive")
     if cfg.edge.stream_buffer_bytes < MIN_STREAM_BUFFER:
         raise ConfigError(f"{file}: edge.stream_buffer_bytes: must be at least {MIN_STREAM_BUFFER}")
+    # Smaller, a body the size limit allows would be refused for ever (retry-after, then again).
+    if cfg.edge.body_bytes_in_flight_per_key < cfg.edge.max_body_bytes:
+        raise ConfigError(
+            f"{file}: edge.body_bytes_in_flight_per_key: must be at least edge.max_body_bytes"
+            f" ({cfg.edge.max_body_bytes})"
+        )
+    if cfg.edge.body_bytes_in_flight < cfg.edge.body_bytes_in_flight_per_key:
+        raise ConfigError(
+            f"{file}: edge.body_bytes_in_flight: must be at least"
+            f" edge.body_bytes_in_flight_per_key ({cfg.edge.body_bytes_in_flight_per_key})"
+        )
     names: dict[str, str] = {}
     for i, m in enumerate(cfg.models):
         for j, name in enumerate([m.id, *m.aliases]):

@@ -28,6 +28,7 @@ from . import metrics as m
 from .auth import Authenticator
 from .budgets import Budgets
 from .core.admission import Admission
+from .core.body_bytes import BodyBytes
 from .core.deadlines import first_reply_timeout
 from .core.model_label import ModelLabels
 from .deliveries import Deliveries
@@ -104,6 +105,8 @@ async def connect(cfg: Config, subjects: Subjects) -> Edge:
     limiter = RateLimiter.from_env()
     admission = Admission(cfg.edge.max_in_flight)
     m.IN_FLIGHT.set_function(lambda: admission.in_flight)
+    body_bytes = BodyBytes(cfg.edge.body_bytes_in_flight, cfg.edge.body_bytes_in_flight_per_key)
+    m.BODY_BYTES.set_function(lambda: body_bytes.held)
     instance = f"edge-{uuid.uuid4().hex[:12]}"
     nc = await bus.connect(instance)
     inbox = bus.Inbox(nc, subjects, instance)
@@ -138,6 +141,7 @@ async def connect(cfg: Config, subjects: Subjects) -> Edge:
         admission,
         models,
         ModelLabels(catalogue),
+        body_bytes,
     )
     ops = Operations(nc, auth)
     status = StackStatus(nc, subjects, ops, limiter.redis)

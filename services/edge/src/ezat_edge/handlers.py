@@ -19,10 +19,11 @@ from ezat_common.subjects import Subjects
 from . import metrics as m
 from . import spans
 from .auth import Authenticator, ascii_header
-from .body_reader import read_limited
+from .body_reader import BodyHold, read_limited
 from .budgets import Budgets
 from .call import Call
 from .core.admission import Admission, overloaded
+from .core.body_bytes import BodyBytes
 from .core.model_label import ModelLabels
 from .core.routes import Format, api_format
 from .ids import new_uid
@@ -65,6 +66,7 @@ class Api:
     admission: Admission
     models: ModelLists
     model_labels: ModelLabels
+    body_bytes: BodyBytes
 
     async def create_message(self, request: web.Request) -> web.StreamResponse:
         return await self._model_call(request, "messages", "anthropic")
@@ -118,9 +120,11 @@ class Api:
         if not self.admission.admit():
             m.OVERLOADED.inc()
             raise overloaded()
+        hold = BodyHold(self.body_bytes)
         try:
-            return await self._checked_call(request, api, fmt, meter, parent, span)
+            return await self._checked_call(request, api, fmt, meter, parent, span, hold)
         finally:
+            hold.release()  # whatever the way out: answered, refused, timed out, client gone
             self.admission.release()
 
     async def _checked_call(
@@ -131,6 +135,7 @@ class Api:
         meter: m.ApiMeters,
         parent: str | None,
         span: Span | None,
+        hold: BodyHold,
     ) -> web.StreamResponse:
         started = time.monotonic()
         received_at = time.time()
@@ -140,7 +145,10 @@ class Api:
             await self.budgets.check(self.nc, key)  # 403 before anything is sent upstream
         limit_headers = await self.limiter.check(key)
         cfg = self.cfg
-        body = await read_limited(request, cfg.max_body_bytes, cfg.body_timeout, cfg.body_min_rate)
+        hold.key = key.id
+        body = await read_limited(
+            request, cfg.max_body_bytes, hold, cfg.body_timeout, cfg.body_min_rate
+        )
         meter.request_bytes.observe(len(body))
         if key.tpm is not None and api != "count_tokens":
             # Estimated input tokens (limits.py); count_tokens runs no model, so only its
