@@ -23,6 +23,8 @@ DEFAULT_MAX_BODY = 32 * 1024 * 1024
 DEFAULT_STREAM_BUFFER = 1024 * 1024
 # The smallest allowed: a transport pauses writing at 64 KiB, and the cap is checked from there.
 MIN_STREAM_BUFFER = 64 * 1024
+# Seconds a client has to take a non-streamed answer (docs/reliability.md).
+DEFAULT_UNREAD_ANSWER_GRACE = 10.0
 
 
 class ConfigError(Exception):
@@ -68,7 +70,7 @@ class EdgeConfig(Struct, forbid_unknown_fields=True, kw_only=True):
     body_bytes_in_flight_per_key: int = 64 * 1024 * 1024
     # Seconds a client has to take a non-streamed answer once the edge writes it; an answer still
     # waiting at the edge then is dropped and its connection closed (its request stays billed).
-    unread_answer_grace: float = 10.0
+    unread_answer_grace: float = DEFAULT_UNREAD_ANSWER_GRACE
 
 
 class Price(Struct, forbid_unknown_fields=True, kw_only=True):

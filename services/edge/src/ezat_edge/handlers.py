@@ -18,6 +18,7 @@ from ezat_common.subjects import Subjects
 
 from . import metrics as m
 from . import spans
+from .answers import write_within
 from .auth import Authenticator, ascii_header
 from .body_reader import BodyHold, read_limited
 from .budgets import Budgets
@@ -122,7 +123,11 @@ class Api:
             raise overloaded()
         hold = BodyHold(self.body_bytes)
         try:
-            return await self._checked_call(request, api, fmt, meter, parent, span, hold)
+            resp = await self._checked_call(request, api, fmt, meter, parent, span, hold)
+            if not resp.prepared and isinstance(resp, web.Response):
+                # A JSON answer: written here, within the grace, while it still counts in flight.
+                await write_within(request, resp, self.cfg.unread_answer_grace)
+            return resp
         finally:
             hold.release()  # whatever the way out: answered, refused, timed out, client gone
             self.admission.release()
