@@ -33,6 +33,7 @@ from support.config import SONNET, base_url, listen, model, one_simulator, write
 from support.stack import create_key, running
 
 GRACE = 2.0  # [edge] unread_answer_grace of this stack: short, so the test waits little
+MIN_RATE = 10 * 1024 * 1024
 CLIENTS = 10
 INSTRUCTIONS = 6 * 1024 * 1024  # characters each answer repeats: 60 MB for the ten
 MAX_BODY = 32 * 1024 * 1024
@@ -80,7 +81,9 @@ def _config(folder: Path, edge: int, sim: int) -> Path:
     sections = one_simulator(
         edge,
         sim,
-        edge={"unread_answer_grace": GRACE},
+        # An answer must be taken within the grace plus 1 s per body_min_rate bytes: 0.6 s more
+        # for the 6 MB answers here (the default rate, 128 KiB/s, would add 48 s).
+        edge={"unread_answer_grace": GRACE, "body_min_rate": MIN_RATE},
         router={"first_byte_timeout": 60.0},
         models=[model(SONNET, aliases=["claude-sonnet-5-5"], context_window=10_000_000)],
         simulators=[{"name": "memory-sim", "listen": listen(sim)}],
@@ -193,11 +196,11 @@ async def test_unread_answers_are_dropped_after_the_grace_and_memory_comes_back(
         assert held - baseline > CLIENTS * INSTRUCTIONS // 2, (baseline, held)
 
         # Within the grace and a generous margin for a loaded two-core machine, all are dropped.
-        end = written + GRACE + 20
+        end = written + GRACE + length / MIN_RATE + 20
         while (dropped := await stack.dropped()) < CLIENTS:
             assert time.monotonic() < end, f"{CLIENTS - dropped:g} unread answers still held"
             await asyncio.sleep(0.2)
-        assert time.monotonic() - written >= GRACE - 0.5
+        assert time.monotonic() - written >= GRACE + length / MIN_RATE - 0.5
         await asyncio.sleep(1.0)
         after = stack.edge_rss()
         # Given back: the edge's objects are freed, though glibc's heap may keep some of the

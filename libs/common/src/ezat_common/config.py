@@ -68,8 +68,9 @@ class EdgeConfig(Struct, forbid_unknown_fields=True, kw_only=True):
     # request ends. A body past either gets 529 overloaded_error (OpenAI API: 503), retry-after.
     body_bytes_in_flight: int = 256 * 1024 * 1024
     body_bytes_in_flight_per_key: int = 64 * 1024 * 1024
-    # Seconds a client has to take a non-streamed answer once the edge writes it; an answer still
-    # waiting at the edge then is dropped and its connection closed (its request stays billed).
+    # Seconds a client has to take a non-streamed answer once the edge writes it, plus one per
+    # body_min_rate bytes of it; an answer still waiting at the edge then is dropped and its
+    # connection closed (its request stays billed).
     unread_answer_grace: float = DEFAULT_UNREAD_ANSWER_GRACE
 
 

@@ -5,8 +5,10 @@ aiohttp writes a returned ``Response`` after the handler: the whole body goes to
 then it waits (drains) until the client has taken all but the transport's low-water mark. A client
 that never reads kept that wait, its connection and the body in the transport's buffer for as long
 as it stayed connected: ten such clients of 40 MB answers pinned 400 MB for as long as they liked.
-Here the handler writes the answer itself, and a client that has not taken it within the grace has
-it dropped: the transport is aborted (its buffer freed at once, the client sees a reset). Its
+Here the handler writes the answer itself, and a client that has not taken it within the grace,
+plus one second per ``min_rate`` bytes of it (``[edge] body_min_rate``, the rate a request body
+must keep too: a slow link still gets a large answer), has it dropped: the transport is aborted
+(its buffer freed at once, the client sees a reset). Its
 request stays billed as the router recorded it: the answer had been produced whole, and the edge
 confirmed its delivery as for a client that leaves early (docs/billing.md, "Billed only when
 delivered").
@@ -27,18 +29,22 @@ from . import metrics as m
 log = logging.getLogger("ezat.edge.answers")
 
 
-async def write_within(request: web.Request, resp: web.Response, grace: float) -> web.Response:
+async def write_within(
+    request: web.Request, resp: web.Response, grace: float, min_rate: int
+) -> web.Response:
     """``resp`` written to its client, or dropped with its connection when the client has not
-    taken it within ``grace`` seconds (or has gone). aiohttp's own write after the handler then
-    has nothing left to do (or meets the closed transport, which it takes for a client gone)."""
+    taken it within ``grace`` seconds plus one per ``min_rate`` bytes (or has gone). aiohttp's own
+    write after the handler then has nothing left to do (or meets the closed transport, which it
+    takes for a client gone)."""
     transport = request.transport
+    seconds = grace + (resp.content_length or 0) / min_rate
     try:
         await resp.prepare(request)
-        async with asyncio.timeout(grace):
+        async with asyncio.timeout(seconds):
             await resp.write_eof()
     except TimeoutError:
         m.UNREAD_ANSWERS_DROPPED.inc()
-        log.info("answer dropped: its client had not read it within %g s", grace)
+        log.info("answer dropped: its client had not read it within %.1f s", seconds)
         if transport is not None:
             transport.abort()
     except ConnectionError:

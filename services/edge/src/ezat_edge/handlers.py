@@ -126,7 +126,8 @@ class Api:
             resp = await self._checked_call(request, api, fmt, meter, parent, span, hold)
             if not resp.prepared and isinstance(resp, web.Response):
                 # A JSON answer: written here, within the grace, while it still counts in flight.
-                await write_within(request, resp, self.cfg.unread_answer_grace)
+                cfg = self.cfg
+                await write_within(request, resp, cfg.unread_answer_grace, cfg.body_min_rate)
             return resp
         finally:
             hold.release()  # whatever the way out: answered, refused, timed out, client gone
