@@ -101,19 +101,21 @@ def memory_stack(infra: Infra, database_url: str, data_dir: Path) -> Iterator[Me
         yield MemoryStack(stack, edge, base_url(edge), database_url)
 
 
-def _responses_request(key: str, request_id: str, instructions: int) -> bytes:
+def _responses_request(
+    key: str, request_id: str, instructions: int, *, store: bool = False
+) -> bytes:
     body = json.dumps(
         {
             "model": "claude-sonnet-5-5",
             "input": "hi",
             "instructions": "x" * instructions,
             "max_output_tokens": 16,
-            "store": False,
+            "store": store,
         }
     ).encode()
     head = (
         "POST /openai/v1/responses HTTP/1.1\r\nHost: x\r\n"
-        f"authorization: Bearer {key}\r\nx-request-id: {request_id}\r\n"
+        f"authorization: Bearer {key}\r\nx-request-id: {request_id}\r\nconnection: close\r\n"
         f"content-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n"
     )
     return head.encode() + body
@@ -234,6 +236,37 @@ async def test_unread_answers_are_dropped_after_the_grace_and_memory_comes_back(
         ("complete", False, False)
     ] * CLIENTS
     assert all(r["cost_micros"] > 0 for r in rows)
+
+
+async def test_an_unread_stored_response_is_dropped_too(memory_stack: MemoryStack) -> None:
+    stack = memory_stack
+    key = await create_key(stack.database_url, "unread-stored")
+    loop = asyncio.get_running_loop()
+    rid = f"stored-{uuid.uuid4().hex[:8]}"
+    sock = await _connect(stack.port)
+    try:
+        await loop.sock_sendall(sock, _responses_request(key, rid, INSTRUCTIONS, store=True))
+        got, _ = await _read_all(sock, timeout=60)
+    finally:
+        sock.close()
+    assert got.startswith(b"HTTP/1.1 200"), got[:200]
+    before = await stack.dropped()
+    sock = await _connect(stack.port, receive_buffer=4096)
+    try:
+        head = (
+            f"GET /openai/v1/responses/resp_{rid} HTTP/1.1\r\nHost: x\r\n"
+            f"authorization: Bearer {key}\r\n\r\n"
+        )
+        await loop.sock_sendall(sock, head.encode())
+        end = time.monotonic() + GRACE + 20
+        while await stack.dropped() < before + 1:
+            assert time.monotonic() < end, "the unread stored response is still held"
+            await asyncio.sleep(0.2)
+        got, closed = await _read_all(sock, timeout=10)
+    finally:
+        sock.close()
+    assert got.startswith(b"HTTP/1.1 200"), got[:200]
+    assert closed and len(got) < INSTRUCTIONS
 
 
 async def _trickle(port: int, key: str, length: int) -> socket.socket:

@@ -25,6 +25,7 @@ from nats.aio.msg import Msg
 
 from . import listener
 from . import metrics as m
+from .answers import answers_mw
 from .auth import Authenticator
 from .budgets import Budgets
 from .core.admission import Admission
@@ -169,7 +170,10 @@ async def _connect_db(auth: Authenticator) -> None:
 
 
 def build(edge: Edge) -> web.Application:
-    app = web.Application(middlewares=[errors_mw], client_max_size=1024**3)
+    cfg = edge.api.cfg
+    # Outermost: what errors_mw answers is written within the deadline too.
+    written = answers_mw(cfg.unread_answer_grace, cfg.body_min_rate)
+    app = web.Application(middlewares=[written, errors_mw], client_max_size=1024**3)
     app.on_response_prepare.append(on_prepare)
     app.add_routes([web.route(method, path, get(edge)) for method, path, get in ROUTES])
     return app
