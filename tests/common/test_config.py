@@ -36,6 +36,17 @@ def test_shipped_default_config_loads() -> None:
             "[edge]\nstream_buffer_bytes = 1000\n",
             "f.toml: edge.stream_buffer_bytes: must be at least 65536",
         ),
+        (
+            "[edge]\nbody_bytes_in_flight_per_key = 1000\n",
+            "f.toml: edge.body_bytes_in_flight_per_key: must be at least edge.max_body_bytes"
+            " (33554432)",
+        ),
+        (
+            "[edge]\nbody_bytes_in_flight = 40000000\n",
+            "f.toml: edge.body_bytes_in_flight: must be at least"
+            " edge.body_bytes_in_flight_per_key (67108864)",
+        ),
+        ("[edge]\nunread_answer_grace = 0\n", "f.toml: edge.unread_answer_grace: must be positive"),
         ('[[models]]\nid = "x"\n', "f.toml: models[0]: Object missing required field"),
         (
             MODEL.replace("context_window = 1000", 'context_window = "big"'),
@@ -185,6 +196,9 @@ def test_defaults_fill_in() -> None:
     assert model.prompt_caching is True
     assert cfg.edge.max_body_bytes == 32 * 1024 * 1024
     assert cfg.edge.stream_buffer_bytes == 1024 * 1024
+    assert cfg.edge.body_bytes_in_flight == 256 * 1024 * 1024
+    assert cfg.edge.body_bytes_in_flight_per_key == 64 * 1024 * 1024
+    assert cfg.edge.unread_answer_grace == 10.0
     assert cfg.router.max_attempts == 3
 
 

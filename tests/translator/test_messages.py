@@ -77,6 +77,9 @@ def test_cache_control_stripped_everywhere_for_models_without_caching() -> None:
     assert sent["messages"][0]["content"][1]["content"][0]["text"] == "r"
 
 
+META: dict[str, Any] = {"model": "cached", "max_tokens": 1, "messages": MSGS}
+
+
 @pytest.mark.parametrize(
     ("body", "status", "prefix"),
     [
@@ -94,6 +97,10 @@ def test_cache_control_stripped_everywhere_for_models_without_caching() -> None:
         (enc({"model": "cached", "max_tokens": 1, "messages": []}), 400, "messages:"),
         (enc({"model": "cached", "max_tokens": 1, "messages": "hi"}), 400, "messages:"),
         (enc({"model": "cached", "max_tokens": 1, "messages": MSGS, "stream": 1}), 400, "stream:"),
+        (enc(META | {"metadata": []}), 400, "metadata: must be an object"),
+        (enc(META | {"metadata": {"x": 1}}), 400, "metadata.x: Extra inputs are not permitted"),
+        (enc(META | {"metadata": {"user_id": 1}}), 400, "metadata.user_id: must be a string"),
+        (enc(META | {"metadata": {"user_id": "u" * 257}}), 400, "metadata.user_id: is longer"),
     ],
 )
 def test_refusals_name_the_field(body: bytes, status: int, prefix: str) -> None:
@@ -101,6 +108,12 @@ def test_refusals_name_the_field(body: bytes, status: int, prefix: str) -> None:
         prepare_create(body, CAT)
     assert info.value.status == status
     assert info.value.message.startswith(prefix), info.value.message
+
+
+@pytest.mark.parametrize("metadata", [None, {}, {"user_id": None}, {"user_id": "u" * 256}])
+def test_metadata_within_the_anthropic_apis_rule_passes_unchanged(metadata: Any) -> None:
+    sent = msgspec.json.decode(prepare_create(enc(META | {"metadata": metadata}), CAT).body)
+    assert sent["metadata"] == metadata
 
 
 def test_unknown_model_error_carries_code() -> None:

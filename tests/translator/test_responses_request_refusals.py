@@ -434,6 +434,25 @@ REFUSALS: list[tuple[str, dict[str, Any], str, str]] = [
         "tools",
         "Expected `array`, got `object`",
     ),
+    # ---- metadata: OpenAI's limits (the response object repeats it) ----
+    (
+        "metadata_too_many_pairs",
+        request(metadata={f"k{i}": "v" for i in range(17)}),
+        "metadata",
+        "at most 16 key-value pairs are allowed; got 17: send fewer",
+    ),
+    (
+        "metadata_key_too_long",
+        request(metadata={"k" * 65: "v"}),
+        "metadata",
+        f"a key is longer than 64 characters (`{'k' * 64}...`, 65); shorten it",
+    ),
+    (
+        "metadata_value_too_long",
+        request(metadata={"note": "v" * 513}),
+        "metadata.note",
+        "is longer than 512 characters (513); shorten it",
+    ),
 ]
 
 

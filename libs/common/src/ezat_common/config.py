@@ -25,6 +25,8 @@ DEFAULT_OFF_LOOP_BODY = 256 * 1024
 DEFAULT_STREAM_BUFFER = 1024 * 1024
 # The smallest allowed: a transport pauses writing at 64 KiB, and the cap is checked from there.
 MIN_STREAM_BUFFER = 64 * 1024
+# Seconds a client has to take a non-streamed answer (docs/reliability.md).
+DEFAULT_UNREAD_ANSWER_GRACE = 10.0
 
 
 class ConfigError(Exception):
@@ -71,6 +73,15 @@ class EdgeConfig(Struct, forbid_unknown_fields=True, kw_only=True):
     # Bytes of one stream the edge may hold while its client does not read them (its write
     # buffer); beyond it the stream ends with an error event and its request is stopped.
     stream_buffer_bytes: int = DEFAULT_STREAM_BUFFER
+    # Request-body bytes one edge holds at once, in all and for one key: a body counts its
+    # declared content-length (chunked: its chunks as they arrive) from its first byte until its
+    # request ends. A body past either gets 529 overloaded_error (OpenAI API: 503), retry-after.
+    body_bytes_in_flight: int = 256 * 1024 * 1024
+    body_bytes_in_flight_per_key: int = 64 * 1024 * 1024
+    # Seconds a client has to take a non-streamed answer once the edge writes it, plus one per
+    # body_min_rate bytes of it; an answer still waiting at the edge then is dropped and its
+    # connection closed (its request stays billed).
+    unread_answer_grace: float = DEFAULT_UNREAD_ANSWER_GRACE
 
 
 class Price(Struct, forbid_unknown_fields=True, kw_only=True):
@@ -306,6 +317,7 @@ _EDGE_POSITIVE = (
     "keepalive_timeout",
     "max_connections",
     "max_in_flight",
+    "unread_answer_grace",
 )
 
 
@@ -331,6 +343,17 @@ def _check(cfg: Config, file: str) -> None:
         raise ConfigError(f"{file}: edge.stream_buffer_bytes: must be at least {MIN_STREAM_BUFFER}")
     if cfg.translator.off_loop_body_bytes < 0:
         raise ConfigError(f"{file}: translator.off_loop_body_bytes: must be 0 or more (bytes)")
+    # Smaller, a body the size limit allows would be refused for ever (retry-after, then again).
+    if cfg.edge.body_bytes_in_flight_per_key < cfg.edge.max_body_bytes:
+        raise ConfigError(
+            f"{file}: edge.body_bytes_in_flight_per_key: must be at least edge.max_body_bytes"
+            f" ({cfg.edge.max_body_bytes})"
+        )
+    if cfg.edge.body_bytes_in_flight < cfg.edge.body_bytes_in_flight_per_key:
+        raise ConfigError(
+            f"{file}: edge.body_bytes_in_flight: must be at least"
+            f" edge.body_bytes_in_flight_per_key ({cfg.edge.body_bytes_in_flight_per_key})"
+        )
     names: dict[str, str] = {}
     for i, m in enumerate(cfg.models):
         for j, name in enumerate([m.id, *m.aliases]):

@@ -25,9 +25,11 @@ from nats.aio.msg import Msg
 
 from . import listener
 from . import metrics as m
+from .answers import answers_mw
 from .auth import Authenticator
 from .budgets import Budgets
 from .core.admission import Admission
+from .core.body_bytes import BodyBytes
 from .core.deadlines import first_reply_timeout
 from .core.model_label import ModelLabels
 from .deliveries import Deliveries
@@ -107,6 +109,8 @@ async def connect(cfg: Config, subjects: Subjects) -> Edge:
     limiter = RateLimiter.from_env()
     admission = Admission(cfg.edge.max_in_flight)
     m.IN_FLIGHT.set_function(lambda: admission.in_flight)
+    body_bytes = BodyBytes(cfg.edge.body_bytes_in_flight, cfg.edge.body_bytes_in_flight_per_key)
+    m.BODY_BYTES.set_function(lambda: body_bytes.held)
     instance = uuid.uuid4().hex[:12]
     nc = await bus.connect(f"edge-{instance}", "edge")
     inbox = bus.Inbox(nc, subjects, f"edge.{instance}")
@@ -143,6 +147,7 @@ async def connect(cfg: Config, subjects: Subjects) -> Edge:
         admission,
         models,
         ModelLabels(catalogue),
+        body_bytes,
     )
     ops = Operations(nc, auth)
     status = StackStatus(nc, subjects, ops, limiter.redis)
@@ -175,7 +180,10 @@ async def _connect_db(auth: Authenticator, stored: StoredResponses, auth_size: i
 
 
 def build(edge: Edge) -> web.Application:
-    app = web.Application(middlewares=[errors_mw], client_max_size=1024**3)
+    cfg = edge.api.cfg
+    # Outermost: what errors_mw answers is written within the deadline too.
+    written = answers_mw(cfg.unread_answer_grace, cfg.body_min_rate)
+    app = web.Application(middlewares=[written, errors_mw], client_max_size=1024**3)
     app.on_response_prepare.append(on_prepare)
     app.add_routes([web.route(method, path, get(edge)) for method, path, get in ROUTES])
     return app

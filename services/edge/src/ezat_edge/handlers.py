@@ -17,11 +17,13 @@ from ezat_common.subjects import Subjects
 
 from . import metrics as m
 from . import spans
+from .answers import write_within
 from .auth import Authenticator
-from .body_reader import read_limited
+from .body_reader import BodyHold, read_limited
 from .budgets import Budgets
 from .call import Call
 from .core.admission import Admission, overloaded
+from .core.body_bytes import BodyBytes
 from .core.inputs import refused_body
 from .core.model_label import ModelLabels
 from .core.routes import Format, api_format
@@ -65,6 +67,7 @@ class Api:
     admission: Admission
     models: ModelLists
     model_labels: ModelLabels
+    body_bytes: BodyBytes
 
     async def create_message(self, request: web.Request) -> web.StreamResponse:
         return await self._model_call(request, "messages", "anthropic")
@@ -119,9 +122,16 @@ class Api:
         if not self.admission.admit():
             m.OVERLOADED.inc()
             raise overloaded()
+        hold = BodyHold(self.body_bytes)
         try:
-            return await self._checked_call(request, api, fmt, meter, parent, span)
+            resp = await self._checked_call(request, api, fmt, meter, parent, span, hold)
+            if not resp.prepared and isinstance(resp, web.Response):
+                # A JSON answer: written here, within the grace, while it still counts in flight.
+                cfg = self.cfg
+                await write_within(request, resp, cfg.unread_answer_grace, cfg.body_min_rate)
+            return resp
         finally:
+            hold.release()  # whatever the way out: answered, refused, timed out, client gone
             self.admission.release()
 
     async def _checked_call(
@@ -132,6 +142,7 @@ class Api:
         meter: m.ApiMeters,
         parent: str | None,
         span: Span | None,
+        hold: BodyHold,
     ) -> web.StreamResponse:
         started = time.monotonic()
         received_at = time.time()
@@ -141,7 +152,10 @@ class Api:
             await self.budgets.check(self.nc, key)  # 403 before anything is sent upstream
         limit_headers = await self.limiter.check(key)
         cfg = self.cfg
-        body = await read_limited(request, cfg.max_body_bytes, cfg.body_timeout, cfg.body_min_rate)
+        hold.key = key.id
+        body = await read_limited(
+            request, cfg.max_body_bytes, hold, cfg.body_timeout, cfg.body_min_rate
+        )
         meter.request_bytes.observe(len(body))
         not_utf8 = refused_body(body)
         if not_utf8 is not None:

@@ -103,6 +103,22 @@ STREAM_BUFFERED_MAX = Gauge(
     "ezat_edge_stream_buffered_bytes_max",
     "The largest of those per stream now (at most stream_buffer_bytes)",
 )
+BODY_BYTES = Gauge(
+    "ezat_edge_body_bytes_in_flight",
+    "Request-body bytes this edge holds for requests in progress (at most body_bytes_in_flight)",
+)
+BODY_BYTES_REFUSED = LeanCounter(
+    "ezat_edge_body_bytes_refused_total",
+    "Requests refused 529/503 because their body would pass a limit of body bytes in flight: "
+    "the key's (body_bytes_in_flight_per_key) or the edge's (body_bytes_in_flight)",
+    ["limit"],
+)
+BODY_BYTES_REFUSED_BY = {limit: BODY_BYTES_REFUSED.labels(limit) for limit in ("key", "edge")}
+UNREAD_ANSWERS_DROPPED = Counter(
+    "ezat_edge_unread_answers_dropped_total",
+    "Non-streamed answers dropped, their connection closed, because their client had not taken "
+    "them within unread_answer_grace",
+)
 RATE_LIMITED = LeanCounter(
     "ezat_edge_rate_limited_total",
     "Requests refused 429 by a key's limits, by the limit: requests (rpm) or tokens (tpm)",

@@ -190,7 +190,7 @@ class Relay:
                     return self._reply_error(call, UNRECORDED)
                 data = await self._claim(self.claims.unpack(first.data, first.data_ref))
                 headers = {**call.extra_headers, **first.headers}
-                # Handed to aiohttp, which writes it as the handler returns: delivered.
+                # Written next (answers.py), or dropped unread after the grace: delivered.
                 self._delivered(call)
                 now = time.monotonic()
                 call.meter.final_hold.observe(now - arrived)

@@ -1,8 +1,9 @@
 """The Anthropic Messages API as the gateway sees it (docs/api.md, "Messages API").
 
-The gateway checks ``model``, ``max_tokens``, ``messages`` and ``stream``; everything else passes to
-the deployment unchanged. Two rewrites: ``cache_control`` is removed for models without prompt
-caching, and ``model`` is taken out of the body (the router splices in the deployment's name).
+The gateway checks ``model``, ``max_tokens``, ``messages`` and ``stream``, and ``metadata`` within
+the Anthropic API's own limits; everything else passes to the deployment unchanged. Two rewrites:
+``cache_control`` is removed for models without prompt caching, and ``model`` is taken out of the
+body (the router splices in the deployment's name).
 """
 
 from __future__ import annotations
@@ -95,6 +96,35 @@ def _check_max_tokens(data: dict[str, Any]) -> None:
         raise invalid("max_tokens", "must be an integer")
     if value < 1:
         raise invalid("max_tokens", "must be at least 1")
+
+
+# The Anthropic API's ``metadata``: only ``user_id``, a string of at most 256 characters (or null);
+# another key is its 400 too. Checked here because the gateway keeps ``user_id`` (the usage row's
+# attribution), so its size is the gateway's to bound, not only the deployment's.
+METADATA_KEYS = frozenset({"user_id"})
+USER_ID_CHARS = 256
+
+
+def _check_metadata(data: dict[str, Any]) -> None:
+    metadata = data.get("metadata")
+    if metadata is None:
+        return
+    if not isinstance(metadata, dict):
+        raise invalid("metadata", 'must be an object such as {"user_id": "..."}')
+    for key in metadata:
+        if key not in METADATA_KEYS:
+            raise invalid(f"metadata.{key[:64]}", "Extra inputs are not permitted; only user_id is")
+    user_id = metadata.get("user_id")
+    if user_id is None:
+        return
+    if not isinstance(user_id, str):
+        raise invalid("metadata.user_id", "must be a string")
+    if len(user_id) > USER_ID_CHARS:
+        raise invalid(
+            "metadata.user_id",
+            f"is longer than {USER_ID_CHARS} characters ({len(user_id)}); send an opaque id "
+            "such as a hash",
+        )
 
 
 def _check_stream(data: dict[str, Any]) -> bool:
@@ -206,6 +236,7 @@ def prepare_create(body: bytes, catalogue: Catalogue, *, in_pieces: bool = False
     """``POST /v1/messages``: validate the four checked fields and prepare the upstream body."""
     data, model, name = _checked(body, catalogue, max_tokens=True, in_pieces=in_pieces)
     stream = _check_stream(data)
+    _check_metadata(data)
     affinity = _prefix_hash(model.id, data)
     # Most requests carry no breakpoint: a byte search spares them the walk of every block.
     ttl = largest_cache_ttl(data) if model.prompt_caching and b"cache_control" in body else None

@@ -101,6 +101,7 @@ def translate_request(
     thinking opened with ``open_stored``."""
     model = catalogue.resolve_or_404(req.model)
     refuse_unsupported(req)
+    check_metadata(req.metadata)
     max_tokens = to_max_tokens([("max_output_tokens", req.max_output_tokens)], model)
 
     tools = to_tools(req.tools, model) if req.tools else []
@@ -218,6 +219,38 @@ def refuse_unsupported(req: ResponsesRequest) -> None:
         raise invalid("prompt", "prompt templates are not supported; send instructions and input")
     if req.top_logprobs is not None:
         raise invalid("top_logprobs", "log probabilities are not supported")
+
+
+# OpenAI's own limits on ``metadata`` (its API reference: 16 pairs, keys up to 64 characters,
+# values up to 512). The response object repeats it and nothing else reads it: unbounded, a 32 MB
+# request made a 32 MB answer, held at the edge for as long as its client did not read it.
+METADATA_PAIRS = 16
+METADATA_KEY_CHARS = 64
+METADATA_VALUE_CHARS = 512
+
+
+def check_metadata(metadata: dict[str, str] | None) -> None:
+    """A 400 naming ``metadata`` (or the key whose value is too long) past OpenAI's limits."""
+    if not metadata:
+        return
+    if len(metadata) > METADATA_PAIRS:
+        raise invalid(
+            "metadata",
+            f"at most {METADATA_PAIRS} key-value pairs are allowed; got {len(metadata)}: "
+            "send fewer",
+        )
+    for key, value in metadata.items():
+        if len(key) > METADATA_KEY_CHARS:
+            raise invalid(
+                "metadata",
+                f"a key is longer than {METADATA_KEY_CHARS} characters "
+                f"(`{key[:METADATA_KEY_CHARS]}...`, {len(key)}); shorten it",
+            )
+        if len(value) > METADATA_VALUE_CHARS:
+            raise invalid(
+                f"metadata.{key}",
+                f"is longer than {METADATA_VALUE_CHARS} characters ({len(value)}); shorten it",
+            )
 
 
 def to_text_format(text: TextOptions | None, model: ModelConfig) -> dict[str, Any] | None:
