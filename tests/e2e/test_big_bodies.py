@@ -185,8 +185,9 @@ async def test_a_large_body_is_answered_once_without_stalling_the_translator(
 
 async def answered_once(
     big: BigStack, http: aiohttp.ClientSession, published: list[str], path: str, data: bytes
-) -> None:
-    """Sends ``data``; asserts it was answered 200, published once and billed once."""
+) -> str:
+    """Sends ``data``; asserts it was answered 200, published once and billed once; the
+    answer."""
     request_id = f"big-{uuid.uuid4().hex[:12]}"
     headers = {
         "authorization": f"Bearer {big.key}",
@@ -199,3 +200,34 @@ async def answered_once(
         assert resp.status == 200, answer[:500]
     assert published.count(request_id) == 1, f"published {published.count(request_id)} times"
     assert await usage_rows(big.database_url, request_id) == 1
+    return answer
+
+
+async def test_a_small_continuation_of_a_large_conversation_does_not_stall_the_translator(
+    big: BigStack, published: list[str]
+) -> None:
+    """A conversation stored in two 8 MB turns, then a tiny ``previous_response_id`` turn: the
+    stored turns are decoded and translated off the loop too (their size decides, not the
+    body's), so the tiny turn is answered and published once, the loop never late."""
+    timeout = aiohttp.ClientTimeout(total=240)
+    async with aiohttp.ClientSession(timeout=timeout) as http:
+        previous = None
+        for _ in range(2):
+            body = json.loads(responses_body(8))
+            body["store"] = True
+            if previous is not None:
+                body["previous_response_id"] = previous
+            answer = await answered_once(big, http, published, RESPONSES, json.dumps(body).encode())
+            previous = json.loads(answer)["id"]
+        tiny = {
+            "model": "claude-sonnet-5-5",
+            "input": "and now?",
+            "previous_response_id": previous,
+            "max_output_tokens": 16,
+        }
+        before = await lag_counts(http, big.translator_metrics)
+        await answered_once(big, http, published, RESPONSES, json.dumps(tiny).encode())
+        after = await lag_counts(http, big.translator_metrics)
+    woke, within = after[0] - before[0], after[1] - before[1]
+    assert woke > 0, "the loop-lag task did not run"
+    assert woke == within, f"{woke - within} of {woke} wake-ups more than {BOUND} s late"

@@ -310,7 +310,9 @@ async def main(stop: asyncio.Event) -> None:
     catalogue = Catalogue(cfg)
     stored = StoredResponses(cfg.translator)
     tokens = ConversationTokens(thinking.redis, redis_keys.from_env())
-    responses = ResponsesRequests(catalogue, _sealer(), stored, tokens)
+    responses = ResponsesRequests(
+        catalogue, _sealer(), stored, tokens, cfg.translator.off_loop_body_bytes
+    )
     translator = Translator(
         nc, subjects, catalogue, thinking, ready, responses, cfg.translator.off_loop_body_bytes
     )

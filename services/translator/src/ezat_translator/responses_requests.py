@@ -14,7 +14,9 @@ import time
 from typing import Any, Protocol
 
 from ezat_common import envelopes
+from ezat_common.config import DEFAULT_OFF_LOOP_BODY
 from ezat_common.errors import GatewayError
+from ezat_common.schemas.openai_responses import ResponsesRequest
 
 from . import metrics as m
 from .conversation_tokens import ConversationTokens
@@ -70,8 +72,11 @@ class ResponsesRequests:
         sealer: Sealer | None = None,
         store: Store | None = None,
         tokens: ConversationTokens | None = None,
+        off_loop_bytes: int = DEFAULT_OFF_LOOP_BODY,
     ) -> None:
         self.catalogue = catalogue
+        # A stored conversation above it is decoded and translated in a worker thread.
+        self.off_loop_bytes = off_loop_bytes
         self.sealer = sealer
         self.store = store  # None: store is accepted and nothing is kept (docs/responses.md)
         self.tokens = tokens  # None: a stored conversation is not counted in the key's tpm
@@ -85,15 +90,18 @@ class ResponsesRequests:
             parsed = await m.REQUEST.run_off_loop(decode_responses_request, body, True)
         else:
             parsed = m.REQUEST.run(decode_responses_request, body)
-        earlier = None
+        earlier: Earlier | None = None
         if parsed.previous_response_id is not None:
             found = await self._earlier(req.key_id, parsed.previous_response_id)
             if self.tokens is not None:
                 # Sent upstream with the body, so counted like it (the edge saw the body only).
                 await self.tokens.charge(req.key_id, req.tpm, found.size, len(body))
-            earlier = found.turns
+            earlier = found
+            # A small continuation of a large conversation is large work too: the stored turns
+            # are decoded and translated with it, off the loop like a large body.
+            large = large or found.size > self.off_loop_bytes
         translate = functools.partial(
-            translate_request,
+            _translate,
             parsed,
             self.catalogue,
             session_header=req.session,
@@ -161,3 +169,12 @@ class ResponsesRequests:
         assert store is not None
         model, turns = tr.response_model, tr.new_turns
         return lambda response: store.keep(key_id, response_id, previous_id, model, turns, response)
+
+
+def _translate(
+    parsed: ResponsesRequest, catalogue: Any, *, earlier: Earlier | None, **kw: Any
+) -> ResponsesTranslation:
+    """``translate_request`` with the stored conversation decoded first, in the same call (on
+    the loop or in the worker thread, as the request's size decides)."""
+    turns = None if earlier is None else earlier.turns()
+    return translate_request(parsed, catalogue, earlier=turns, **kw)

@@ -74,8 +74,18 @@ def _too_long(what: str) -> GatewayError:
 
 
 class Earlier(NamedTuple):
-    turns: list[dict[str, Any]]  # canonical (core/stored_turns.py), oldest first
+    """A conversation read back, still encoded: decoding it costs ~100 ms per MB of small
+    items, so it is decoded where the request is translated (in a worker thread when large,
+    docs/reliability.md, "Large bodies"), never on the event loop here."""
+
+    encoded: list[bytes]  # each response's own turns (core/stored_turns.py), oldest first
     size: int  # their bytes as stored: what the TPM estimate counts
+
+    def turns(self) -> list[dict[str, Any]]:
+        turns: list[dict[str, Any]] = []
+        for encoded in self.encoded:
+            turns.extend(_decode_turns(encoded))
+        return turns
 
 
 class StoredResponses:
@@ -135,10 +145,7 @@ class StoredResponses:
                 code="previous_response_not_found",
             )
         m.STORED.labels("read", "ok").inc()
-        turns: list[dict[str, Any]] = []
-        for link in reversed(links):
-            turns.extend(_decode_turns(link.turns or b"[]"))
-        return Earlier(turns, last.total)
+        return Earlier([link.turns or b"[]" for link in reversed(links)], last.total)
 
     async def check(self, key_id: str, new_bytes: int) -> None:
         """Refuse a ``store: true`` turn whose own content, or whose key's stored bytes, pass
