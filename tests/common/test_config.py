@@ -47,6 +47,7 @@ def test_shipped_default_config_loads() -> None:
             " edge.body_bytes_in_flight_per_key (67108864)",
         ),
         ("[edge]\nunread_answer_grace = 0\n", "f.toml: edge.unread_answer_grace: must be positive"),
+        ("[edge]\nauth_db_connections = 0\n", "f.toml: edge.auth_db_connections: must be positive"),
         ('[[models]]\nid = "x"\n', "f.toml: models[0]: Object missing required field"),
         (
             MODEL.replace("context_window = 1000", 'context_window = "big"'),

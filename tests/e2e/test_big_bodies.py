@@ -98,7 +98,8 @@ def responses_body(megabytes: int) -> bytes:
         {"type": "message", "role": "user", "content": f"small item {i}"} for i in range(count)
     ]
     return json.dumps(
-        {"model": "claude-sonnet-5-5", "input": items, "max_output_tokens": 16}
+        # Not stored: a stored response keeps at most 16 MiB of its own turn (a 400 beyond).
+        {"model": "claude-sonnet-5-5", "input": items, "max_output_tokens": 16, "store": False}
     ).encode()
 
 

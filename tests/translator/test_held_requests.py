@@ -9,11 +9,13 @@ import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import msgspec
 import nats
 import pytest
+from ezat_common import bus
 from ezat_common.catalogue import Catalogue
 from ezat_common.config import load_config
-from ezat_common.envelopes import Api, ClientRequest
+from ezat_common.envelopes import Api, ClientRequest, ReplyError, decode_reply
 from ezat_common.subjects import Subjects
 from ezat_translator.app import Translator
 from ezat_translator.responses_requests import ResponsesRequests
@@ -70,4 +72,24 @@ async def test_no_request_stays_held_once_handled(
     req = request(api, body)
     await translator.handle(req)
     assert req.reply_to not in translator.beats
+    assert len(translator.beats) == 0
+
+
+@pytest.mark.parametrize("api", ["messages", "chat"])
+async def test_a_claim_that_cannot_be_read_is_a_503_to_retry_and_not_held(
+    translator: Translator, api: Api, nats_url: str
+) -> None:
+    """A body claim gone from the object store (its TTL passed, a node lost it): the edge is
+    told 503 with retry-after, in the words the edge uses, and the request is let go."""
+    await translator.claims.open()
+    req = msgspec.structs.replace(request(api, b""), body_ref=uuid.uuid4().hex)
+    nc = await nats.connect(nats_url)
+    try:
+        sub = await nc.subscribe(req.reply_to)
+        await translator.handle(req)
+        reply = decode_reply((await sub.next_msg(timeout=5)).data)
+    finally:
+        await nc.close()
+    assert isinstance(reply, ReplyError)
+    assert (reply.status, reply.message, reply.retry_after) == (503, bus.CLAIM_UNAVAILABLE, 2)
     assert len(translator.beats) == 0

@@ -44,6 +44,12 @@ CLAIM_TTL_SECONDS = 15 * 60
 CHUNK_SIZE = 128 * 1024  # nats-py's object-store chunk
 # The previous release's bucket, asked once: the strict NATS users never answer (refused).
 LEGACY_LOOKUP_TIMEOUT = 1.0
+# The longest a claim's read may take: a 32 MB payload reads in about a second; nats-py's
+# ordered consumer waits for ever for a chunk that never comes, and its holder would beat for
+# the request meanwhile (docs/architecture.md, "Large payloads").
+TAKE_TIMEOUT = 60.0
+# What a client is told when a claim cannot be read or written: the gateway's trouble, retried.
+CLAIM_UNAVAILABLE = "the gateway could not move the request body; retry shortly"
 # First letter of an inbox token that carries acknowledgements (request tokens are digits).
 ACK = "a"
 
@@ -228,8 +234,10 @@ class Claims:
         return obs, buf.getvalue()
 
     async def take(self, name: str) -> bytes:
-        """Read a claimed payload and delete it: each claim is read by one consumer."""
-        obs, data = await self._get(name)
+        """Read a claimed payload and delete it: each claim is read by one consumer; a read
+        past ``TAKE_TIMEOUT`` raises ``TimeoutError``."""
+        async with asyncio.timeout(TAKE_TIMEOUT):
+            obs, data = await self._get(name)
         try:
             await obs.delete(name)
         except Exception:  # the TTL removes it anyway

@@ -318,6 +318,7 @@ _EDGE_POSITIVE = (
     "max_connections",
     "max_in_flight",
     "unread_answer_grace",
+    "auth_db_connections",
 )
 
 

@@ -170,9 +170,11 @@ async def _connect_db(auth: Authenticator, stored: StoredResponses, auth_size: i
     # PostgreSQL may come up after us; keep trying instead of failing the pod.
     while True:
         try:
-            if stored.pool is None:
-                stored.pool = await db.pool(min_size=1, max_size=STORE_CONNECTIONS)
-            auth.pool = await db.pool(min_size=1, max_size=auth_size)
+            # Key lookups first: every request waits for them, only stored responses for the
+            # other.
+            if auth.pool is None:
+                auth.pool = await db.pool(min_size=1, max_size=auth_size)
+            stored.pool = await db.pool(min_size=1, max_size=STORE_CONNECTIONS)
             return
         except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             log.warning("database not reachable yet: %s", type(exc).__name__)

@@ -212,9 +212,7 @@ class Relay:
             return await op
         except Exception as exc:
             log.warning("object store unavailable: %s", type(exc).__name__)
-            raise GatewayError(
-                503, "the gateway could not move the request body; retry shortly", retry_after=2
-            ) from None
+            raise GatewayError(503, bus.CLAIM_UNAVAILABLE, retry_after=2) from None
 
     async def _stream(
         self,

@@ -171,7 +171,7 @@ class Translator:
         self.beats.open(req.reply_to)
         held = True  # False once whoever carries the request on closes the beats
         try:
-            body = await self.claims.unpack(req.body, req.body_ref)
+            body = await self._body(req)
             if req.api in CONVERTED:
                 await self.chat.route(req, body, traceparent, span)
                 held = False  # routed: the chat path's state holds them (and closes them)
@@ -251,6 +251,15 @@ class Translator:
             reply=self.no_router_prefix + req.reply_to,
             headers=tracing.headers(traceparent),
         )
+
+    async def _body(self, req: envelopes.ClientRequest) -> bytes:
+        """The request's body; a claim that cannot be read (gone, NATS away, past
+        ``bus.TAKE_TIMEOUT``) is a 503 the client may retry, as at the edge."""
+        try:
+            return await self.claims.unpack(req.body, req.body_ref)
+        except Exception as exc:
+            log.warning("object store unavailable: %s", type(exc).__name__)
+            raise GatewayError(503, bus.CLAIM_UNAVAILABLE, retry_after=2) from None
 
     async def fail(self, req: envelopes.ClientRequest, exc: BaseException) -> None:
         """Tell the edge why the request failed (re-raises what is not an error: cancellation)."""
