@@ -250,11 +250,15 @@ async def test_an_unread_stored_response_is_dropped_too(memory_stack: MemoryStac
     finally:
         sock.close()
     assert got.startswith(b"HTTP/1.1 200"), got[:200]
+    # The response's id is the gateway's (resp_<uid>), not the client's request id.
+    found = re.search(rb'"id":\s*"(resp_[^"]+)"', got)
+    assert found is not None, got[:300]
+    response_id = found[1].decode()
     before = await stack.dropped()
     sock = await _connect(stack.port, receive_buffer=4096)
     try:
         head = (
-            f"GET /openai/v1/responses/resp_{rid} HTTP/1.1\r\nHost: x\r\n"
+            f"GET /openai/v1/responses/{response_id} HTTP/1.1\r\nHost: x\r\n"
             f"authorization: Bearer {key}\r\n\r\n"
         )
         await loop.sock_sendall(sock, head.encode())
