@@ -13,8 +13,10 @@ transport is aborted (its buffer freed at once, the client sees a reset). A mode
 billed as the router recorded it: the answer had been produced whole, and the edge confirmed its
 delivery as for a client that leaves early (docs/billing.md, "Billed only when delivered").
 
-Cost per answer: one timer armed and cancelled around the write (``asyncio.timeout``); the write
-itself is what aiohttp would have done after the handler.
+Cost per answer above ``SMALL``: one timer armed and cancelled around the write
+(``asyncio.timeout``); the write itself is what aiohttp would have done after the handler. An
+answer of at most ``SMALL`` bytes is left to aiohttp: it fits under the transport's high-water
+mark, so its write never waits for the client, and what an unread one pins is bounded by it.
 """
 
 from __future__ import annotations
@@ -30,6 +32,10 @@ from . import metrics as m
 
 log = logging.getLogger("ezat.edge.answers")
 
+# The transport's high-water mark (asyncio's and uvloop's default): a write of at most this
+# much into an empty buffer never pauses for the client.
+SMALL = 64 * 1024
+
 
 async def write_within(
     request: web.Request, resp: web.Response, grace: float, min_rate: int
@@ -38,6 +44,8 @@ async def write_within(
     taken it within ``grace`` seconds plus one per ``min_rate`` bytes (or has gone). aiohttp's own
     write after the handler then has nothing left to do (or meets the closed transport, which it
     takes for a client gone)."""
+    if resp.content_length is not None and resp.content_length <= SMALL:
+        return resp  # aiohttp writes it after the handler, without waiting (see SMALL)
     transport = request.transport
     seconds = grace + (resp.content_length or 0) / min_rate
     try:
