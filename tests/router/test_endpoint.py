@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from ezat_common.config import DeploymentConfig
 from ezat_common.envelopes import RouteRequest
+from ezat_router.core.dropped import DroppedLog
+from ezat_router.core.kinds import Shaped
 from ezat_router.upstream import Endpoint
 
 
@@ -97,3 +99,17 @@ def test_the_key_can_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) 
     assert "x-api-key: sk-from-env" in head_of(Endpoint(dep), request())
     monkeypatch.delenv("K")
     assert not any(h.startswith("x-api-key") for h in head_of(Endpoint(dep), request()))
+
+
+def test_the_configured_dropped_log_is_the_one_used() -> None:
+    """``[router] dropped_log_capacity`` reaches the endpoint: an empty log (len 0) was once
+    taken for none and replaced by the default one of 256."""
+    log = DroppedLog(capacity=2)
+    ep = Endpoint(
+        DeploymentConfig(name="d", model="m", base_url="http://h", upstream_model="u", api_key="k"),
+        None,
+        log,
+    )
+    betas = tuple(f"beta-{i}" for i in range(10))
+    ep._log_dropped(Shaped("POST", "http://h/v1/messages", "/v1/messages", {}, b"", betas))
+    assert len(log) == 2

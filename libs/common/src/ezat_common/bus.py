@@ -244,9 +244,6 @@ class Claims:
             log.debug("claim %s not deleted", name)
         return data
 
-    async def read(self, name: str) -> bytes:
-        return (await self._get(name))[1]
-
     async def pack(self, data: bytes, to: str) -> tuple[bytes, str | None]:
         """(inline bytes, None) when it fits a message, else (b"", claim name in ``to``'s
         bucket)."""

@@ -329,17 +329,19 @@ _TRANSLATOR_POSITIVE = (
     "stored_chain_max_bytes",
 )
 
+# Every key that must be above zero, by section: one loop checks them all.
+_POSITIVE = {
+    "edge": _EDGE_POSITIVE,
+    "router": ("dropped_log_capacity", "dropped_log_interval"),
+    "translator": _TRANSLATOR_POSITIVE,
+}
+
 
 def _check(cfg: Config, file: str) -> None:
-    for name in _EDGE_POSITIVE:
-        if getattr(cfg.edge, name) <= 0:
-            raise ConfigError(f"{file}: edge.{name}: must be positive")
-    for name in ("dropped_log_capacity", "dropped_log_interval"):
-        if getattr(cfg.router, name) <= 0:
-            raise ConfigError(f"{file}: router.{name}: must be positive")
-    for name in _TRANSLATOR_POSITIVE:
-        if getattr(cfg.translator, name) <= 0:
-            raise ConfigError(f"{file}: translator.{name}: must be positive")
+    for section, keys in _POSITIVE.items():
+        for name in keys:
+            if getattr(getattr(cfg, section), name) <= 0:
+                raise ConfigError(f"{file}: {section}.{name}: must be positive")
     if cfg.edge.stream_buffer_bytes < MIN_STREAM_BUFFER:
         raise ConfigError(f"{file}: edge.stream_buffer_bytes: must be at least {MIN_STREAM_BUFFER}")
     if cfg.translator.off_loop_body_bytes < 0:

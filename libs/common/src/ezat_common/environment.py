@@ -12,7 +12,8 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import TypeVar
 
 CONFIG = "EZAT_CONFIG"
 SUBJECT_PREFIX = "EZAT_SUBJECT_PREFIX"
@@ -141,32 +142,35 @@ def operator_token() -> str | None:
     return _set(OPERATOR_TOKEN)
 
 
+_N = TypeVar("_N", int, float)
+
+
 def positive_seconds(name: str) -> float | None:
     """A positive, finite number of seconds, or None when unset or blank."""
+    return _positive(name, float, "a number of seconds")
+
+
+def positive_int(name: str) -> int | None:
+    """A positive whole number, or None when unset or blank."""
+    return _positive(name, int, "a whole number")
+
+
+def _positive(name: str, parse: Callable[[str], _N], what: str) -> _N | None:
     raw = value(name)
     if raw is None or not raw.strip():
         return None
     try:
-        seconds = float(raw)
+        number = parse(raw)
     except ValueError:
-        raise _config_error(f"{name}: `{raw}` is not a number of seconds") from None
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise _config_error(f"{name}: must be a positive number of seconds")
-    return seconds
+        raise _config_error(f"{name}: `{raw}` is not {what}") from None
+    if not math.isfinite(number) or number <= 0:
+        raise _config_error(f"{name}: must be a positive {what.removeprefix('a ')}")
+    return number
 
 
 def metrics_max_connections() -> int:
     """Open connections a metrics port keeps; beyond them a new one is closed at once."""
-    raw = value(METRICS_MAX_CONNECTIONS)
-    if raw is None or not raw.strip():
-        return DEFAULT_METRICS_MAX_CONNECTIONS
-    try:
-        count = int(raw)
-    except ValueError:
-        raise _config_error(f"{METRICS_MAX_CONNECTIONS}: `{raw}` is not a whole number") from None
-    if count <= 0:
-        raise _config_error(f"{METRICS_MAX_CONNECTIONS}: must be at least 1")
-    return count
+    return positive_int(METRICS_MAX_CONNECTIONS) or DEFAULT_METRICS_MAX_CONNECTIONS
 
 
 def metrics_timeout() -> float:

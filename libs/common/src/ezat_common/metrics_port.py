@@ -46,10 +46,14 @@ class MetricsPort:
         self._answer = answer
         self._max = max_connections
         self._timeout = timeout
-        self.open = 0
         self._held: set[asyncio.WriteTransport] = set()
         self._server: asyncio.Server | None = None
         self._binder: asyncio.Task[None] | None = None
+
+    @property
+    def open(self) -> int:
+        """Connections held now."""
+        return len(self._held)
 
     def bind(self, listen: str) -> bool:
         """Listen on ``listen`` now (True), or, while a predecessor holds the port, from a
@@ -65,7 +69,7 @@ class MetricsPort:
             log.info("metrics port %s in use (a predecessor draining?): bound once free", listen)
             self._binder = asyncio.get_running_loop().create_task(self._bind_when_free(listen))
             return False
-        self._start(sock)
+        self._binder = asyncio.get_running_loop().create_task(self._serve(sock))
         return True
 
     async def _bind_when_free(self, listen: str) -> None:
@@ -79,12 +83,8 @@ class MetricsPort:
                 log.error("metrics port could not be bound: %s", exc)
                 return
             log.info("metrics port bound")
-            self._start(sock)
+            await self._serve(sock)  # already in a task of its own
             return
-
-    def _start(self, sock: socket.socket) -> None:
-        loop = asyncio.get_running_loop()
-        self._binder = loop.create_task(self._serve(sock))
 
     async def _serve(self, sock: socket.socket) -> None:
         self._server = await asyncio.start_server(self._connection, sock=sock, limit=MAX_HEAD)
@@ -102,7 +102,6 @@ class MetricsPort:
         if self.open >= self._max:
             writer.transport.abort()  # beyond the bound: nothing read, nothing kept
             return
-        self.open += 1
         transport = writer.transport
         self._held.add(transport)
         try:
@@ -111,7 +110,6 @@ class MetricsPort:
         except (ConnectionError, TimeoutError):
             pass
         finally:
-            self.open -= 1
             self._held.discard(transport)
             transport.abort()
 

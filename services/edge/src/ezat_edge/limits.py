@@ -16,8 +16,6 @@ import ezat_common.redis_keys as redis_keys
 from ezat_common import token_window
 from ezat_common.db import ApiKey
 from ezat_common.token_window import WINDOW_SECONDS
-from ezat_common.token_window import headers as _headers
-from ezat_common.token_window import refused as _refused
 from redis import asyncio as aioredis
 
 from . import metrics as m
@@ -46,10 +44,10 @@ class RateLimiter:
         )
         if window is None:
             return {}
-        headers = _headers("requests", key.rpm, window.used, window.reset)
+        headers = token_window.headers("requests", key.rpm, window.used, window.reset)
         if window.over:
             m.RATE_LIMITED_REQUESTS.inc()
-            raise _refused(f"{key.rpm} requests per minute", window.reset, headers)
+            raise token_window.refused(f"{key.rpm} requests per minute", window.reset, headers)
         return headers
 
     async def check_tokens(
@@ -65,14 +63,14 @@ class RateLimiter:
         )
         if window is None:
             return {}
-        out = _headers("tokens", key.tpm, window.used, window.reset)
+        out = token_window.headers("tokens", key.tpm, window.used, window.reset)
         if window.over:
             allows = (
                 f"{key.tpm} input tokens per minute and this request counts as about {tokens} "
                 "(1 token per 4 bytes of body)"
             )
             m.RATE_LIMITED_TOKENS.inc()
-            raise _refused(allows, window.reset, {**(headers or {}), **out})
+            raise token_window.refused(allows, window.reset, {**(headers or {}), **out})
         return out
 
     async def close(self) -> None:

@@ -23,7 +23,7 @@ from ezat_http1 import Pool, Response, UpstreamError, address, request_head, req
 
 from . import metrics
 from .core import kinds
-from .core.dropped import DroppedLog
+from .core.dropped import KEY_CHARS, DroppedLog
 from .core.kinds.answers import ErrorAnswer, anthropic_error
 from .core.kinds.vertex_answers import vertex_error
 
@@ -103,7 +103,8 @@ class Endpoint:
         # What a 2xx stream's content-type must be (core/timeouts.content_type_ok).
         self.events_type = kinds.events_type(wire)
         # Betas and fields already logged as dropped: bounded (core/dropped.py says why).
-        self._dropped = dropped or DroppedLog()
+        # `is None`, not `or`: an empty log has len() 0, and the configured one would be replaced.
+        self._dropped = dropped if dropped is not None else DroppedLog()
         self._dropped_count = {w: metrics.DROPPED.labels(dep.name, w) for w in ("beta", "field")}
         self._error_of: Any = vertex_error if self.kind == "vertex" else anthropic_error
         self._bedrock: Any = None
@@ -176,7 +177,8 @@ class Endpoint:
         for what, values in (("beta", shaped.dropped_betas), ("field", shaped.dropped_fields)):
             if values:
                 self._dropped_count[what].inc(len(values))
-                noted += [what + " " + repr(value) for value in values]
+                # Cut before repr: a value may be a whole header long; the log remembers KEY_CHARS.
+                noted += [what + " " + repr(value[:KEY_CHARS]) for value in values]
         notice = self._dropped.note(tuple(noted), time.monotonic())
         if notice is not None:
             log.warning(

@@ -30,15 +30,14 @@ class ConversationTokens:
         window = await token_window.count(self.redis, names, key_id, tokens, tpm, give_back=True)
         if window is None or not window.over:
             return
-        await token_window.give_back(
-            self.redis, names, key_id, token_window.bytes_tokens(body_bytes)
-        )
+        body_tokens = token_window.bytes_tokens(body_bytes)
+        await token_window.give_back(self.redis, names, key_id, body_tokens)
         m.CONVERSATION_RATE_LIMITED.inc()
         allows = (
             f"{tpm} input tokens per minute and the conversation of previous_response_id counts "
             f"as about {tokens} more (1 token per 4 bytes of its stored turns)"
         )
-        used = max(0, window.used - token_window.bytes_tokens(body_bytes))
+        used = max(0, window.used - body_tokens)
         raise token_window.refused(
             allows, window.reset, token_window.headers("tokens", tpm, used, window.reset)
         )

@@ -129,6 +129,8 @@ class StoredResponses:
                 f"the {limits.stored_chain_max_bytes} bytes of turns "
                 "(translator.stored_chain_max_bytes)"
             )
+        # A conversation holds at most stored_chain_max_turns responses: one that has them all
+        # is not continued (and a walk stopped at the limit never reached the start anyway).
         if len(links) >= limits.stored_chain_max_turns:
             m.STORED.labels("read", "refused").inc()
             raise _too_long(

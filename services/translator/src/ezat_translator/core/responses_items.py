@@ -309,9 +309,11 @@ def to_conversation(
     check_calls: bool,
     earlier: list[dict[str, Any]] | None = None,
     open_stored: OpenReasoning | None = None,
+    keep_turns: bool = True,
 ) -> tuple[Conversation, list[dict[str, Any]]]:
-    """The conversation, and this request's own canonical turns (what a stored response keeps);
-    ``earlier``: the stored conversation's canonical turns, read before ``input``."""
+    """The conversation, and this request's own canonical turns (what a stored response keeps;
+    none without ``keep_turns``: not stored, so not walked); ``earlier``: the stored
+    conversation's canonical turns, read before ``input``."""
     builder = _Builder(model, open_reasoning, check_calls)
     builder.add_system_text(instructions or "")
     if earlier:
@@ -323,7 +325,7 @@ def to_conversation(
     else:
         for i, item in enumerate(input or []):
             builder.add(i, item)
-    new = builder.new_turns()
+    new = builder.new_turns() if keep_turns else []
     conversation = builder.result()
     if not conversation.messages:
         raise invalid("input", NO_USER_MESSAGE)

@@ -47,7 +47,6 @@ __all__ = [
     "OpenReasoning",
     "ResponsesTranslation",
     "decode_responses_request",
-    "input_items",
     "to_echo",
     "to_messages_request",
     "translate_request",
@@ -123,6 +122,7 @@ def translate_request(
         check_calls=req.previous_response_id is None or earlier is not None,
         earlier=earlier,
         open_stored=open_stored,
+        keep_turns=req.store is not False,
     )
     store = req.store is not False
     stored = _encode(new_turns) if store else b"[]"
@@ -159,16 +159,6 @@ def decode_responses_request(body: bytes, in_pieces: bool = False) -> ResponsesR
     if in_pieces:
         return pieces.decode_struct(body, _decode_request, "input", _decode_item)
     return decoded(body, _decode_request)
-
-
-def input_items(input: str | list[dict[str, Any]] | None) -> list[dict[str, Any]]:
-    """``input`` as a list of items (a string is one user message): what a stored response
-    keeps of its request, for a later ``previous_response_id``."""
-    if input is None:
-        return []
-    if isinstance(input, str):
-        return [{"type": "message", "role": "user", "content": input}]
-    return input
 
 
 def to_echo(req: ResponsesRequest) -> ResponseEcho:
