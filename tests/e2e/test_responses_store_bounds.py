@@ -149,11 +149,18 @@ async def test_a_malformed_id_is_a_404_everywhere(
 ) -> None:
     url = f"{gateway.url}/openai/v1/responses/{quote(bad, safe='')}"
     headers = {"authorization": f"Bearer {gateway.key}"}
+    missing = f"{gateway.url}/openai/v1/responses/resp_{uuid.uuid4().hex}"
+    async with http.get(missing, headers=headers) as r:
+        never: Any = (await r.json())["error"]
     for method in ("GET", "DELETE"):
         async with http.request(method, url, headers=headers) as r:
             assert r.status == 404, (method, await r.text())
             assert "retry-after" not in r.headers
-            assert "found for this API key" in (await r.json())["error"]["message"]
+            error = (await r.json())["error"]
+            # The same answer as for a well-formed id never stored, but for the id it names.
+            assert "found for this API key" in error["message"]
+            assert error["message"].split("; ", 1)[1] == never["message"].split("; ", 1)[1]
+            assert (error["type"], error["code"]) == (never["type"], never["code"])
     with pytest.raises(openai.NotFoundError) as err:
         await gateway.openai().responses.create(
             model=MODEL, input="hi", previous_response_id=bad, max_output_tokens=16

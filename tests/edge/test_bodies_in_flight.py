@@ -131,7 +131,9 @@ async def test_the_edges_limit_refuses_every_key_and_openai_gets_503(
         await _gpt_says(edge, third)
     assert refused.value.status_code == 503
     assert refused.value.response.headers["retry-after"] == "2"
-    message = refused.value.response.json()["error"]["message"]
+    error = refused.value.response.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"}  # OpenAI's envelope
+    message = error["message"]
     assert message.startswith(f"request body: the gateway holds {PER_EDGE} bytes of request")
     assert "(its limit of body bytes in flight); retry shortly" in message
     # The clients leave: every reservation is given back at once.
