@@ -13,6 +13,7 @@ from typing import Any
 import asyncpg
 import msgspec
 import nats
+import nats.js.errors
 import pytest
 import pytest_asyncio
 from ezat_billing import app, config, settle
@@ -251,7 +252,10 @@ async def test_without_postgresql_nor_outbox_it_charges_nothing(
     closed = f"postgresql://postgres@127.0.0.1:{free_port()}/nothing"
     async with running_billing(nats_url, closed, monkeypatch, ack_deadline=0.3) as running:
         # A stream of the outbox's name that does not take the outbox subject: publishes fail.
+        # Billing may have made its outbox already (its start races this line): replaced.
         js = running.nc.jetstream()
+        with contextlib.suppress(nats.js.errors.NotFoundError):
+            await js.delete_stream(running.subjects.outbox_stream)
         await js.add_stream(
             name=running.subjects.outbox_stream, subjects=[f"{running.subjects.prefix}.other"]
         )
