@@ -6,6 +6,7 @@ advisory lock so that concurrent ``ezat migrate`` runs (several pods starting) d
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import secrets
 from importlib import resources
@@ -64,6 +65,8 @@ async def migrate(conn: asyncpg.Connection) -> list[str]:
 
 
 class ApiKey(Struct, kw_only=True):
+    """A key as the edge authorizes it: its own limits, and its team's (docs/tenancy.md)."""
+
     id: str
     name: str
     prefix: str
@@ -72,6 +75,17 @@ class ApiKey(Struct, kw_only=True):
     monthly_budget_micros: int | None = None
     created_at: str = ""
     revoked: bool = False
+    team_id: str | None = None
+    team_name: str | None = None
+    user: str | None = None
+    models: tuple[str, ...] | None = None  # the key's own list; None: every model
+    team_models: tuple[str, ...] | None = None
+    team_rpm: int | None = None
+    team_tpm: int | None = None
+    team_budget_micros: int | None = None
+    expires_at: float | None = None  # Unix seconds; None: never
+    # Set when the secret presented is the one a rotation replaced: valid until then (Unix s).
+    secret_valid_until: float | None = None
 
 
 def hash_key(secret: str) -> bytes:
@@ -83,7 +97,18 @@ def looks_like_key(secret: str) -> bool:
     return secret.startswith(KEY_PREFIX) and 16 <= len(secret) <= 128
 
 
+def _epoch(value: Any) -> float | None:
+    return None if value is None else float(value.timestamp())
+
+
+def _names(value: Any) -> tuple[str, ...] | None:
+    return None if value is None else tuple(value)
+
+
 def _row_to_key(row: Any) -> ApiKey:
+    fields = row.keys()
+    team = "team_name" in fields  # find_key joins the team; plain listings do not
+    via_previous = "via_previous" in fields and row["via_previous"]
     return ApiKey(
         id=row["id"],
         name=row["name"],
@@ -93,6 +118,16 @@ def _row_to_key(row: Any) -> ApiKey:
         monthly_budget_micros=row["monthly_budget_micros"],
         created_at=row["created_at"].isoformat(),
         revoked=row["revoked_at"] is not None,
+        team_id=row["team_id"],
+        team_name=row["team_name"] if team else None,
+        user=row["user_name"],
+        models=_names(row["models"]),
+        team_models=_names(row["team_models"]) if team else None,
+        team_rpm=row["team_rpm"] if team else None,
+        team_tpm=row["team_tpm"] if team else None,
+        team_budget_micros=row["team_budget_micros"] if team else None,
+        expires_at=_epoch(row["expires_at"]),
+        secret_valid_until=_epoch(row["previous_valid_until"]) if via_previous else None,
     )
 
 
@@ -102,13 +137,19 @@ async def create_key(
     rpm: int | None = None,
     tpm: int | None = None,
     monthly_budget_micros: int | None = None,
+    *,
+    team_id: str | None = None,
+    user: str | None = None,
+    models: list[str] | None = None,
+    expires_at: datetime.datetime | None = None,
 ) -> tuple[ApiKey, str]:
     """Returns the stored key and its secret; the secret is not kept anywhere."""
-    secret = KEY_PREFIX + secrets.token_urlsafe(32)
+    secret = new_secret()
     key_id = "key_" + secrets.token_hex(8)
     row = await conn.fetchrow(
-        "INSERT INTO api_keys (id, name, key_hash, prefix, rpm, tpm, monthly_budget_micros)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING *",
+        "INSERT INTO api_keys (id, name, key_hash, prefix, rpm, tpm, monthly_budget_micros,"
+        " team_id, user_name, models, expires_at)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING *",
         key_id,
         name,
         hash_key(secret),
@@ -116,15 +157,34 @@ async def create_key(
         rpm,
         tpm,
         monthly_budget_micros,
+        team_id,
+        user,
+        models,
+        expires_at,
     )
     return _row_to_key(row), secret
+
+
+def new_secret() -> str:
+    return KEY_PREFIX + secrets.token_urlsafe(32)
+
+
+# The key a secret names (its current one, or the one a rotation replaced while its overlap
+# lasts), with its team's list and limits: one indexed query, run on a cache miss only.
+_FIND_KEY = """
+SELECT k.*, t.name AS team_name, t.models AS team_models, t.rpm AS team_rpm,
+       t.tpm AS team_tpm, t.monthly_budget_micros AS team_budget_micros,
+       k.key_hash <> $1 AS via_previous
+FROM api_keys k LEFT JOIN teams t ON t.id = k.team_id
+WHERE k.key_hash = $1
+   OR (k.previous_key_hash = $1 AND k.previous_valid_until > now())
+"""
 
 
 async def find_key(
     conn: asyncpg.Connection | asyncpg.Pool, secret: str, timeout: float | None = None
 ) -> ApiKey | None:
-    sql = "SELECT * FROM api_keys WHERE key_hash = $1"
-    row = await conn.fetchrow(sql, hash_key(secret), timeout=timeout)
+    row = await conn.fetchrow(_FIND_KEY, hash_key(secret), timeout=timeout)
     return _row_to_key(row) if row else None
 
 

@@ -73,6 +73,12 @@ class Subjects(Struct, frozen=True):
         """CLI -> every edge: drop this key from the auth cache now (broadcast)."""
         return f"{self.prefix}.keys.key.revoked"
 
+    @property
+    def keys_changed(self) -> str:
+        """admin API -> every edge: a key or a team changed; drop what the auth cache holds of
+        it (broadcast, ``tenancy.Changed``)."""
+        return f"{self.prefix}.keys.key.changed"
+
     def health(self, service: str) -> str:
         """Readiness probe of one service (request/reply)."""
         return f"{self.prefix}.{service}.health.check"
