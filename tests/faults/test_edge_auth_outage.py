@@ -25,6 +25,7 @@ from ezat_common import db
 from ezat_edge.auth import LOOKUP_TIMEOUT
 
 from .freeze import freeze
+from .load import track
 
 pytestmark = pytest.mark.timeout(120)
 TTL = 0.5
@@ -77,7 +78,9 @@ async def edge(nats_url: str, redis_url: str, postgres: Postgres) -> AsyncIterat
 
 
 def client(edge: RunningEdge, key: str) -> anthropic.AsyncAnthropic:
-    return anthropic.AsyncAnthropic(base_url=edge.url, api_key=key, max_retries=0, timeout=10)
+    return track(
+        anthropic.AsyncAnthropic(base_url=edge.url, api_key=key, max_retries=0, timeout=10)
+    )
 
 
 async def test_known_keys_outlive_a_database_outage_and_unknown_ones_wait(

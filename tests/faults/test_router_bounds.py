@@ -35,7 +35,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from support.config import base_url, listen, model, write_config
 from support.stack import free_ports, key, running
 
-from .load import rss_kib
+from .load import rss_kib, track
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -101,7 +101,7 @@ class Bounds:
         return Path(self.stack.children["router"].log_path)
 
     def client(self) -> anthropic.AsyncAnthropic:
-        return anthropic.AsyncAnthropic(base_url=self.url, api_key=self.key, max_retries=0)
+        return track(anthropic.AsyncAnthropic(base_url=self.url, api_key=self.key, max_retries=0))
 
     async def scrape(self) -> dict[str, float]:
         url = f"http://127.0.0.1:{self.metrics_port}/metrics"

@@ -20,7 +20,7 @@ import anthropic
 import asyncpg
 import pytest
 
-from .load import Gateway, another_edge
+from .load import Gateway, another_edge, track
 
 pytestmark = pytest.mark.timeout(180)
 CAP = 1024 * 1024  # the default; well above a burst that arrives at once (a write is made
@@ -30,7 +30,7 @@ PACED_TOKENS, PACED_MS = 30, 50  # the other stream: 1.5 s
 
 
 async def paced_stream(t: Gateway) -> float:
-    client = anthropic.AsyncAnthropic(base_url=t.url, api_key=t.key, max_retries=0)
+    client = track(anthropic.AsyncAnthropic(base_url=t.url, api_key=t.key, max_retries=0))
     started = time.monotonic()
     text = ""
     prompt = f"Hi [sim:tokens={PACED_TOKENS} token_ms={PACED_MS}]"

@@ -22,6 +22,7 @@ from support.config import SONNET, base_url, listen, model, one_simulator, write
 from support.stack import create_key, running
 
 from ..freeze import freeze
+from ..load import track
 
 MODEL = "claude-sonnet-5-5"
 
@@ -63,22 +64,25 @@ class FaultStack:
     def anthropic(self, **kw: Any) -> anthropic.AsyncAnthropic:
         kw.setdefault("max_retries", 0)
         kw.setdefault("timeout", 30.0)
-        return anthropic.AsyncAnthropic(base_url=self.url, api_key=self.key, **kw)
+        client = anthropic.AsyncAnthropic(base_url=self.url, api_key=self.key, **kw)
+        return track(client)
 
     def openai(self, **kw: Any) -> openai.AsyncOpenAI:
         kw.setdefault("max_retries", 0)
         kw.setdefault("timeout", 30.0)
-        return openai.AsyncOpenAI(base_url=self.url + "/openai/v1", api_key=self.key, **kw)
+        client = openai.AsyncOpenAI(base_url=self.url + "/openai/v1", api_key=self.key, **kw)
+        return track(client)
 
     async def ask(self, text: str = "hi [sim:tokens=3]", session: str | None = None) -> str:
         """One short request; the reply text (raises on any error)."""
         headers = {"x-ezat-session": session} if session else None
-        msg = await self.anthropic(timeout=5.0).messages.create(
-            model=MODEL,
-            max_tokens=16,
-            messages=[{"role": "user", "content": text}],
-            extra_headers=headers,
-        )
+        async with self.anthropic(timeout=5.0) as client:
+            msg = await client.messages.create(
+                model=MODEL,
+                max_tokens=16,
+                messages=[{"role": "user", "content": text}],
+                extra_headers=headers,
+            )
         return "".join(b.text for b in msg.content if b.type == "text")
 
     async def new_key(self, rpm: int | None = None) -> str:
