@@ -29,6 +29,8 @@ JUST_EXPIRED = 86400.0
 # Seconds the refresh may wait for a connection, and then for its answer: it never holds one of
 # the key lookups' connections for longer.
 QUERY_TIMEOUT = 5.0
+# Seconds between looks for the pool while the edge is still connecting to PostgreSQL.
+POOL_WAIT = 1.0
 _DB_ERRORS = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
 
 # One row per team (NULL: keys without a team), soonest first. Beyond the kept teams only the
@@ -50,8 +52,11 @@ class KeyExpiry:
     def __init__(self, auth: Authenticator, teams: int, interval: float) -> None:
         self._auth = auth
         self._teams = teams
+        self._interval = interval
         self._shown: dict[str, float] = {}
-        self._periodic = Periodic("key-expiry", interval, self.refresh)
+        # Every second until the key lookups' pool is made, so that a starting edge shows the
+        # expiries at once; then every ``interval``.
+        self._periodic = Periodic("key-expiry", min(interval, POOL_WAIT), self.refresh)
 
     def start(self) -> None:
         self._periodic.start()
@@ -65,6 +70,7 @@ class KeyExpiry:
         pool = self._auth.pool
         if pool is None:
             return
+        self._periodic.interval = self._interval
         try:
             async with pool.acquire(timeout=QUERY_TIMEOUT) as conn:
                 rows = await conn.fetch(
