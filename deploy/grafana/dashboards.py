@@ -81,7 +81,8 @@ def ratio(part: str, total: str, by: str, legend: str) -> Query:
 OVERVIEW = Dashboard(
     "ezat-overview",
     "EZAT Router: Overview",
-    "Traffic, errors, latency and time to first token by region and model; open streams.",
+    "Traffic, errors, latency and time to first token by region and model; open streams; the "
+    "soonest key expiries.",
     (
         (
             "Traffic",
@@ -183,6 +184,25 @@ OVERVIEW = Dashboard(
                             "{{kind}}",
                         ),
                     ),
+                ),
+            ),
+        ),
+        (
+            "Keys",
+            (
+                Panel(
+                    "Soonest key expiries by team",
+                    "Which teams have a key about to expire, and when (negative: expired)? "
+                    "The 10 soonest; alerts at 7 days and 1 day (docs/tenancy.md).",
+                    "s",
+                    (
+                        q(
+                            "bottomk(10, min by (region, team) "
+                            f"(ezat_edge_key_expiry_seconds{{{REGION}}}))",
+                            "{{region}} {{team}}",
+                        ),
+                    ),
+                    stat=True,
                 ),
             ),
         ),

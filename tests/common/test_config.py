@@ -48,6 +48,11 @@ def test_shipped_default_config_loads() -> None:
         ),
         ("[edge]\nunread_answer_grace = 0\n", "f.toml: edge.unread_answer_grace: must be positive"),
         ("[edge]\nauth_db_connections = 0\n", "f.toml: edge.auth_db_connections: must be positive"),
+        ("[edge]\nkey_expiry_teams = 0\n", "f.toml: edge.key_expiry_teams: must be positive"),
+        (
+            "[edge]\nkey_expiry_interval = -1\n",
+            "f.toml: edge.key_expiry_interval: must be positive",
+        ),
         ('[[models]]\nid = "x"\n', "f.toml: models[0]: Object missing required field"),
         (
             MODEL.replace("context_window = 1000", 'context_window = "big"'),

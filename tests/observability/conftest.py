@@ -11,6 +11,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.error import HTTPError, URLError
@@ -35,7 +36,8 @@ FAILOVER = "anthropic/claude-failover-sim"
 def _config(path: Path, ports: dict[str, int]) -> Path:
     return write_config(
         path,
-        edge={"listen": listen(ports["edge"]), "ping_interval": 1.0},
+        # The key-expiry gauge refreshed every second: its panel and alerts have data at once.
+        edge={"listen": listen(ports["edge"]), "ping_interval": 1.0, "key_expiry_interval": 1.0},
         router={
             "region": "local",
             "max_attempts": 3,
@@ -126,6 +128,8 @@ def observed(infra: Infra, data_dir: Path) -> Iterator[Observed]:
     }
     metrics["edge"] = base_url(ports["edge"]) + "/metrics"
     stack_infra = Infra(infra.nats_url, database_url, infra.redis_url)
+    # A key that expires (in 30 days): the key-expiry gauge has a series.
+    key(database_url, "observed-expiring", expires_at=datetime.now(UTC) + timedelta(days=30))
     with running(config, stack_infra, PREFIX) as stack:
         prom_port = free_port()
         prom_config = folder / "prometheus.yml"

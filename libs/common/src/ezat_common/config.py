@@ -82,6 +82,10 @@ class EdgeConfig(Struct, forbid_unknown_fields=True, kw_only=True):
     # body_min_rate bytes of it; an answer still waiting at the edge then is dropped and its
     # connection closed (its request stays billed).
     unread_answer_grace: float = DEFAULT_UNREAD_ANSWER_GRACE
+    # The key-expiry gauge (docs/tenancy.md, "Expiry alerts"): seconds between its refreshes,
+    # and the most teams it names (those whose keys expire soonest; the rest: team="other").
+    key_expiry_interval: float = 60.0
+    key_expiry_teams: int = 50
 
 
 class Price(Struct, forbid_unknown_fields=True, kw_only=True):
@@ -319,6 +323,8 @@ _EDGE_POSITIVE = (
     "max_in_flight",
     "unread_answer_grace",
     "auth_db_connections",
+    "key_expiry_interval",
+    "key_expiry_teams",
 )
 
 

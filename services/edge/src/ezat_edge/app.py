@@ -34,6 +34,7 @@ from .core.deadlines import first_reply_timeout
 from .core.model_label import ModelLabels
 from .deliveries import Deliveries
 from .handlers import Api, ModelLists
+from .key_expiry import KeyExpiry
 from .limits import RateLimiter
 from .middleware import Handler, errors_mw, on_prepare
 from .operations import Operations
@@ -65,8 +66,10 @@ class Edge:
     status: StackStatus
     pool_task: asyncio.Task[None]
     stored: StoredResponses
+    key_expiry: KeyExpiry
 
     async def stop(self) -> None:
+        await self.key_expiry.stop()
         await stop_task(self.pool_task)
         # Usage of requests whose client left is still being confirmed: NATS must stay up.
         await self.relay.holder.settle()
@@ -153,13 +156,26 @@ async def connect(cfg: Config, subjects: Subjects) -> Edge:
     status = StackStatus(nc, subjects, ops, limiter.redis)
     stored = StoredResponses(auth, limiter)
     pool_task = asyncio.create_task(_connect_db(auth, stored, cfg.edge.auth_db_connections))
+    key_expiry = KeyExpiry(auth, cfg.edge.key_expiry_teams, cfg.edge.key_expiry_interval)
+    key_expiry.start()
     # Accept only once keys can be checked: a restarted edge takes over the connections waiting
     # on its socket, and answering them "authentication is unavailable" because its pool was
     # still connecting would be an error nobody needed. A database that is down does not hold
     # the edge back for longer.
     await asyncio.wait({pool_task}, timeout=DB_WAIT)
     return Edge(
-        nc, relay, deliveries, auth, limiter, admission, api, ops, status, pool_task, stored
+        nc,
+        relay,
+        deliveries,
+        auth,
+        limiter,
+        admission,
+        api,
+        ops,
+        status,
+        pool_task,
+        stored,
+        key_expiry,
     )
 
 

@@ -216,3 +216,13 @@ def prepare(models: Iterable[str]) -> None:
     for meters in METERS.values():
         for model in names:
             meters.model(model)
+
+
+# Key lifecycle (docs/tenancy.md, "Expiry alerts"): set by key_expiry.py, never by a request.
+KEY_EXPIRY = Gauge(
+    "ezat_edge_key_expiry_seconds",
+    "Seconds until the soonest expiry among each team's active keys (negative: expired within "
+    'the last day); team: its name, "none" for keys without a team, "other" for the teams '
+    "beyond [edge] key_expiry_teams",
+    ["team"],
+)
