@@ -36,7 +36,14 @@ CONNECTIONS = 2  # the admin pool's
 BODY_MAX = 64 * 1024  # bytes of an admin request body
 DB_TIMEOUT = 10.0  # seconds to get a connection
 PUBLISH_TIMEOUT = 2  # seconds
-_DB_ERRORS = (OSError, TimeoutError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError)
+# A lost database, and a transaction PostgreSQL rolled back (deadlock, serialization): retry.
+_DB_ERRORS = (
+    OSError,
+    TimeoutError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.InterfaceError,
+    asyncpg.exceptions.TransactionRollbackError,
+)
 
 PREFIX = "/admin/v1"
 
