@@ -16,7 +16,7 @@ EZAT = str(Path(sys.executable).parent / "ezat")
 
 
 def ezat(gateway: Gateway, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, **gateway.stack.env()}
+    env = {**os.environ, **gateway.stack.env(), "EZAT_URL": gateway.url}  # the admin API
     return subprocess.run(
         [EZAT, *args], env=env, capture_output=True, text=True, timeout=60, check=False
     )
