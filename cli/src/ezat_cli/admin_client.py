@@ -117,8 +117,10 @@ class AdminClient:
                     raise AdminError(_refusal(r.status, data, self.url))
                 return data
         except aiohttp.ClientConnectorError as exc:
+            refused = isinstance(exc.os_error, ConnectionRefusedError)
+            reason = "connection refused" if refused else exc.os_error.strerror or str(exc)
             raise AdminError(
-                f"cannot reach the admin API at {self.url} ({exc.os_error.strerror or exc}): "
+                f"cannot reach the admin API at {self.url} ({reason}): "
                 "is the edge running there? Pass --url or set EZAT_URL to its address"
             ) from None
         except (aiohttp.ClientError, TimeoutError) as exc:
