@@ -396,6 +396,8 @@ USES: dict[str, dict[str, list[tuple[str, str | None]]]] = {
             (S.usage_record, None),  # held final replies the outbox did not acknowledge
             (S.usage_outbox, None),  # delivery confirmations (docs/billing.md)
             *[(S.health(s), None) for s in ("translator", "router", "billing", "fetcher")],
+            (S.keys_changed, None),  # the admin API's writes, to every edge
+            (S.keys_revoked, None),  # the admin API's revocations
             *[(x, None) for x in claims_read("edge") + claims_put("translator")],
         ],
         "subscribe": [

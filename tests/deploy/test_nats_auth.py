@@ -19,6 +19,7 @@ from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import anthropic
 import nats
 import nats.errors
@@ -286,9 +287,11 @@ MAX_PAYLOAD = 1024 * 1024  # the server's (nats.yaml): a longer answer is claim-
 
 
 class AuthStack:
-    def __init__(self, url: str, key: str) -> None:
+    def __init__(self, url: str, key: str, operator_token: str = "", address: str = "") -> None:
         self.url = url
         self.key = key
+        self.operator_token = operator_token
+        self.address = address  # the scratch nats-server's
 
 
 @pytest.fixture(scope="module")
@@ -322,8 +325,10 @@ def auth_stack(
             svc: {"NATS_URL": f"nats://{svc}:{PASSWORDS[svc]}@{address}"} for svc in SERVICES
         }
         stack_infra = Infra(f"nats://{address}", database_url, redis_url)
-        with running(config, stack_infra, "ezat", service_env=per_service):
-            yield AuthStack(base_url(edge), key(database_url, "nats-auth"))
+        with running(config, stack_infra, "ezat", service_env=per_service) as stack:
+            yield AuthStack(
+                base_url(edge), key(database_url, "nats-auth"), stack.operator_token, address
+            )
 
 
 @asynccontextmanager
@@ -385,3 +390,37 @@ async def test_openai_apis_run_on_the_production_nats_users(auth_stack: AuthStac
         model=SONNET, input=BIG_TEXT, max_output_tokens=LONG, store=False
     )
     assert big_r.status == "completed" and len(big_r.output_text) > MAX_PAYLOAD
+
+
+async def test_admin_writes_reach_the_edges_on_the_production_nats_users(
+    auth_stack: AuthStack,
+) -> None:
+    """The admin API publishes as the edge's user (``ezat.keys.>``): a revocation arrives where
+    every edge listens. (That the edge user may publish ``keys.key.changed`` as well is
+    test_each_nats_user_may_do_what_its_service_does_and_nothing_else.)"""
+    heard: list[tuple[str, bytes]] = []
+    listener = await User("edge").connect(auth_stack.address)
+
+    async def on(msg: Any) -> None:
+        heard.append((msg.subject, msg.data))
+
+    try:
+        await listener.nc.subscribe(S.keys_revoked, cb=on)
+        await listener.nc.flush()
+        headers = {"authorization": f"Bearer {auth_stack.operator_token}"}
+        admin = auth_stack.url + "/admin/v1/keys"
+        async with aiohttp.ClientSession(headers=headers) as http:
+            async with http.post(admin, json={"name": "admin-on-nats-users"}) as r:
+                assert r.status == 201, await r.text()
+                key_id = (await r.json())["id"]
+            async with http.patch(f"{admin}/{key_id}", json={"rpm": 5}) as r:
+                assert r.status == 200, await r.text()
+            async with http.post(f"{admin}/{key_id}/revoke") as r:
+                assert r.status == 200, await r.text()
+        for _ in range(100):
+            if heard:
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        await listener.nc.close()
+    assert heard == [(S.keys_revoked, key_id.encode())]

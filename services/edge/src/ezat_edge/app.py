@@ -23,6 +23,7 @@ from ezat_common.subjects import Subjects, from_env
 from ezat_common.tasks import stop_task
 from nats.aio.msg import Msg
 
+from . import admin as admin_api
 from . import listener
 from . import metrics as m
 from .answers import answers_mw
@@ -65,6 +66,7 @@ class Edge:
     status: StackStatus
     pool_task: asyncio.Task[None]
     stored: StoredResponses
+    admin: admin_api.Admin
 
     async def stop(self) -> None:
         await stop_task(self.pool_task)
@@ -76,6 +78,7 @@ class Edge:
             if pool is not None:
                 await pool.close()
         await self.limiter.close()
+        await self.admin.close()
 
 
 # Every route the edge serves; docs/openapi.yaml documents exactly these
@@ -95,6 +98,7 @@ ROUTES: tuple[tuple[str, str, Callable[[Edge], Handler]], ...] = (
     ("GET", "/healthz", lambda e: e.ops.healthz),
     ("GET", "/readyz", lambda e: e.ops.readyz),
     ("GET", "/metrics", lambda e: e.ops.metrics_endpoint),
+    *((verb, path, lambda e, n=name: getattr(e.admin, n)) for verb, path, name in admin_api.ROUTES),
 )
 
 
@@ -158,8 +162,9 @@ async def connect(cfg: Config, subjects: Subjects) -> Edge:
     # still connecting would be an error nobody needed. A database that is down does not hold
     # the edge back for longer.
     await asyncio.wait({pool_task}, timeout=DB_WAIT)
+    admin = admin_api.Admin(nc, subjects, catalogue, auth)
     return Edge(
-        nc, relay, deliveries, auth, limiter, admission, api, ops, status, pool_task, stored
+        nc, relay, deliveries, auth, limiter, admission, api, ops, status, pool_task, stored, admin
     )
 
 

@@ -1,0 +1,230 @@
+"""``/admin/v1``: teams, keys and the audit log for the operator (docs/tenancy.md, "Admin API
+reference"; docs/openapi.yaml).
+
+Thin: the operator's token is checked as for ``/api/status`` (status.authorise), a body is
+checked by core/admin_body.py, the write and its audit entry are one transaction of
+ezat_common.tenancy_store, and after the commit every edge is told (``keys_changed``; a
+revocation also ``keys_revoked``, which edges already obey). The admin API has a small database
+pool of its own, made on first use: never the connections key lookups use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import hashlib
+import logging
+from typing import Any
+
+import asyncpg
+import msgspec
+from aiohttp import web
+from ezat_common import bus, db, environment, tenancy_store
+from ezat_common.catalogue import Catalogue
+from ezat_common.errors import GatewayError
+from ezat_common.subjects import Subjects
+from ezat_common.tenancy import Changed
+
+from .auth import Authenticator
+from .core import admin_body as body
+from .responses import JSON
+from .status import authorise
+
+log = logging.getLogger("ezat.edge.admin")
+
+CONNECTIONS = 2  # the admin pool's
+BODY_MAX = 64 * 1024  # bytes of an admin request body
+DB_TIMEOUT = 10.0  # seconds to get a connection
+PUBLISH_TIMEOUT = 2  # seconds
+_DB_ERRORS = (OSError, TimeoutError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError)
+
+PREFIX = "/admin/v1"
+
+
+def _unavailable() -> GatewayError:
+    return GatewayError(503, "the database is unavailable; retry shortly", retry_after=2)
+
+
+def _json(value: Any, status: int = 200) -> web.Response:
+    return web.Response(status=status, body=msgspec.json.encode(value), content_type=JSON)
+
+
+async def _read(request: web.Request) -> dict[str, Any]:
+    if request.content_length is not None and request.content_length > BODY_MAX:
+        raise GatewayError(
+            413, f"request body: larger than {BODY_MAX} bytes", type="request_too_large"
+        )
+    raw = await request.content.read(BODY_MAX + 1)
+    while len(raw) <= BODY_MAX and not request.content.at_eof():
+        more = await request.content.read(BODY_MAX + 1 - len(raw))
+        if not more:
+            break
+        raw += more
+    if len(raw) > BODY_MAX:
+        raise GatewayError(
+            413, f"request body: larger than {BODY_MAX} bytes", type="request_too_large"
+        )
+    return body.parse(raw)
+
+
+class Admin:
+    def __init__(
+        self,
+        nc: bus.Client,
+        subjects: Subjects,
+        catalogue: Catalogue,
+        auth: Authenticator,
+        token: str | None = None,
+    ) -> None:
+        self.nc = nc
+        self.subjects = subjects
+        self.catalogue = catalogue
+        self.auth = auth
+        token = token if token is not None else environment.operator_token()
+        self._token = hashlib.sha256(token.encode()).digest() if token else None
+        self.pool: asyncpg.Pool | None = None
+        self._connecting = asyncio.Lock()
+
+    # ---- plumbing --------------------------------------------------------------------------
+
+    def _resolve(self, name: str) -> str | None:
+        model = self.catalogue.resolve(name)
+        return None if model is None else model.id
+
+    def _actor(self, request: web.Request) -> str:
+        authorise(request, self._token)
+        return body.actor(request.headers.get(body.ACTOR_HEADER))
+
+    async def _pool(self) -> asyncpg.Pool:
+        async with self._connecting:
+            if self.pool is None:
+                try:
+                    self.pool = await db.pool(min_size=1, max_size=CONNECTIONS)
+                except (*_DB_ERRORS, asyncpg.PostgresError):
+                    log.warning("admin: database not reachable")
+                    raise _unavailable() from None
+            return self.pool
+
+    async def _run(self, write: Any, *args: Any) -> Any:
+        """``write(conn, *args)`` on an admin connection; a lost database is a 503."""
+        pool = await self._pool()
+        try:
+            async with pool.acquire(timeout=DB_TIMEOUT) as conn:
+                return await write(conn, *args)
+        except _DB_ERRORS:
+            log.warning("admin: database call failed")
+            raise _unavailable() from None
+
+    async def _tell(self, changed: Changed, revoked: str | None = None) -> None:
+        """Every edge drops what it holds of the key or team (after the commit)."""
+        try:
+            await self.nc.publish(self.subjects.keys_changed, msgspec.json.encode(changed))
+            if revoked is not None:
+                await self.nc.publish(self.subjects.keys_revoked, revoked.encode())
+            await self.nc.flush(timeout=PUBLISH_TIMEOUT)
+        except Exception as exc:  # the write stands; the edges' cache TTL is the fallback
+            log.warning("admin: change not broadcast: %s", type(exc).__name__)
+
+    # ---- teams -----------------------------------------------------------------------------
+
+    async def create_team(self, request: web.Request) -> web.Response:
+        actor = self._actor(request)
+        columns = body.team_create(await _read(request), self._resolve)
+        made = await self._run(tenancy_store.create_team, columns, actor)
+        return _json(made, 201)
+
+    async def list_teams(self, request: web.Request) -> web.Response:
+        self._actor(request)
+        return _json({"data": await self._run(tenancy_store.teams)})
+
+    async def get_team(self, request: web.Request) -> web.Response:
+        self._actor(request)
+        return _json(await self._run(tenancy_store.team, request.match_info["team_id"]))
+
+    async def update_team(self, request: web.Request) -> web.Response:
+        actor = self._actor(request)
+        columns = body.team_patch(await _read(request), self._resolve)
+        team_id = request.match_info["team_id"]
+        changed = await self._run(tenancy_store.update_team, team_id, columns, actor)
+        await self._tell(Changed(team=team_id))
+        return _json(changed)
+
+    async def delete_team(self, request: web.Request) -> web.Response:
+        actor = self._actor(request)
+        team_id = request.match_info["team_id"]
+        gone = await self._run(tenancy_store.delete_team, team_id, actor)
+        await self._tell(Changed(team=team_id))
+        return _json(gone)
+
+    # ---- keys ------------------------------------------------------------------------------
+
+    def _now(self) -> datetime.datetime:
+        return datetime.datetime.now(datetime.UTC)
+
+    async def create_key(self, request: web.Request) -> web.Response:
+        actor = self._actor(request)
+        columns = body.key_create(await _read(request), self._resolve, self._now())
+        made, secret = await self._run(tenancy_store.create_key, columns, actor)
+        return _json({**made, "key": secret}, 201)
+
+    async def list_keys(self, request: web.Request) -> web.Response:
+        self._actor(request)
+        team = request.query.get("team") or None
+        return _json({"data": await self._run(tenancy_store.keys, team)})
+
+    async def get_key(self, request: web.Request) -> web.Response:
+        self._actor(request)
+        return _json(await self._run(tenancy_store.key, request.match_info["key_id"]))
+
+    async def update_key(self, request: web.Request) -> web.Response:
+        actor = self._actor(request)
+        columns = body.key_patch(await _read(request), self._resolve, self._now())
+        key_id = request.match_info["key_id"]
+        changed = await self._run(tenancy_store.update_key, key_id, columns, actor)
+        await self._tell(Changed(key=key_id))
+        return _json(changed)
+
+    async def rotate_key(self, request: web.Request) -> web.Response:
+        actor = self._actor(request)
+        overlap = body.overlap_seconds(await _read(request))
+        key_id = request.match_info["key_id"]
+        rotated, secret = await self._run(tenancy_store.rotate_key, key_id, overlap, actor)
+        await self._tell(Changed(key=key_id))
+        return _json({**rotated, "key": secret})
+
+    async def revoke_key(self, request: web.Request) -> web.Response:
+        actor = self._actor(request)
+        body.no_fields(await _read(request))
+        key_id = request.match_info["key_id"]
+        revoked = await self._run(tenancy_store.revoke_key, key_id, actor)
+        self.auth.evict(key_id)  # this edge at once; the others by the broadcast
+        await self._tell(Changed(key=key_id), revoked=key_id)
+        return _json(revoked)
+
+    # ---- audit -----------------------------------------------------------------------------
+
+    async def audit(self, request: web.Request) -> web.Response:
+        self._actor(request)
+        since = body.since(request.query.get("since"))
+        entries = await self._run(tenancy_store.audit_entries, since)
+        return _json({"data": entries})
+
+    async def close(self) -> None:
+        if self.pool is not None:
+            await self.pool.close()
+
+
+ROUTES: tuple[tuple[str, str, str], ...] = (
+    ("POST", PREFIX + "/teams", "create_team"),
+    ("GET", PREFIX + "/teams", "list_teams"),
+    ("GET", PREFIX + "/teams/{team_id}", "get_team"),
+    ("PATCH", PREFIX + "/teams/{team_id}", "update_team"),
+    ("DELETE", PREFIX + "/teams/{team_id}", "delete_team"),
+    ("POST", PREFIX + "/keys", "create_key"),
+    ("GET", PREFIX + "/keys", "list_keys"),
+    ("GET", PREFIX + "/keys/{key_id}", "get_key"),
+    ("PATCH", PREFIX + "/keys/{key_id}", "update_key"),
+    ("POST", PREFIX + "/keys/{key_id}/rotate", "rotate_key"),
+    ("POST", PREFIX + "/keys/{key_id}/revoke", "revoke_key"),
+    ("GET", PREFIX + "/audit", "audit"),
+)
