@@ -20,7 +20,7 @@ from ezat_common import environment
 
 from .stack import saved_infra
 
-URL_ENV = "EZAT_URL"
+URL_ENV = environment.ADMIN_URL
 TOKEN_FILE = "operator-token"
 TIMEOUT = 30.0
 PREFIX = "/admin/v1"
