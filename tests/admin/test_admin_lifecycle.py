@@ -99,13 +99,15 @@ async def test_writes_are_broadcast_to_every_edge(admin: Admin, nats_url: str) -
         await admin.ok("POST", f"/keys/{made['id']}/rotate", {"overlap_seconds": 0})
         await admin.ok("POST", f"/keys/{made['id']}/revoke")
         for _ in range(100):
-            if len(heard) >= 5:
+            if len(heard) >= 7:
                 break
             await asyncio.sleep(0.05)
     finally:
         await nc.close()
     changed = [msgspec.json.decode(d, type=Changed) for s, d in heard if s == SUBJECTS.keys_changed]
     assert changed == [
+        Changed(team=team["id"]),  # created
+        Changed(key=made["id"]),  # created
         Changed(team=team["id"]),
         Changed(key=made["id"]),
         Changed(key=made["id"]),

@@ -166,4 +166,5 @@ def test_since() -> None:
     assert body.since(None) is None and body.since("") is None
     assert body.since("42") == 42
     assert body.since("2026-12-05T00:00:00Z") == NOW
+    assert body.since("2026-12-05T01:00:00 01:00") == NOW  # an unescaped "+" in a query
     assert refused(body.since, "yesterday").startswith("since: ")

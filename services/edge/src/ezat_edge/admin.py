@@ -36,7 +36,14 @@ CONNECTIONS = 2  # the admin pool's
 BODY_MAX = 64 * 1024  # bytes of an admin request body
 DB_TIMEOUT = 10.0  # seconds to get a connection
 PUBLISH_TIMEOUT = 2  # seconds
-_DB_ERRORS = (OSError, TimeoutError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError)
+# A lost database, and a transaction PostgreSQL rolled back (deadlock, serialization): retry.
+_DB_ERRORS = (
+    OSError,
+    TimeoutError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.InterfaceError,
+    asyncpg.exceptions.TransactionRollbackError,
+)
 
 PREFIX = "/admin/v1"
 
@@ -116,7 +123,8 @@ class Admin:
             raise _unavailable() from None
 
     async def _tell(self, changed: Changed, revoked: str | None = None) -> None:
-        """Every edge drops what it holds of the key or team (after the commit)."""
+        """Every edge drops what it holds of the key or team (after the commit): every write
+        is told, a create too, so that an edge's view of a team's keys never lags."""
         try:
             await self.nc.publish(self.subjects.keys_changed, msgspec.json.encode(changed))
             if revoked is not None:
@@ -131,6 +139,7 @@ class Admin:
         actor = self._actor(request)
         columns = body.team_create(await _read(request), self._resolve)
         made = await self._run(tenancy_store.create_team, columns, actor)
+        await self._tell(Changed(team=made["id"]))
         return _json(made, 201)
 
     async def list_teams(self, request: web.Request) -> web.Response:
@@ -165,6 +174,7 @@ class Admin:
         actor = self._actor(request)
         columns = body.key_create(await _read(request), self._resolve, self._now())
         made, secret = await self._run(tenancy_store.create_key, columns, actor)
+        await self._tell(Changed(key=made["id"]))
         return _json({**made, "key": secret}, 201)
 
     async def list_keys(self, request: web.Request) -> web.Response:

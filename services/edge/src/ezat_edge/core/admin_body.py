@@ -233,6 +233,8 @@ def since(value: str | None) -> int | datetime.datetime | None:
         return None
     if value.isdigit() and len(value) <= 18:
         return int(value)
+    # A "+" of an offset left unescaped in a query string arrives as a space.
+    value = value.replace(" ", "+")
     if not _RFC3339.fullmatch(value):
         raise invalid("since", "must be a seq (a whole number) or an RFC 3339 time")
     try:

@@ -13,8 +13,11 @@ from collections.abc import Iterable
 
 from ezat_common.errors import GatewayError
 
-# Headers the edge reads whose value must be ASCII (a key, the cache directive, beta names).
-ASCII_HEADERS = frozenset({"x-api-key", "authorization", "x-ezat-cache", "anthropic-beta"})
+# Headers the edge reads whose value must be ASCII (a key, the cache directive, beta names, the
+# admin API's actor).
+ASCII_HEADERS = frozenset(
+    {"x-api-key", "authorization", "x-ezat-cache", "anthropic-beta", "x-ezat-actor"}
+)
 # Headers the edge reads that may hold any UTF-8, whose own grammar is then checked where they
 # are used (an unusable request id or traceparent is replaced, not refused).
 UTF8_HEADERS = frozenset({"x-request-id", "traceparent", "tracestate", "x-ezat-session", "accept"})
