@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from ezat_cli.apply_plan import Op, PlanError, plan
+from ezat_cli.apply_plan import Op, PlanError, model_names, plan, with_model_ids
 from ezat_cli.tenancy_file import parse
 
 FILE: dict[str, Any] = {
@@ -222,3 +222,24 @@ def test_two_active_keys_of_one_name_are_refused_naming_both() -> None:
         PlanError, match=r"^key search/prod matches 2 active keys \(key_p, key_p2\)"
     ):
         plan(parse(FILE, "t"), CONVERGED_TEAMS, keys)
+
+
+CATALOGUE = {
+    "data": [
+        {"id": "anthropic/a", "aliases": ["a", "A-1"]},
+        {"id": "anthropic/b", "aliases": []},
+    ]
+}
+
+
+def test_aliases_in_the_file_are_compared_as_the_ids_the_api_stores() -> None:
+    data = {"teams": [{**FILE["teams"][0], "models": ["anthropic/B", " a-1 ", "a"]}]}
+    desired = with_model_ids(parse(data, "t"), model_names(CATALOGUE))
+    assert desired.teams[0].models == ["anthropic/b", "anthropic/a"]  # each once, in order
+    assert plan(desired, CONVERGED_TEAMS[:1], []) == []
+
+
+def test_a_model_the_catalogue_lacks_is_refused_before_any_call() -> None:
+    with pytest.raises(PlanError, match=r"^key ops/ci: no model `nope` in the gateway's catalogue"):
+        data = {**FILE, "keys": [{"name": "ci", "team": "ops", "models": ["nope"]}]}
+        with_model_ids(parse(data, "t"), model_names(CATALOGUE))

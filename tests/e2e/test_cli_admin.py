@@ -226,7 +226,8 @@ budget_usd = 5
 
 def tenancy(tmp: Path, tag: str, rpm: int) -> Path:
     path = tmp / f"tenancy-{rpm}.toml"
-    path.write_text(TENANCY.format(tag=tag, model=MODEL, rpm=rpm))
+    # An alias: the API stores the id, and the next apply still finds no change.
+    path.write_text(TENANCY.format(tag=tag, model="Claude-Sonnet-5.5", rpm=rpm))
     return path
 
 
@@ -322,3 +323,19 @@ async def test_audit_verify_passes_and_names_a_tampered_row(
         )
         await conn.close()
     await ok(gateway, tmp_path, "audit", "verify")
+
+
+async def test_apply_refuses_a_model_the_gateway_lacks_before_changing_anything(
+    gateway: Gateway, tmp_path: Path
+) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text(TENANCY.format(tag="bad", model="no-such-model", rpm=1))
+    before = await snapshot(gateway, tmp_path)
+    for extra in (["--dry-run"], []):
+        out = await ezat(gateway, tmp_path, "apply", "-f", str(path), *extra)
+        assert out.returncode == 1
+        assert out.stderr == (
+            "ezat: team apply-bad: no model `no-such-model` in the gateway's catalogue "
+            "(GET /api/models lists them)\n"
+        )
+    assert await snapshot(gateway, tmp_path) == before

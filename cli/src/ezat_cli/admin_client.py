@@ -91,6 +91,10 @@ class AdminClient:
     async def get(self, path: str, **params: str) -> Any:
         return await self.call("GET", path, params=params)
 
+    async def catalogue(self) -> Any:
+        """The edge's public model catalogue (``GET /api/models``; no key needed)."""
+        return await self.call("GET", "/api/models", prefix="")
+
     async def post(self, path: str, body: dict[str, Any] | None = None) -> Any:
         return await self.call("POST", path, body=body if body is not None else {})
 
@@ -107,9 +111,10 @@ class AdminClient:
         *,
         body: dict[str, Any] | None = None,
         params: dict[str, str] | None = None,
+        prefix: str = PREFIX,
     ) -> Any:
         assert self._session is not None, "use `async with AdminClient(...)`"
-        target = self.url + PREFIX + path
+        target = self.url + prefix + path
         try:
             async with self._session.request(method, target, json=body, params=params) as r:
                 data = await _json(r)

@@ -19,7 +19,7 @@ from typing import Any
 
 from . import tenancy_file
 from .admin_client import AdminClient, items
-from .apply_plan import Op, plan
+from .apply_plan import Op, model_names, plan, with_model_ids
 
 DEFAULT_SECRET_NAME = "ezat-keys"
 _NOT_IN_SECRET_KEY = re.compile(r"[^-._a-zA-Z0-9]")
@@ -40,6 +40,7 @@ def add_parser(
 async def apply(args: argparse.Namespace, connect: Callable[[], AdminClient]) -> int:
     desired = tenancy_file.load(args.file)
     async with connect() as api:
+        desired = with_model_ids(desired, model_names(await api.catalogue()))
         teams = items(await api.get("/teams"))
         ops = plan(desired, teams, items(await api.get("/keys")), prune=args.prune)
         if not ops:

@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import msgspec
+from ezat_common.names import normalise
 from ezat_common.tenancy import rfc3339
 
 from . import listings
@@ -82,6 +84,47 @@ def plan(
             if team["name"] not in wanted_teams:
                 ops.append(Op("delete", "team", str(team["name"]), id=str(team["id"])))
     return ops
+
+
+def model_names(catalogue: Any) -> dict[str, str]:
+    """Each id and alias of the edge's public catalogue (``GET /api/models``), as compared
+    (trimmed, lower case), → the model's id."""
+    names: dict[str, str] = {}
+    entries = catalogue.get("data") if isinstance(catalogue, dict) else None
+    for model in entries if isinstance(entries, list) else []:
+        if isinstance(model, dict) and isinstance(model.get("id"), str):
+            for name in [model["id"], *model.get("aliases", [])]:
+                names[normalise(str(name))] = model["id"]
+    return names
+
+
+def with_model_ids(desired: Tenancy, names: Mapping[str, str]) -> Tenancy:
+    """The file with every model named by its id, as the API stores it (so an alias in the file
+    is no change on the next run); a name the catalogue lacks is refused here, before any call."""
+
+    def ids(where: str, models: list[str] | None) -> list[str] | None:
+        if models is None:
+            return None
+        found: list[str] = []
+        for name in models:
+            model = names.get(normalise(name))
+            if model is None:
+                raise PlanError(
+                    f"{where}: no model `{name}` in the gateway's catalogue "
+                    "(GET /api/models lists them)"
+                )
+            if model not in found:
+                found.append(model)
+        return found
+
+    teams = [
+        msgspec.structs.replace(t, models=ids(f"team {t.name}", t.models)) for t in desired.teams
+    ]
+    keys = [
+        msgspec.structs.replace(k, models=ids(f"key {_label(k.team, k.name)}", k.models))
+        for k in desired.keys
+    ]
+    return Tenancy(teams=teams, keys=keys)
 
 
 def _active_keys(
