@@ -1,4 +1,4 @@
-"""The `ezat` CLI against the test database: keys create/list/revoke, usage, migrate."""
+"""The `ezat` CLI against the test stack: keys (through the admin API), usage, migrate."""
 
 from __future__ import annotations
 
