@@ -198,7 +198,11 @@ async def keys_rotate(args: argparse.Namespace, connect: Connect) -> int:
     overlap = arguments.duration("--overlap", args.overlap)
     async with connect() as api:
         key = await api.post(f"/keys/{args.id}/rotate", {"overlap_seconds": overlap})
-    old = f"the old one stays valid for {args.overlap}" if overlap else "the old one is invalid"
+    old = (
+        f"the old one stays valid for {args.overlap}"
+        if overlap
+        else "the old one stops working now"
+    )
     print(f"rotated {args.id}; {old}; the new key is shown once, store it now:")
     print(key["key"])
     return 0
