@@ -1,4 +1,4 @@
-"""The `ezat` CLI against the test database: keys create/list/revoke, usage, migrate."""
+"""The `ezat` CLI against the test stack: keys (through the admin API), usage, migrate."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ EZAT = str(Path(sys.executable).parent / "ezat")
 
 
 def ezat(gateway: Gateway, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, **gateway.stack.env()}
+    env = {**os.environ, **gateway.stack.env(), "EZAT_URL": gateway.url}  # the admin API
     return subprocess.run(
         [EZAT, *args], env=env, capture_output=True, text=True, timeout=60, check=False
     )

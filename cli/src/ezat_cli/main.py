@@ -1,4 +1,5 @@
-"""`ezat` command line (README.md, "Operating it"): up, serve, keys, usage, migrate, top."""
+"""`ezat` command line (README.md, "Operating it"): up, serve, usage, migrate, top; teams, keys,
+audit and apply (tenancy_cmds.py) are clients of the edge's admin API."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from ezat_common.config import ConfigError, load_config
 from ezat_common.subjects import from_env
 
 from . import infra as infra_mod
-from . import top
+from . import tenancy_cmds, top
 from .stack import MODULES, SERVICES, Stack, saved_infra
 
 DEFAULT_CONFIG = "config/ezat.toml"
@@ -125,36 +126,6 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_keys(args: argparse.Namespace) -> int:
-    return asyncio.run(_keys(args))
-
-
-async def _keys(args: argparse.Namespace) -> int:
-    await ensure_database()
-    conn = await db.connect()
-    try:
-        await db.migrate(conn)
-        if args.keys_cmd == "create":
-            budget = round(args.budget * 1_000_000) if args.budget is not None else None
-            key, secret = await db.create_key(conn, args.name, args.rpm, args.tpm, budget)
-            print(f"created {key.id} ({key.name}); the key is shown once, store it now:")
-            print(secret)
-        elif args.keys_cmd == "list":
-            for k in await db.list_keys(conn):
-                state = "revoked" if k.revoked else "active"
-                limits = f"rpm={k.rpm or '-'} tpm={k.tpm or '-'}"
-                print(f"{k.id}\t{k.name}\t{k.prefix}…\t{state}\t{limits}\t{k.created_at}")
-        elif args.keys_cmd == "revoke":
-            if not await db.revoke_key(conn, args.id):
-                print(f"ezat: no active key with id {args.id}", file=sys.stderr)
-                return 1
-            await _broadcast_revocation(args.id)
-            print(f"revoked {args.id}")
-    finally:
-        await conn.close()
-    return 0
-
-
 async def _outbox_barrier() -> None:
     """Read your own usage: records still in the usage outbox (drained within ~50 ms) are
     waited for, up to a second, so the listing shows every request whose final event was sent."""
@@ -178,25 +149,6 @@ async def _outbox_barrier() -> None:
             )
     finally:
         await nc.close()
-
-
-async def _broadcast_revocation(key_id: str) -> None:
-    """Tell running edges to drop the key now; without NATS their cache expires within seconds."""
-    if environment.NATS_URL not in os.environ:
-        return
-    from ezat_common import bus
-
-    try:
-        nc = await bus.connect_once("ezat-cli")
-        await nc.publish(from_env().keys_revoked, key_id.encode())
-        await nc.flush()
-        await nc.close()
-    except Exception as exc:
-        print(
-            f"ezat: note: edges not notified ({type(exc).__name__}); "
-            "they drop the key when their cache expires",
-            file=sys.stderr,
-        )
 
 
 def cmd_usage(args: argparse.Namespace) -> int:
@@ -273,17 +225,7 @@ def parser() -> argparse.ArgumentParser:
     mig = sub.add_parser("migrate", help="apply database migrations")
     mig.set_defaults(func=cmd_migrate)
 
-    keys = sub.add_parser("keys", help="manage API keys")
-    ksub = keys.add_subparsers(dest="keys_cmd", required=True)
-    create = ksub.add_parser("create")
-    create.add_argument("--name", required=True)
-    create.add_argument("--rpm", type=int, help="requests per minute")
-    create.add_argument("--tpm", type=int, help="input tokens per minute")
-    create.add_argument("--budget", type=float, help="monthly spend limit in USD")
-    ksub.add_parser("list")
-    revoke = ksub.add_parser("revoke")
-    revoke.add_argument("id")
-    keys.set_defaults(func=cmd_keys)
+    tenancy_cmds.add_parsers(sub)  # teams, keys, audit, apply: the admin API
 
     seal = sub.add_parser("seal-key", help="print a new EZAT_SEAL_KEYS entry")
     seal.add_argument("--id", default=None, help="the key id (default: seal-<date>)")

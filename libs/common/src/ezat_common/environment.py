@@ -29,6 +29,8 @@ TAKE_OVER_FROM = "EZAT_TAKE_OVER_FROM"
 EDGE_LISTEN_FD = "EZAT_EDGE_LISTEN_FD"
 # Where `ezat up` keeps embedded servers' data and infra.json (the CLI only).
 DATA_DIR = "EZAT_DATA_DIR"
+# The edge's address for the CLI's admin-API commands (teams, keys, audit, apply; the CLI only).
+ADMIN_URL = "EZAT_URL"
 ROUTER_REGION = "EZAT_ROUTER_REGION"
 ROUTER_METRICS_LISTEN = "EZAT_ROUTER_METRICS_LISTEN"
 # The bearer token of the edge's operator endpoints (/api/status); unset: they answer 403.
