@@ -32,7 +32,11 @@ from ezat_common import db, environment, lifecycle, seal_keys
 from ezat_common.config import Config, load_config, local_url, split_listen
 
 from . import infra as infra_mod
+from . import reaper
+from .folder import saved_operator_token
 from .supervision import HEALTHY_AFTER, Child, Rollover, Supervised, supervise
+
+__all__ = ["MODULES", "SERVICES", "Stack", "saved_infra", "saved_operator_token"]
 
 SERVICES = ("billing", "router", "fetcher", "translator", "edge")
 MODULES = {
@@ -71,6 +75,8 @@ class Stack:
     # The edges' EZAT_OPERATOR_TOKEN when neither the environment nor ``extra_env`` gives one:
     # the stack reads its own /api/status with it.
     _operator_token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
+    # (name, pid) of every process last written to ``pids.json`` (``reaper``).
+    _recorded: set[tuple[str, int]] = field(default_factory=set)
 
     @property
     def operator_token(self) -> str:
@@ -106,6 +112,7 @@ class Stack:
         self.drain_dir.mkdir(exist_ok=True)
         if self.infra is None:
             self.infra = infra_mod.ensure(self.data_dir)
+        self._record_pids()
         self._write_state()
         asyncio.run(self._migrate())
         env = self.env()
@@ -155,10 +162,31 @@ class Stack:
     def _add(self, child: Child) -> None:
         self.children[child.name] = child
         child.start()
+        self._record_pids()
+
+    def _record_pids(self) -> None:
+        """Every process of the stack now, in ``pids.json`` (``reaper``), when that changed;
+        from ``start()`` on (before it there is no folder of the stack's to write in)."""
+        if self.cfg is None:
+            return
+        running: list[tuple[str, int, bool]] = []
+        for server in self.infra.servers if self.infra is not None else []:
+            if server.alive and server.pid is not None:
+                running.append((server.name, server.pid, False))
+        for child in self.children.values():
+            procs = [*child.retired, *([child.proc] if child.proc is not None else [])]
+            running += [(child.name, p.pid, True) for p in procs if p.poll() is None]
+        now = {(name, pid) for name, pid, _ in running}
+        if now == self._recorded:
+            return
+        entries = [reaper.describe(*r) for r in running]
+        reaper.record(self.data_dir, [e for e in entries if e is not None])
+        self._recorded = now
 
     def _write_state(self) -> None:
         assert self.infra is not None
-        state = {**self.infra.env(), "pid": os.getpid()}
+        # EZAT_URL: where CLI commands run beside `ezat up` find the edge (its admin API).
+        state = {**self.infra.env(), "EZAT_URL": self.edge_url, "pid": os.getpid()}
         (self.data_dir / "infra.json").write_text(json.dumps(state))
 
     async def _migrate(self) -> None:
@@ -221,6 +249,7 @@ class Stack:
                 child.retired = [p for p in child.retired if p.poll() is None]
                 if child.supervised and self._announced_drain(child):
                     self._replace(child)
+            self._record_pids()
 
     def _announced_drain(self, child: Child) -> bool:
         """The child's process was told to stop (by someone else than ``restart``) and took
@@ -292,6 +321,7 @@ class Stack:
             if old.poll() is None:
                 child.retired.append(old)
             child.next_start = 0.0
+            self._record_pids()
         if beside:
             rollover.replacement_ready = 0.0  # it was accepting before the old one was told
         elif wait_ready:
@@ -367,6 +397,8 @@ class Stack:
             self.infra.stop()
         with contextlib.suppress(FileNotFoundError):
             (self.data_dir / "infra.json").unlink()
+        reaper.forget(self.data_dir)  # a clean stop: nothing for the watchdog to do
+        self._recorded = set()
 
     def _stop_timeout(self) -> float:
         # A SIGTERMed service may take the whole drain deadline; a little more, then SIGKILL.

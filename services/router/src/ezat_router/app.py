@@ -17,9 +17,19 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ezat_common import bus, environment, kv, lifecycle, logs, readiness, redis_keys, tracing
+from ezat_common import (
+    bus,
+    environment,
+    kv,
+    lifecycle,
+    logs,
+    preflight,
+    readiness,
+    redis_keys,
+    tracing,
+)
 from ezat_common.bus import Claims
-from ezat_common.config import Config, load_config
+from ezat_common.config import Config, ConfigError, load_config
 from ezat_common.liveness import Heartbeats
 from ezat_common.subjects import QUEUE_ROUTER, Subjects, from_env
 from nats.aio.client import Client
@@ -149,6 +159,11 @@ async def main(stop: asyncio.Event) -> None:
     log = logs.setup("router")
     tracing.setup("router")
     cfg = load_config()
+    # Before connecting anything: a deployment whose key variable is unset would only show as
+    # a breaker opening on its first request (README.md, "Operating it": `ezat check`).
+    missing = preflight.missing_keys(cfg)
+    if missing:
+        raise ConfigError("; ".join(missing))
     region = environment.router_region() or cfg.router.region
     shared = SharedState(
         cfg.router,
