@@ -22,8 +22,12 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from .infra import Embedded
+from .supervision import Child
 
 PIDS_FILE = "pids.json"
 # Seconds SIGTERMed processes get to drain and exit before SIGKILL.
@@ -69,6 +73,28 @@ def record(data_dir: Path, entries: list[Recorded]) -> None:
     tmp = data_dir / (PIDS_FILE + ".tmp")
     tmp.write_text(json.dumps([asdict(e) for e in entries]))
     tmp.replace(data_dir / PIDS_FILE)
+
+
+def record_running(
+    data_dir: Path,
+    servers: Iterable[Embedded],
+    children: Iterable[Child],
+    last: set[tuple[str, int]],
+) -> set[tuple[str, int]]:
+    """Record the live processes of a stack when they are not ``last`` (what was recorded);
+    returns what is recorded now."""
+    running: list[tuple[str, int, bool]] = []
+    for server in servers:
+        if server.alive and server.pid is not None:
+            running.append((server.name, server.pid, False))
+    for child in children:
+        procs = [*child.retired, *([child.proc] if child.proc is not None else [])]
+        running += [(child.name, p.pid, True) for p in procs if p.poll() is None]
+    now = {(name, pid) for name, pid, _ in running}
+    if now != last:
+        entries = [describe(*r) for r in running]
+        record(data_dir, [e for e in entries if e is not None])
+    return now
 
 
 def recorded(data_dir: Path) -> list[Recorded]:

@@ -169,19 +169,10 @@ class Stack:
         from ``start()`` on (before it there is no folder of the stack's to write in)."""
         if self.cfg is None:
             return
-        running: list[tuple[str, int, bool]] = []
-        for server in self.infra.servers if self.infra is not None else []:
-            if server.alive and server.pid is not None:
-                running.append((server.name, server.pid, False))
-        for child in self.children.values():
-            procs = [*child.retired, *([child.proc] if child.proc is not None else [])]
-            running += [(child.name, p.pid, True) for p in procs if p.poll() is None]
-        now = {(name, pid) for name, pid, _ in running}
-        if now == self._recorded:
-            return
-        entries = [reaper.describe(*r) for r in running]
-        reaper.record(self.data_dir, [e for e in entries if e is not None])
-        self._recorded = now
+        servers = self.infra.servers if self.infra is not None else []
+        self._recorded = reaper.record_running(
+            self.data_dir, servers, self.children.values(), self._recorded
+        )
 
     def _write_state(self) -> None:
         assert self.infra is not None
