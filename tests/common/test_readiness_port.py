@@ -47,6 +47,6 @@ async def test_without_a_supervisor_a_port_in_use_stops_the_start(
 ) -> None:
     monkeypatch.delenv(environment.DRAIN_DIR, raising=False)
     port = free_port()
-    with socket.create_server(("127.0.0.1", port)):
-        with pytest.raises(preflight.PortInUse, match=rf"router.metrics_listen: 127.0.0.1:{port}"):
-            readiness.serve(f"127.0.0.1:{port}", readiness.Readiness("router"))
+    taken = rf"router.metrics_listen: 127.0.0.1:{port} is already in use"
+    with socket.create_server(("127.0.0.1", port)), pytest.raises(preflight.PortInUse, match=taken):
+        readiness.serve(f"127.0.0.1:{port}", readiness.Readiness("router"))
