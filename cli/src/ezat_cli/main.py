@@ -101,7 +101,7 @@ def _up(args: argparse.Namespace, config: Path, cfg: Config, folder_: Path) -> i
     except KeyboardInterrupt:
         print("\nezat: stopping (draining open streams)...", flush=True)
         return 0
-    except (RuntimeError, TimeoutError) as exc:
+    except (RuntimeError, OSError) as exc:  # TimeoutError is an OSError
         print(f"ezat: the stack did not start: {exc}", file=sys.stderr)
         return 1
     finally:

@@ -170,9 +170,13 @@ class Stack:
         if self.cfg is None:
             return
         servers = self.infra.servers if self.infra is not None else []
-        self._recorded = reaper.record_running(
-            self.data_dir, servers, self.children.values(), self._recorded
-        )
+        with self._lock:  # one writer at a time: the supervisor thread and ``add_service``
+            try:
+                self._recorded = reaper.record_running(
+                    self.data_dir, servers, list(self.children.values()), self._recorded
+                )
+            except OSError as exc:  # the watchdog then misses a pid: said, never fatal
+                print(f"ezat: could not record the stack's pids: {exc}", file=sys.stderr)
 
     def _write_state(self) -> None:
         assert self.infra is not None
