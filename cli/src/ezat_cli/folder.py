@@ -12,6 +12,7 @@ servers' data (README.md, "Operating it"):
 from __future__ import annotations
 
 import contextlib
+import datetime
 import fcntl
 import os
 import secrets
@@ -116,12 +117,19 @@ async def kept_key(data_dir: Path, database_url: str, name: str) -> tuple[str, b
         kept = path.read_text().strip()
     conn = await asyncpg.connect(database_url)
     try:
-        if kept and db.looks_like_key(kept):
-            key = await db.find_key(conn, kept)
-            if key is not None and not key.revoked:
-                return kept, True
+        if kept and db.looks_like_key(kept) and await _usable(conn, kept):
+            return kept, True
         _, secret = await db.create_key(conn, name)
     finally:
         await conn.close()
     _write_private(path, secret)
     return secret, False
+
+
+async def _usable(conn: asyncpg.Connection, secret: str) -> bool:
+    """The key exists, is not revoked and, where keys expire, has not expired."""
+    row = await conn.fetchrow("SELECT * FROM api_keys WHERE key_hash = $1", db.hash_key(secret))
+    if row is None or row["revoked_at"] is not None:
+        return False
+    expires = row.get("expires_at")  # a column of its own once keys can expire
+    return expires is None or bool(expires > datetime.datetime.now(datetime.UTC))
