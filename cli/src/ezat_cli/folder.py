@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import fcntl
+import json
 import os
 import secrets
 import time
@@ -77,6 +78,16 @@ def lock_holder(data_dir: Path) -> FolderInUse | None:
     finally:
         os.close(fd)  # also releases the shared lock
     return None
+
+
+def saved_infra(data_dir: Path) -> dict[str, str]:
+    """URLs that a running `ezat up` wrote (``infra.json``: the servers' and ``EZAT_URL``), for
+    CLI commands run beside it."""
+    try:
+        state = json.loads((data_dir / "infra.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in state.items() if isinstance(v, str)}
 
 
 def _write_private(path: Path, text: str) -> None:

@@ -33,10 +33,9 @@ from ezat_common.config import Config, load_config, local_url, split_listen
 
 from . import infra as infra_mod
 from . import reaper
-from .folder import saved_operator_token
+from .folder import saved_infra as saved_infra
+from .folder import saved_operator_token as saved_operator_token
 from .supervision import HEALTHY_AFTER, Child, Rollover, Supervised, supervise
-
-__all__ = ["MODULES", "SERVICES", "Stack", "saved_infra", "saved_operator_token"]
 
 SERVICES = ("billing", "router", "fetcher", "translator", "edge")
 MODULES = {
@@ -403,12 +402,3 @@ class Stack:
 
 async def db_connect(url: str) -> asyncpg.Connection:
     return await asyncpg.connect(url)
-
-
-def saved_infra(data_dir: Path) -> dict[str, str]:
-    """URLs that a running `ezat up` wrote, for CLI commands run beside it."""
-    try:
-        state = json.loads((data_dir / "infra.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return {k: v for k, v in state.items() if isinstance(v, str)}
