@@ -77,7 +77,8 @@ def _up(args: argparse.Namespace, config: Path, cfg: Config, folder_: Path) -> i
     if not environment.operator_token():
         extra[environment.OPERATOR_TOKEN] = folder.kept_operator_token(folder_)
     watchdog, pipe = reaper.start_watchdog(folder_, folder_ / folder.LOCK_FILE)
-    stack = Stack(config_path=config, data_dir=folder_, extra_env=extra)
+    # Every process is started from this thread, which lives as long as `ezat up`.
+    stack = Stack(config_path=config, data_dir=folder_, extra_env=extra, die_with_parent=True)
     # Explicit handlers: a shell that starts us in the background leaves SIGINT ignored, and
     # Python then keeps it ignored; Ctrl-C and a container stop must both drain and stop.
     signal.signal(signal.SIGTERM, _interrupt)

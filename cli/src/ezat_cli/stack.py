@@ -76,6 +76,9 @@ class Stack:
     _operator_token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
     # (name, pid) of every process last written to ``pids.json`` (``reaper``).
     _recorded: set[tuple[str, int]] = field(default_factory=set)
+    # Every process started gets the kernel's SIGTERM when the starting thread dies: only for a
+    # stack whose processes are all started from one lasting thread (`ezat up`'s main thread).
+    die_with_parent: bool = False
 
     @property
     def operator_token(self) -> str:
@@ -110,7 +113,7 @@ class Stack:
         (self.data_dir / "logs").mkdir(exist_ok=True)
         self.drain_dir.mkdir(exist_ok=True)
         if self.infra is None:
-            self.infra = infra_mod.ensure(self.data_dir)
+            self.infra = infra_mod.ensure(self.data_dir, die_with_parent=self.die_with_parent)
         self._record_pids()
         self._write_state()
         asyncio.run(self._migrate())
@@ -159,6 +162,7 @@ class Stack:
         return self.data_dir / "logs" / f"{name}.log"
 
     def _add(self, child: Child) -> None:
+        child.die_with_parent = self.die_with_parent
         self.children[child.name] = child
         child.start()
         self._record_pids()
