@@ -182,3 +182,20 @@ def test_a_port_in_use_is_one_line(
     }
     done = service(module, config, env)
     one_line_refusal(done, f"{key}: 127.0.0.1:{held_port} is already in use")
+
+
+def test_the_router_refuses_bedrock_without_credentials_before_connecting(tmp_path: Path) -> None:
+    sections = one_simulator(free_port(), free_port())
+    sections["deployments"] = [
+        {
+            "name": "bedrock-us",
+            "model": SONNET,
+            "kind": "bedrock",
+            "region": "us-east-1",
+            "model_id": "anthropic.claude-sonnet",
+        }
+    ]
+    config = write_config(tmp_path / "bedrock.toml", **sections)
+    env = {**clean_env(tmp_path), "NATS_URL": f"nats://127.0.0.1:{free_port()}"}  # nobody there
+    done = service("ezat_router", config, env)
+    one_line_refusal(done, "deployment `bedrock-us`", "AWS_ACCESS_KEY_ID")

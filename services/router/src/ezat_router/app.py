@@ -174,12 +174,13 @@ async def main(stop: asyncio.Event) -> None:
         time.time,
     )
     ready = readiness.Readiness("router", optional=OPTIONAL)
+    # Before connecting: credentials that cannot be had stop the start with one line.
+    signers = await signing(cfg)
     nc = await bus.connect("router")
     # After the connection: a replacement started early (a rolling restart) waits there for its
     # predecessor to stop, and only then may it take the same metrics port.
     readiness.serve(environment.router_metrics_listen() or cfg.router.metrics_listen, ready)
     upstream = Upstream(cfg.router, pool(cfg.router))
-    signers = await signing(cfg)
     service = RouterService(cfg, nc, from_env(), upstream, shared, region, ready, signers)
     await service.start()
     log.info(
