@@ -21,6 +21,8 @@ from typing import Any
 
 from ezat_common.lifecycle import pid_exists
 
+from .supervision import parent_death_signal
+
 
 def _bin(name: str) -> str:
     here = Path(sys.executable).parent / name
@@ -95,6 +97,7 @@ class ProcessServer(Embedded):
 
     def __init__(self, name: str, args: list[str], port: int, log_path: Path) -> None:
         super().__init__()
+        self.die_with_parent = False  # ``supervision.parent_death_signal``
         self.name = name
         self.args = args
         self.port = port
@@ -112,7 +115,11 @@ class ProcessServer(Embedded):
     def start(self) -> None:
         log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
         self.proc = subprocess.Popen(
-            self.args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            self.args,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=parent_death_signal() if self.die_with_parent else None,
         )
         log.close()
         self.started_at = time.monotonic()
@@ -284,8 +291,13 @@ def start_postgres(data_dir: Path) -> tuple[str, Any]:
     return server.url, server.server
 
 
-def ensure(data_dir: Path | None = None, environ: Mapping[str, str] | None = None) -> Infra:
-    """URLs from the environment where set; an embedded server for each one that is not."""
+def ensure(
+    data_dir: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    die_with_parent: bool = False,
+) -> Infra:
+    """URLs from the environment where set; an embedded server for each one that is not
+    (NATS and Redis with ``parent_death_signal`` when ``die_with_parent``)."""
     environ = os.environ if environ is None else environ
     data_dir = Path(data_dir or environ.get("EZAT_DATA_DIR", ".ezat")).resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -297,11 +309,13 @@ def ensure(data_dir: Path | None = None, environ: Mapping[str, str] | None = Non
     try:
         if not infra.nats_url:
             nats = nats_server(data_dir)
+            nats.die_with_parent = die_with_parent
             infra.servers.append(nats)
             nats.start()
             infra.nats_url = f"nats://127.0.0.1:{nats.port}"
         if not infra.redis_url:
             redis = redis_server(data_dir)
+            redis.die_with_parent = die_with_parent
             infra.servers.append(redis)
             redis.start()
             infra.redis_url = f"redis://127.0.0.1:{redis.port}/0"

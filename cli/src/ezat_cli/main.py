@@ -12,13 +12,13 @@ import sys
 import time
 from pathlib import Path
 
-import asyncpg
-from ezat_common import db, environment, seal_keys, usage_page
-from ezat_common.config import ConfigError, load_config
+from ezat_common import db, environment, preflight, seal_keys, usage_page
+from ezat_common.config import Config, ConfigError, load_config
 from ezat_common.subjects import from_env
 
+from . import check as check_mod
+from . import folder, reaper, tenancy_cmds, top
 from . import infra as infra_mod
-from . import tenancy_cmds, top
 from .stack import MODULES, SERVICES, Stack, saved_infra
 
 DEFAULT_CONFIG = "config/ezat.toml"
@@ -47,12 +47,39 @@ async def ensure_database() -> None:
 def cmd_up(args: argparse.Namespace) -> int:
     config = Path(args.config or environment.config_path() or DEFAULT_CONFIG)
     try:
-        load_config(str(config))
+        cfg = load_config(str(config))
         environment.subject_prefix()  # every service would stop on it, one after the other
     except ConfigError as exc:
         print(f"ezat: configuration error: {exc}", file=sys.stderr)
         return 2
-    stack = Stack(config_path=config, data_dir=data_dir().resolve())
+    folder_ = data_dir().resolve()
+    try:  # before anything touches the folder: a second `ezat up` leaves the first one alone
+        held = folder.lock(folder_)
+    except folder.FolderInUse as exc:
+        print(f"ezat: {exc}", file=sys.stderr)
+        return 1
+    try:
+        return _up(args, config, cfg, folder_)
+    finally:
+        os.close(held)
+
+
+def _up(args: argparse.Namespace, config: Path, cfg: Config, folder_: Path) -> int:
+    left = reaper.stop_recorded(folder_)
+    if left:
+        names = ", ".join(f"{e.name} (pid {e.pid})" for e in left)
+        print(f"ezat: stopped what a killed ezat up left running: {names}", flush=True)
+    problems = preflight.missing_keys(cfg) + preflight.ports_in_use(preflight.listens(cfg))
+    for line in problems:
+        print(f"ezat: {line}", file=sys.stderr)
+    if problems:
+        return 1
+    extra = {}
+    if not environment.operator_token():
+        extra[environment.OPERATOR_TOKEN] = folder.kept_operator_token(folder_)
+    watchdog, pipe = reaper.start_watchdog(folder_, folder_ / folder.LOCK_FILE)
+    # Every process is started from this thread, which lives as long as `ezat up`.
+    stack = Stack(config_path=config, data_dir=folder_, extra_env=extra, die_with_parent=True)
     # Explicit handlers: a shell that starts us in the background leaves SIGINT ignored, and
     # Python then keeps it ignored; Ctrl-C and a container stop must both drain and stop.
     signal.signal(signal.SIGTERM, _interrupt)
@@ -62,10 +89,12 @@ def cmd_up(args: argparse.Namespace) -> int:
         stack.start(timeout=args.timeout)
         assert stack.infra is not None
         name = "ezat-up " + time.strftime("%Y-%m-%d %H:%M:%S")
-        secret = asyncio.run(_create_key(name, stack.infra.database_url))
+        secret, reused = asyncio.run(folder.kept_key(folder_, stack.infra.database_url, name))
+        kept = "the same key as the last start" if reused else "a new key"
         print(f"EZAT Router is up at {stack.edge_url}", flush=True)
         print(f"  URL: {stack.edge_url}")
         print(f"  Key: {secret}")
+        print(f"  ({kept}, kept in {folder_ / folder.UP_KEY_FILE}; revoke it for a new one)")
         print(f"  Operator token (GET /api/status): {stack.operator_token}")
         print(f"  logs: {stack.data_dir / 'logs'}   (Ctrl-C stops everything)", flush=True)
         while True:
@@ -74,28 +103,30 @@ def cmd_up(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("\nezat: stopping (draining open streams)...", flush=True)
         return 0
-    except (RuntimeError, TimeoutError) as exc:
+    except (RuntimeError, OSError) as exc:  # TimeoutError is an OSError
         print(f"ezat: the stack did not start: {exc}", file=sys.stderr)
         return 1
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         stack.stop()
+        os.close(pipe)  # the watchdog finds nothing left to stop, and exits
+        watchdog.wait(10)
         print("ezat: stopped", flush=True)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    config = Path(args.config or environment.config_path() or DEFAULT_CONFIG)
+    found = check_mod.check(config, data_dir().resolve())
+    for line in found.ok:
+        print(f"ok: {line}")
+    for line in found.problems:
+        print(f"problem: {line}")
+    return 1 if found.problems else 0
 
 
 def _interrupt(signum: int, frame: object) -> None:
     # SIGTERM (a container stop) drains exactly like Ctrl-C.
     raise KeyboardInterrupt
-
-
-async def _create_key(name: str, database_url: str) -> str:
-    # The stack's URL, not the environment's: Stack never changes this process's environment.
-    conn = await asyncpg.connect(database_url)
-    try:
-        _, secret = await db.create_key(conn, name)
-    finally:
-        await conn.close()
-    return secret
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -216,6 +247,10 @@ def parser() -> argparse.ArgumentParser:
     up.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for readiness")
     up.set_defaults(func=cmd_up)
 
+    check = sub.add_parser("check", help="validate a config and the environment it needs")
+    check.add_argument("--config", help=f"TOML config (default $EZAT_CONFIG or {DEFAULT_CONFIG})")
+    check.set_defaults(func=cmd_check)
+
     serve = sub.add_parser("serve", help="run one service (what a pod runs)")
     serve.add_argument("service", choices=[*SERVICES, "simulator"])
     serve.add_argument("--config")
@@ -250,7 +285,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    if args.cmd != "up":
+    if args.cmd not in ("up", "check"):
         use_saved_infra()
     result: int = args.func(args)
     return result

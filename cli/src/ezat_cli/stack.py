@@ -32,6 +32,9 @@ from ezat_common import db, environment, lifecycle, seal_keys
 from ezat_common.config import Config, load_config, local_url, split_listen
 
 from . import infra as infra_mod
+from . import reaper
+from .folder import saved_infra as saved_infra
+from .folder import saved_operator_token as saved_operator_token
 from .supervision import HEALTHY_AFTER, Child, Rollover, Supervised, supervise
 
 SERVICES = ("billing", "router", "fetcher", "translator", "edge")
@@ -71,6 +74,11 @@ class Stack:
     # The edges' EZAT_OPERATOR_TOKEN when neither the environment nor ``extra_env`` gives one:
     # the stack reads its own /api/status with it.
     _operator_token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
+    # (name, pid) of every process last written to ``pids.json`` (``reaper``).
+    _recorded: set[tuple[str, int]] = field(default_factory=set)
+    # Every process started gets the kernel's SIGTERM when the starting thread dies: only for a
+    # stack whose processes are all started from one lasting thread (`ezat up`'s main thread).
+    die_with_parent: bool = False
 
     @property
     def operator_token(self) -> str:
@@ -105,7 +113,8 @@ class Stack:
         (self.data_dir / "logs").mkdir(exist_ok=True)
         self.drain_dir.mkdir(exist_ok=True)
         if self.infra is None:
-            self.infra = infra_mod.ensure(self.data_dir)
+            self.infra = infra_mod.ensure(self.data_dir, die_with_parent=self.die_with_parent)
+        self._record_pids()
         self._write_state()
         asyncio.run(self._migrate())
         env = self.env()
@@ -153,12 +162,29 @@ class Stack:
         return self.data_dir / "logs" / f"{name}.log"
 
     def _add(self, child: Child) -> None:
+        child.die_with_parent = self.die_with_parent
         self.children[child.name] = child
         child.start()
+        self._record_pids()
+
+    def _record_pids(self) -> None:
+        """Every process of the stack now, in ``pids.json`` (``reaper``), when that changed;
+        from ``start()`` on (before it there is no folder of the stack's to write in)."""
+        if self.cfg is None:
+            return
+        servers = self.infra.servers if self.infra is not None else []
+        with self._lock:  # one writer at a time: the supervisor thread and ``add_service``
+            try:
+                self._recorded = reaper.record_running(
+                    self.data_dir, servers, list(self.children.values()), self._recorded
+                )
+            except OSError as exc:  # the watchdog then misses a pid: said, never fatal
+                print(f"ezat: could not record the stack's pids: {exc}", file=sys.stderr)
 
     def _write_state(self) -> None:
         assert self.infra is not None
-        state = {**self.infra.env(), "pid": os.getpid()}
+        # EZAT_URL: where CLI commands run beside `ezat up` find the edge (its admin API).
+        state = {**self.infra.env(), "EZAT_URL": self.edge_url, "pid": os.getpid()}
         (self.data_dir / "infra.json").write_text(json.dumps(state))
 
     async def _migrate(self) -> None:
@@ -221,6 +247,7 @@ class Stack:
                 child.retired = [p for p in child.retired if p.poll() is None]
                 if child.supervised and self._announced_drain(child):
                     self._replace(child)
+            self._record_pids()
 
     def _announced_drain(self, child: Child) -> bool:
         """The child's process was told to stop (by someone else than ``restart``) and took
@@ -292,6 +319,7 @@ class Stack:
             if old.poll() is None:
                 child.retired.append(old)
             child.next_start = 0.0
+            self._record_pids()
         if beside:
             rollover.replacement_ready = 0.0  # it was accepting before the old one was told
         elif wait_ready:
@@ -367,6 +395,8 @@ class Stack:
             self.infra.stop()
         with contextlib.suppress(FileNotFoundError):
             (self.data_dir / "infra.json").unlink()
+        reaper.forget(self.data_dir)  # a clean stop: nothing for the watchdog to do
+        self._recorded = set()
 
     def _stop_timeout(self) -> float:
         # A SIGTERMed service may take the whole drain deadline; a little more, then SIGKILL.
@@ -376,12 +406,3 @@ class Stack:
 
 async def db_connect(url: str) -> asyncpg.Connection:
     return await asyncpg.connect(url)
-
-
-def saved_infra(data_dir: Path) -> dict[str, str]:
-    """URLs that a running `ezat up` wrote, for CLI commands run beside it."""
-    try:
-        state = json.loads((data_dir / "infra.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return {k: v for k, v in state.items() if isinstance(v, str)}

@@ -6,15 +6,43 @@ rolling restart measured (``Rollover``). ``stack.py`` runs them (docs/reliabilit
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import os
+import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 MAX_BACKOFF = 30.0
 # Up this long without dying: the next crash is a new incident, its backoff starts over.
 HEALTHY_AFTER = 10.0
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+_prctl: Any = None
+with contextlib.suppress(OSError, AttributeError):  # Linux only; elsewhere the watchdog alone
+    _prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+
+def parent_death_signal() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that has the kernel SIGTERM the child when the thread that started it
+    exits (``PR_SET_PDEATHSIG``): only for processes started from a thread that lives as long
+    as the process (`ezat up`'s main thread), never from a supervisor thread. None where
+    ``prctl`` is missing."""
+    if _prctl is None:
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        _prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before the prctl: nobody will tell us
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return preexec
 
 
 class Supervised(Protocol):
@@ -52,6 +80,8 @@ class Child:
     retired: list[subprocess.Popen[bytes]] = field(default_factory=list)
     # Descriptors every process of this child inherits (the edge's listening socket).
     pass_fds: tuple[int, ...] = ()
+    # SIGTERMed by the kernel when the starting thread dies (``parent_death_signal``).
+    die_with_parent: bool = False
 
     def start(self, extra_env: dict[str, str] | None = None) -> None:
         log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
@@ -63,6 +93,7 @@ class Child:
             stderr=subprocess.STDOUT,
             start_new_session=True,
             pass_fds=self.pass_fds,
+            preexec_fn=parent_death_signal() if self.die_with_parent else None,
         )
         log.close()
         self.started_at = time.monotonic()

@@ -55,13 +55,14 @@ class MetricsPort:
         """Connections held now."""
         return len(self._held)
 
-    def bind(self, listen: str) -> bool:
+    def bind(self, listen: str, wait_if_taken: bool = True) -> bool:
         """Listen on ``listen`` now (True), or, while a predecessor holds the port, from a
-        task that binds it once free (False)."""
+        task that binds it once free (False). Without ``wait_if_taken`` a port in use raises
+        ``OSError`` (EADDRINUSE): no predecessor can be holding it."""
         try:
             sock = _listening(listen)
         except OSError as exc:
-            if exc.errno != errno.EADDRINUSE:
+            if exc.errno != errno.EADDRINUSE or not wait_if_taken:
                 raise
             # A rolling restart's replacement takes work while its predecessor drains, and the
             # predecessor holds the port until it exits: bind it then, instead of crashing the

@@ -18,6 +18,7 @@ its own HTTP port (ezat_edge.operations).
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 from collections.abc import Awaitable, Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
@@ -25,7 +26,7 @@ from typing import Any
 
 import msgspec
 
-from . import environment, metrics, metrics_port
+from . import environment, metrics, metrics_port, preflight
 from .periodic import Periodic
 
 log = logging.getLogger("ezat.readiness")
@@ -134,14 +135,26 @@ def serve(listen: str | None, readiness: Readiness) -> metrics_port.MetricsPort 
     """``/metrics``, ``/readyz`` and ``/healthz`` on ``listen`` (a service's ``metrics_listen``)
     on the running event loop, bounded (``metrics_port``: ``EZAT_METRICS_MAX_CONNECTIONS``,
     ``EZAT_METRICS_TIMEOUT``). None when nothing is served now: no ``listen``, or its port is
-    held by a predecessor (then it is bound once free)."""
+    held by a predecessor (then it is bound once free).
+
+    Only a process under a supervisor (``EZAT_DRAIN_DIR`` set: ``ezat up``) can have a
+    predecessor draining on its port; anywhere else (a pod, ``ezat serve``) the port in use is
+    another program's, and the start stops with ``PortInUse`` naming the key."""
     if not listen:
         return None
     port = metrics_port.MetricsPort(
         answers(readiness), environment.metrics_max_connections(), environment.metrics_timeout()
     )
+    supervised = environment.drain_dir() is not None
+    try:
+        bound = port.bind(listen, wait_if_taken=supervised)
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        key = f"{readiness.service}.metrics_listen"
+        raise preflight.PortInUse(preflight.in_use_message(key, listen)) from None
     _SERVING.append(port)  # kept for the process's life, whoever drops the returned value
-    return port if port.bind(listen) else None
+    return port if bound else None
 
 
 _SERVING: list[metrics_port.MetricsPort] = []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import faulthandler
 import gc
 import signal
@@ -12,6 +13,7 @@ from collections.abc import Awaitable, Callable
 
 from . import environment
 from .config import ConfigError
+from .preflight import PortInUse
 from .tasks import stop_task
 
 
@@ -43,8 +45,20 @@ def run_service(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
         # first subject, after NATS, PostgreSQL and Redis were reached.
         environment.subject_prefix()
         asyncio.run(runner())
+    except PortInUse as exc:
+        print(f"ezat: cannot start: {exc}", file=sys.stderr)
+        sys.exit(2)
     except ConfigError as exc:
         print(f"ezat: configuration error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        # A listener bound elsewhere than through ``preflight``: still one line, no traceback.
+        print(
+            f"ezat: cannot start: {exc.strerror or exc}; stop it or choose another port",
+            file=sys.stderr,
+        )
         sys.exit(2)
 
 

@@ -9,6 +9,7 @@ whole stack); every response passes middleware.py.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import uuid
 from collections.abc import Callable
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 
 import asyncpg
 from aiohttp import web
-from ezat_common import bus, db, lifecycle, logs, readiness, tracing
+from ezat_common import bus, db, lifecycle, logs, preflight, readiness, tracing
 from ezat_common.catalogue import Catalogue
 from ezat_common.config import Config, load_config, split_listen
 from ezat_common.subjects import Subjects, from_env
@@ -238,7 +239,15 @@ async def serve(edge: Edge, cfg: Config) -> tuple[EdgeRunner, int]:
     )
     await runner.setup()
     host, port = split_listen(cfg.edge.listen)
-    await listener.site(runner, host, port).start()
+    try:
+        await listener.site(runner, host, port).start()
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        await runner.cleanup()
+        raise preflight.PortInUse(
+            preflight.in_use_message("edge.listen", cfg.edge.listen)
+        ) from None
     bound = runner.addresses[0][1] if port == 0 else port
     return runner, bound
 

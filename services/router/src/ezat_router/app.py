@@ -17,9 +17,19 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ezat_common import bus, environment, kv, lifecycle, logs, readiness, redis_keys, tracing
+from ezat_common import (
+    bus,
+    environment,
+    kv,
+    lifecycle,
+    logs,
+    preflight,
+    readiness,
+    redis_keys,
+    tracing,
+)
 from ezat_common.bus import Claims
-from ezat_common.config import Config, load_config
+from ezat_common.config import Config, ConfigError, load_config
 from ezat_common.liveness import Heartbeats
 from ezat_common.subjects import QUEUE_ROUTER, Subjects, from_env
 from nats.aio.client import Client
@@ -149,6 +159,11 @@ async def main(stop: asyncio.Event) -> None:
     log = logs.setup("router")
     tracing.setup("router")
     cfg = load_config()
+    # Before connecting anything: a deployment whose key variable is unset would only show as
+    # a breaker opening on its first request (README.md, "Operating it": `ezat check`).
+    missing = preflight.missing_keys(cfg)
+    if missing:
+        raise ConfigError("; ".join(missing))
     region = environment.router_region() or cfg.router.region
     shared = SharedState(
         cfg.router,
@@ -159,12 +174,13 @@ async def main(stop: asyncio.Event) -> None:
         time.time,
     )
     ready = readiness.Readiness("router", optional=OPTIONAL)
+    # Before connecting: credentials that cannot be had stop the start with one line.
+    signers = await signing(cfg)
     nc = await bus.connect("router")
     # After the connection: a replacement started early (a rolling restart) waits there for its
     # predecessor to stop, and only then may it take the same metrics port.
     readiness.serve(environment.router_metrics_listen() or cfg.router.metrics_listen, ready)
     upstream = Upstream(cfg.router, pool(cfg.router))
-    signers = await signing(cfg)
     service = RouterService(cfg, nc, from_env(), upstream, shared, region, ready, signers)
     await service.start()
     log.info(
