@@ -18,10 +18,10 @@ from typing import Any
 import aiohttp
 from ezat_common import environment
 
-from .stack import saved_infra
+from . import folder
+from .folder import saved_infra
 
 URL_ENV = environment.ADMIN_URL
-TOKEN_FILE = "operator-token"
 TIMEOUT = 30.0
 PREFIX = "/admin/v1"
 _NOT_IN_ACTOR = re.compile(r"[^A-Za-z0-9._@-]")
@@ -42,17 +42,11 @@ def base_url(given: str | None, data_dir: Path) -> str:
 
 
 def operator_token(data_dir: Path) -> str:
-    token = environment.operator_token()
-    if token:
-        return token
-    try:
-        token = (data_dir / TOKEN_FILE).read_text().strip()
-    except OSError:
-        token = ""
+    token = environment.operator_token() or folder.saved_operator_token(data_dir)
     if not token:
         raise AdminError(
             "no operator token: set EZAT_OPERATOR_TOKEN to the edge's operator token "
-            f"(beside a running `ezat up` it is read from {data_dir / TOKEN_FILE})"
+            f"(beside a running `ezat up` it is read from {data_dir / folder.OPERATOR_TOKEN_FILE})"
         )
     return token
 
