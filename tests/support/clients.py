@@ -9,8 +9,9 @@ looks like a gateway hang. So a test closes what it makes: with ``async with`` w
 client, or, for clients a helper hands out, ``track`` (closed by the autouse fixture of
 tests/conftest.py, which calls ``close_clients`` after every test).
 
-``track`` is for clients of the session's loop: a test on a loop of its own
-(``loop_scope="function"``) closes its clients itself, before its loop ends.
+An asyncio client given to ``track`` must be of the session's loop: a test on a loop of its own
+(``loop_scope="function"``) closes its asyncio clients itself, before its loop ends (a
+synchronous client, e.g. boto3's, can be tracked from any test).
 """
 
 from __future__ import annotations
