@@ -30,9 +30,9 @@ class Closes(Protocol):
     async def aclose(self) -> None: ...
 
 
-# Owners whose clients are closed after every test; weak, so that an owner lives no longer
-# than its fixture.
-_owners: weakref.WeakSet[Any] = weakref.WeakSet()
+# Owners whose clients are closed after every test, by id (a dataclass that compares by value
+# is unhashable); weak, so that an owner lives no longer than its fixture.
+_owners: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
 # Clients handed out to a test, closed (and forgotten) when it ends.
 _tracked: list[Any] = []
 
@@ -46,7 +46,7 @@ def track(client: C) -> C:
 
 def register(owner: Closes) -> None:
     """Have ``owner.aclose()`` called after every test (``owner`` is not kept alive by it)."""
-    _owners.add(owner)
+    _owners[id(owner)] = owner
 
 
 async def close(client: Any) -> None:
@@ -60,7 +60,7 @@ async def close(client: Any) -> None:
 
 async def close_clients() -> None:
     """Close every client tracked since the last call and those of every registered owner."""
-    for owner in list(_owners):
+    for owner in list(_owners.values()):
         await owner.aclose()
     clients, _tracked[:] = list(_tracked), []
     for client in clients:
