@@ -10,11 +10,12 @@ from __future__ import annotations
 import asyncio
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 from ezat_cli import infra as infra_mod
+from support.clients import close_clients
 from support.databases import fresh_database
 
 
@@ -59,3 +60,10 @@ def database_url(infra: infra_mod.Infra) -> str:
 def _no_ambient_config() -> None:
     # Services under test get their config explicitly; a developer's EZAT_CONFIG must not leak in.
     os.environ.pop("EZAT_CONFIG", None)
+
+
+@pytest.fixture(autouse=True)
+async def _closes_clients() -> AsyncIterator[None]:
+    """Every client a test left to ``support.clients`` is closed when it ends (see there why)."""
+    yield
+    await close_clients()

@@ -19,6 +19,7 @@ from ezat_cli.infra import Infra, free_port, start_postgres
 from ezat_cli.stack import Stack
 from ezat_common import db
 from support import sims
+from support.clients import track
 from support.config import SONNET, base_url, listen, model, one_simulator, write_config
 from support.stack import key, running
 
@@ -68,7 +69,7 @@ class BillingStack:
     def anthropic(self, key: str | None = None, **kw: Any) -> anthropic.AsyncAnthropic:
         kw.setdefault("max_retries", 0)
         kw.setdefault("timeout", 60.0)
-        return anthropic.AsyncAnthropic(base_url=self.url, api_key=key or self.key, **kw)
+        return track(anthropic.AsyncAnthropic(base_url=self.url, api_key=key or self.key, **kw))
 
     async def new_key(self, name: str = "extra", **kw: Any) -> tuple[str, str]:
         conn = await asyncpg.connect(self.database_url)

@@ -87,14 +87,14 @@ async def test_cached_request_costs_every_token_kind_at_its_price(
 
 
 async def test_openai_view_agrees_with_the_record(billing_stack: BillingStack) -> None:
-    client = openai.AsyncOpenAI(
+    async with openai.AsyncOpenAI(
         base_url=billing_stack.url + "/openai/v1", api_key=billing_stack.key, max_retries=0
-    )
-    raw = await client.chat.completions.with_raw_response.create(
-        model=MODEL,
-        max_tokens=100,
-        messages=[{"role": "user", "content": "count [sim:tokens=17]"}],
-    )
+    ) as client:
+        raw = await client.chat.completions.with_raw_response.create(
+            model=MODEL,
+            max_tokens=100,
+            messages=[{"role": "user", "content": "count [sim:tokens=17]"}],
+        )
     chat = raw.parse()
     row = await billing_stack.row(raw.headers["request-id"])
     assert chat.usage is not None
@@ -299,12 +299,12 @@ async def test_billing_killed_during_200_streams_loses_and_doubles_nothing(
 
 
 async def test_responses_view_agrees_with_the_record(billing_stack: BillingStack) -> None:
-    client = openai.AsyncOpenAI(
+    async with openai.AsyncOpenAI(
         base_url=billing_stack.url + "/openai/v1", api_key=billing_stack.key, max_retries=0
-    )
-    raw = await client.responses.with_raw_response.create(
-        model=MODEL, max_output_tokens=100, input="count [sim:tokens=17]", store=False
-    )
+    ) as client:
+        raw = await client.responses.with_raw_response.create(
+            model=MODEL, max_output_tokens=100, input="count [sim:tokens=17]", store=False
+        )
     response = raw.parse()
     row = await billing_stack.row(raw.headers["request-id"])
     assert response.usage is not None

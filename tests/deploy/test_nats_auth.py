@@ -342,54 +342,54 @@ async def big_image() -> AsyncIterator[str]:
 
 @pytest.mark.timeout(300)
 async def test_anthropic_messages_run_on_the_production_nats_users(auth_stack: AuthStack) -> None:
-    client = anthropic.AsyncAnthropic(
+    async with anthropic.AsyncAnthropic(
         base_url=auth_stack.url, api_key=auth_stack.key, max_retries=0, timeout=120
-    )
-    small = await client.messages.create(
-        model=SONNET, max_tokens=16, messages=[{"role": "user", "content": SMALL_TEXT}]
-    )
-    assert small.stop_reason == "end_turn" and small.content[0].type == "text"
-    # A body, an image download and an answer above max_payload: claim checks edge ->
-    # translator, fetcher -> translator, translator -> router, router -> edge.
-    async with big_image() as url:
-        big = await client.messages.create(
-            model=SONNET,
-            max_tokens=LONG,
-            messages=[
-                {
-                    "role": "user",
-                    "content": [
-                        {"type": "image", "source": {"type": "url", "url": url}},
-                        {"type": "text", "text": BIG_TEXT},
-                    ],
-                }
-            ],
+    ) as client:
+        small = await client.messages.create(
+            model=SONNET, max_tokens=16, messages=[{"role": "user", "content": SMALL_TEXT}]
         )
-    assert big.content[0].type == "text" and len(big.content[0].text) > MAX_PAYLOAD
-    assert big.usage.output_tokens == 350_000
+        assert small.stop_reason == "end_turn" and small.content[0].type == "text"
+        # A body, an image download and an answer above max_payload: claim checks edge ->
+        # translator, fetcher -> translator, translator -> router, router -> edge.
+        async with big_image() as url:
+            big = await client.messages.create(
+                model=SONNET,
+                max_tokens=LONG,
+                messages=[
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "image", "source": {"type": "url", "url": url}},
+                            {"type": "text", "text": BIG_TEXT},
+                        ],
+                    }
+                ],
+            )
+        assert big.content[0].type == "text" and len(big.content[0].text) > MAX_PAYLOAD
+        assert big.usage.output_tokens == 350_000
 
 
 @pytest.mark.timeout(300)
 async def test_openai_apis_run_on_the_production_nats_users(auth_stack: AuthStack) -> None:
-    client = openai.AsyncOpenAI(
+    async with openai.AsyncOpenAI(
         base_url=auth_stack.url + "/openai/v1", api_key=auth_stack.key, max_retries=0, timeout=120
-    )
-    small = await client.chat.completions.create(
-        model=SONNET, messages=[{"role": "user", "content": SMALL_TEXT}]
-    )
-    assert small.choices[0].message.content
-    # Claim checks edge -> translator -> router -> translator (the answer) -> edge.
-    big = await client.chat.completions.create(
-        model=SONNET, max_tokens=LONG, messages=[{"role": "user", "content": BIG_TEXT}]
-    )
-    text = big.choices[0].message.content
-    assert text is not None and len(text) > MAX_PAYLOAD
-    small_r = await client.responses.create(model=SONNET, input=SMALL_TEXT, store=False)
-    assert small_r.status == "completed" and small_r.output_text
-    big_r = await client.responses.create(
-        model=SONNET, input=BIG_TEXT, max_output_tokens=LONG, store=False
-    )
-    assert big_r.status == "completed" and len(big_r.output_text) > MAX_PAYLOAD
+    ) as client:
+        small = await client.chat.completions.create(
+            model=SONNET, messages=[{"role": "user", "content": SMALL_TEXT}]
+        )
+        assert small.choices[0].message.content
+        # Claim checks edge -> translator -> router -> translator (the answer) -> edge.
+        big = await client.chat.completions.create(
+            model=SONNET, max_tokens=LONG, messages=[{"role": "user", "content": BIG_TEXT}]
+        )
+        text = big.choices[0].message.content
+        assert text is not None and len(text) > MAX_PAYLOAD
+        small_r = await client.responses.create(model=SONNET, input=SMALL_TEXT, store=False)
+        assert small_r.status == "completed" and small_r.output_text
+        big_r = await client.responses.create(
+            model=SONNET, input=BIG_TEXT, max_output_tokens=LONG, store=False
+        )
+        assert big_r.status == "completed" and len(big_r.output_text) > MAX_PAYLOAD
 
 
 async def test_admin_writes_reach_the_edges_on_the_production_nats_users(

@@ -20,6 +20,7 @@ from ezat_cli.infra import Infra
 from ezat_cli.stack import Stack
 from ezat_common import envelopes
 from support import sims
+from support.clients import track
 from support.config import SONNET, base_url, deployment, listen, model, write_config
 from support.stack import create_key, free_ports, key, running
 
@@ -113,14 +114,16 @@ class Gateway:
         self.database_url = database_url
 
     def anthropic(self, **kw: Any) -> anthropic.AsyncAnthropic:
+        """A client closed when the test ends (support/clients.py)."""
         kw.setdefault("max_retries", 0)
         kw.setdefault("api_key", self.key)
-        return anthropic.AsyncAnthropic(base_url=self.url, **kw)
+        return track(anthropic.AsyncAnthropic(base_url=self.url, **kw))
 
     def openai(self, **kw: Any) -> openai.AsyncOpenAI:
+        """A client closed when the test ends (support/clients.py)."""
         kw.setdefault("max_retries", 0)
         kw.setdefault("api_key", self.key)
-        return openai.AsyncOpenAI(base_url=self.url + "/openai/v1", **kw)
+        return track(openai.AsyncOpenAI(base_url=self.url + "/openai/v1", **kw))
 
     async def sent_upstream(self, request_id: str) -> dict[str, Any]:
         """What the deployment received for this request id (its request-log entry)."""

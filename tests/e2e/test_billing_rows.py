@@ -5,8 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import aiohttp
-import anthropic
-import openai
 
 from .conftest import Gateway
 
@@ -57,10 +55,8 @@ async def test_a_client_reads_its_own_usage_right_after_the_final_event(
     """/api/usage waits for the usage outbox to drain (a read barrier): the row of a request is
     there as soon as its final event was sent, not ~50 ms later (docs/billing.md, "Queries")."""
     key = await new_key("read-own-usage")
-    anthropic_client = anthropic.AsyncAnthropic(base_url=gateway.url, api_key=key, max_retries=0)
-    openai_client = openai.AsyncOpenAI(
-        base_url=gateway.url + "/openai/v1", api_key=key, max_retries=0
-    )
+    anthropic_client = gateway.anthropic(api_key=key)
+    openai_client = gateway.openai(api_key=key)
     auth = {"x-api-key": key}
     for turn in range(4):
         if turn % 2 == 0:

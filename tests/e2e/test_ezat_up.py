@@ -68,18 +68,18 @@ async def test_ezat_up_serves_streams_and_stops_cleanly(tmp_path: Path) -> None:
         assert key.startswith("ezat_sk_"), "".join(lines)
         assert url == f"http://127.0.0.1:{ports['edge']}"
 
-        client = anthropic.AsyncAnthropic(base_url=url, api_key=key, max_retries=0)
-        arrivals: list[float] = []
-        async with client.messages.stream(
-            model="claude-sonnet-5-5",
-            max_tokens=64,
-            messages=[
-                {"role": "user", "content": "stream please [sim:tokens=6] [sim:token_ms=50]"}
-            ],
-        ) as stream:
-            async for event in stream:
-                if event.type == "content_block_delta":
-                    arrivals.append(time.monotonic())
+        async with anthropic.AsyncAnthropic(base_url=url, api_key=key, max_retries=0) as client:
+            arrivals: list[float] = []
+            async with client.messages.stream(
+                model="claude-sonnet-5-5",
+                max_tokens=64,
+                messages=[
+                    {"role": "user", "content": "stream please [sim:tokens=6] [sim:token_ms=50]"}
+                ],
+            ) as stream:
+                async for event in stream:
+                    if event.type == "content_block_delta":
+                        arrivals.append(time.monotonic())
         assert len(arrivals) == 6
         # Token by token: the deltas are spread out in time, not delivered in one burst.
         assert arrivals[-1] - arrivals[0] > 0.15

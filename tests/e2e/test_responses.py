@@ -312,9 +312,7 @@ async def test_a_tampered_or_foreign_reasoning_item_is_a_400_naming_it(
     tampered[index - 1]["encrypted_content"] = blob[:-4] + (
         "AAAA" if blob[-4:] != "AAAA" else "BBBB"
     )
-    other = openai.AsyncOpenAI(
-        base_url=gateway.url + "/openai/v1", api_key=await new_key("other-tenant"), max_retries=0
-    )
+    other = gateway.openai(api_key=await new_key("other-tenant"))
     expected = (
         f"input[{index}].encrypted_content: the reasoning item was not sealed by this gateway for "
         "this API key, or was altered; send it back unchanged or leave it out"

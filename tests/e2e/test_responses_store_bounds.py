@@ -57,7 +57,7 @@ async def test_a_chain_with_junk_stores_what_the_model_saw_linearly(
     turns the translation used, each its own: the sum stays under TURNS x 64 KiB (it was one
     18 MB row, 63 MB in all, re-written every turn)."""
     secret = await new_key("junk-chain")
-    client = openai.AsyncOpenAI(base_url=gateway.url + "/openai/v1", api_key=secret, max_retries=0)
+    client = gateway.openai(api_key=secret)
     previous: str | None = None
     for turn in range(TURNS):
         resp = await client.responses.create(
@@ -97,7 +97,7 @@ async def test_a_turn_larger_than_a_stored_response_may_be_is_refused_before_ups
 
 async def test_a_key_past_its_stored_bytes_is_refused(gateway: Gateway, new_key: Any) -> None:
     secret = await new_key("full-store")
-    client = openai.AsyncOpenAI(base_url=gateway.url + "/openai/v1", api_key=secret, max_retries=0)
+    client = gateway.openai(api_key=secret)
     conn = await asyncpg.connect(gateway.database_url)
     try:
         key_id = await _key_id(conn, secret)
@@ -211,7 +211,7 @@ async def test_a_stored_conversation_counts_in_the_keys_tpm_and_is_billed(
     translator in the same window: a long answer, continued with a short body, is refused."""
     tpm = 1000
     secret = await new_key("tpm-chain", tpm=tpm)
-    client = openai.AsyncOpenAI(base_url=gateway.url + "/openai/v1", api_key=secret, max_retries=0)
+    client = gateway.openai(api_key=secret)
     # A short request (about 20 tokens of body) whose answer is about 3,000 tokens.
     long = await client.responses.create(
         model=MODEL, input="Talk. [sim:tokens=3000]", max_output_tokens=4000

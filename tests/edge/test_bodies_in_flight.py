@@ -66,20 +66,22 @@ async def _held(edge: RunningEdge, total: int) -> None:
 
 async def _claude_says(edge: RunningEdge, key: str) -> str:
     """The Messages answer to key's "hi" (the fake translator's "hi"), with the official SDK."""
-    claude = anthropic.AsyncAnthropic(base_url=edge.url, api_key=key, max_retries=0)
-    msg = await claude.messages.create(
-        model=MODEL, max_tokens=5, messages=[{"role": "user", "content": "hi"}]
-    )
+    async with anthropic.AsyncAnthropic(base_url=edge.url, api_key=key, max_retries=0) as claude:
+        msg = await claude.messages.create(
+            model=MODEL, max_tokens=5, messages=[{"role": "user", "content": "hi"}]
+        )
     block = msg.content[0]
     assert block.type == "text"
     return block.text
 
 
 async def _gpt_says(edge: RunningEdge, key: str) -> str | None:
-    gpt = openai.AsyncOpenAI(base_url=edge.url + "/openai/v1", api_key=key, max_retries=0)
-    done = await gpt.chat.completions.create(
-        model=MODEL, max_tokens=5, messages=[{"role": "user", "content": "hi"}]
-    )
+    async with openai.AsyncOpenAI(
+        base_url=edge.url + "/openai/v1", api_key=key, max_retries=0
+    ) as gpt:
+        done = await gpt.chat.completions.create(
+            model=MODEL, max_tokens=5, messages=[{"role": "user", "content": "hi"}]
+        )
     return done.choices[0].message.content
 
 

@@ -285,10 +285,10 @@ async def _trickle(port: int, key: str, length: int) -> socket.socket:
 
 
 async def _says(stack: MemoryStack, key: str) -> str:
-    claude = anthropic.AsyncAnthropic(base_url=stack.url, api_key=key, max_retries=0)
-    msg = await claude.messages.create(
-        model="claude-sonnet-5-5", max_tokens=16, messages=[{"role": "user", "content": "hi"}]
-    )
+    async with anthropic.AsyncAnthropic(base_url=stack.url, api_key=key, max_retries=0) as claude:
+        msg = await claude.messages.create(
+            model="claude-sonnet-5-5", max_tokens=16, messages=[{"role": "user", "content": "hi"}]
+        )
     block = msg.content[0]
     assert block.type == "text"
     return block.text

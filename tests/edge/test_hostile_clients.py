@@ -243,14 +243,16 @@ async def test_an_undecodable_byte_in_a_header_is_a_400_naming_it(
 
 
 async def test_a_session_in_utf8_is_accepted(edge: RunningEdge) -> None:
-    client = anthropic.AsyncAnthropic(base_url=edge.url, api_key=edge.key, max_retries=0)
-    before = len(edge.translator.received)
-    reply = await client.messages.create(
-        model="claude-sonnet-5-5",
-        max_tokens=5,
-        messages=[{"role": "user", "content": "hi"}],
-        extra_headers={"x-ezat-session": "équipe-ü"},
-    )
+    async with anthropic.AsyncAnthropic(
+        base_url=edge.url, api_key=edge.key, max_retries=0
+    ) as client:
+        before = len(edge.translator.received)
+        reply = await client.messages.create(
+            model="claude-sonnet-5-5",
+            max_tokens=5,
+            messages=[{"role": "user", "content": "hi"}],
+            extra_headers={"x-ezat-session": "équipe-ü"},
+        )
     assert reply.content[0].text == "hi"  # type: ignore[union-attr]
     assert edge.translator.received[before].session == "équipe-ü"
 
@@ -259,8 +261,19 @@ async def test_a_session_in_utf8_is_accepted(edge: RunningEdge) -> None:
 
 
 async def test_beyond_max_in_flight_the_edge_answers_overloaded_at_once(edge: RunningEdge) -> None:
-    claude = anthropic.AsyncAnthropic(base_url=edge.url, api_key=edge.key, max_retries=0)
-    gpt = openai.AsyncOpenAI(base_url=edge.url + "/openai/v1", api_key=edge.key, max_retries=0)
+    async with (
+        anthropic.AsyncAnthropic(base_url=edge.url, api_key=edge.key, max_retries=0) as claude,
+        openai.AsyncOpenAI(
+            base_url=edge.url + "/openai/v1", api_key=edge.key, max_retries=0
+        ) as gpt,
+    ):
+        await _refused_at_once_beyond_max_in_flight(edge, claude, gpt)
+
+
+async def _refused_at_once_beyond_max_in_flight(
+    edge: RunningEdge, claude: anthropic.AsyncAnthropic, gpt: openai.AsyncOpenAI
+) -> None:
+    """The test above, with its clients (closed by the test)."""
     args = {"model": "claude-sonnet-5-5", "max_tokens": 5}
     msgs = [{"role": "user", "content": "hi"}]
     gate = asyncio.Event()

@@ -19,6 +19,7 @@ from ezat_cli.infra import Infra, free_port
 from ezat_common import db
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as om_families
 from prometheus_client.parser import text_string_to_metric_families
+from support.clients import track
 from support.config import SONNET, base_url, listen, model, one_simulator, write_config
 from support.stack import create_key, key, running
 
@@ -41,20 +42,24 @@ class EdgeStack:
     database_url: str
 
     def anthropic(self, api_key: str | None = None) -> anthropic.AsyncAnthropic:
-        return anthropic.AsyncAnthropic(
+        """A client closed when the test ends (support/clients.py)."""
+        client = anthropic.AsyncAnthropic(
             base_url=self.url,
             api_key=self.key if api_key is None else api_key,
             max_retries=0,
             timeout=CLIENT_TIMEOUT,
         )
+        return track(client)
 
     def openai(self, api_key: str | None = None) -> openai.AsyncOpenAI:
-        return openai.AsyncOpenAI(
+        """A client closed when the test ends (support/clients.py)."""
+        client = openai.AsyncOpenAI(
             base_url=self.url + "/openai/v1",
             api_key=self.key if api_key is None else api_key,
             max_retries=0,
             timeout=CLIENT_TIMEOUT,
         )
+        return track(client)
 
     async def scrape(self) -> str:
         timeout = aiohttp.ClientTimeout(total=CLIENT_TIMEOUT)

@@ -5,7 +5,7 @@ under its own subject prefix and database, supervised as `ezat up` does."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,14 +14,7 @@ from ezat_cli.stack import Stack
 from support.config import base_url, listen, one_simulator, write_config
 from support.stack import free_ports, key, running
 
-from .load import Gateway, close_clients
-
-
-@pytest.fixture(autouse=True)
-async def _closes_sdk_clients() -> AsyncIterator[None]:
-    """Every SDK client a fault test made is closed when it ends (``load.close_clients``)."""
-    yield
-    await close_clients()
+from .load import Gateway
 
 
 def faults_config(path: Path, ports: dict[str, int], delivery_confirm_seconds: float = 2.0) -> Path:

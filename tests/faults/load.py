@@ -16,11 +16,10 @@ import itertools
 import re
 import time
 import uuid
-import weakref
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 import aiohttp
 import anthropic
@@ -29,8 +28,8 @@ import openai
 from ezat_cli.infra import free_port, stop_process, wait_port
 from ezat_cli.stack import Stack
 from prometheus_client.parser import text_string_to_metric_families
+from support.clients import register
 
-C = TypeVar("C")
 Kind = Literal["anthropic-stream", "anthropic-json", "openai-stream", "openai-json"]
 KINDS: tuple[Kind, ...] = ("anthropic-stream", "anthropic-json", "openai-stream", "openai-json")
 Outcome = Literal["complete", "stream_error", "http_error", "hung"]
@@ -53,7 +52,7 @@ class Gateway:
     _clients: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        _gateways.add(self)
+        register(self)  # its clients are closed after every test (support/clients.py)
 
     async def aclose(self) -> None:
         """Close the SDK clients made so far (the next call makes new ones)."""
@@ -93,31 +92,6 @@ class Gateway:
             )
         client: openai.AsyncOpenAI = self._clients["openai"]
         return client
-
-
-# Every Gateway made, for ``close_clients``.
-_gateways: weakref.WeakSet[Gateway] = weakref.WeakSet()
-# SDK clients made outside a Gateway that nobody closes in the test itself (``track``).
-_tracked: list[Any] = []
-
-
-def track(client: C) -> C:
-    """Have ``client`` closed at the end of the test (``close_clients``)."""
-    _tracked.append(client)
-    return client
-
-
-async def close_clients() -> None:
-    """Close every SDK client the test made. An SDK client left to the garbage collector can,
-    collected in a cycle, unregister a file descriptor the event loop has since given to
-    another connection (CPython issue 130141): a later request of the same session then waits
-    for bytes the loop never reads, and looks like a gateway hang. The fault suite shares one
-    event loop across tests, so every test closes what it made (tests/faults/conftest.py)."""
-    for gateway in list(_gateways):
-        await gateway.aclose()
-    clients, _tracked[:] = list(_tracked), []
-    for client in clients:
-        await client.close()
 
 
 @dataclass

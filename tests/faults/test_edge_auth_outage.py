@@ -23,9 +23,9 @@ from edge.harness import RunningEdge, new_key, running_edge
 from ezat_cli.infra import free_port, start_postgres
 from ezat_common import db
 from ezat_edge.auth import LOOKUP_TIMEOUT
+from support.clients import track
 
 from .freeze import freeze
-from .load import track
 
 pytestmark = pytest.mark.timeout(120)
 TTL = 0.5

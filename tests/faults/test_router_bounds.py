@@ -32,10 +32,11 @@ import pytest
 from ezat_cli.infra import Infra, free_port
 from ezat_cli.stack import Stack
 from prometheus_client.parser import text_string_to_metric_families
+from support.clients import track
 from support.config import base_url, listen, model, write_config
 from support.stack import free_ports, key, running
 
-from .load import rss_kib, track
+from .load import rss_kib
 
 pytestmark = pytest.mark.timeout(240)
 

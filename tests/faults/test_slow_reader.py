@@ -19,8 +19,9 @@ import time
 import anthropic
 import asyncpg
 import pytest
+from support.clients import track
 
-from .load import Gateway, another_edge, track
+from .load import Gateway, another_edge
 
 pytestmark = pytest.mark.timeout(180)
 CAP = 1024 * 1024  # the default; well above a burst that arrives at once (a write is made

@@ -43,51 +43,61 @@ METRIC = re.compile(r"(?<![:\w])((?:ezat|process|python)_[a-z0-9_]+)(?![:\w])")
 
 
 async def _traffic(o: Observed) -> None:
-    claude = anthropic.AsyncAnthropic(base_url=o.url, api_key=o.key, max_retries=0)
-    gpt = openai.AsyncOpenAI(base_url=o.url + "/openai/v1", api_key=o.key, max_retries=0)
-    await claude.messages.create(model=MODEL, max_tokens=32, messages=HELLO)
-    async with claude.messages.stream(model=MODEL, max_tokens=32, messages=HELLO) as stream:
-        await stream.get_final_message()
-    await gpt.chat.completions.create(model=MODEL, max_tokens=32, messages=HELLO)  # type: ignore[arg-type]
-    chunks = await gpt.chat.completions.create(
-        model=MODEL,
-        max_tokens=32,
-        messages=HELLO,
-        stream=True,  # type: ignore[arg-type]
-    )
-    async for _ in chunks:
-        pass
-    # A failover: the model's first deployment has nothing listening.
-    await claude.messages.create(model="claude-failover", max_tokens=16, messages=HELLO)
-    # A prompt-cache write, then a read, in one session.
-    system: Any = [{"type": "text", "text": LONG_SYSTEM, "cache_control": {"type": "ephemeral"}}]
-    session = {"x-ezat-session": f"observed-{uuid.uuid4().hex}"}
-    for _ in range(2):
-        await claude.messages.create(
-            model=MODEL, max_tokens=16, system=system, messages=HELLO, extra_headers=session
+    async with (
+        anthropic.AsyncAnthropic(base_url=o.url, api_key=o.key, max_retries=0) as claude,
+        openai.AsyncOpenAI(base_url=o.url + "/openai/v1", api_key=o.key, max_retries=0) as gpt,
+    ):
+        await claude.messages.create(model=MODEL, max_tokens=32, messages=HELLO)
+        async with claude.messages.stream(model=MODEL, max_tokens=32, messages=HELLO) as stream:
+            await stream.get_final_message()
+        await gpt.chat.completions.create(model=MODEL, max_tokens=32, messages=HELLO)  # type: ignore[arg-type]
+        chunks = await gpt.chat.completions.create(
+            model=MODEL,
+            max_tokens=32,
+            messages=HELLO,
+            stream=True,  # type: ignore[arg-type]
         )
-    # A 429 (a key allowed one request a minute) and a 401.
-    limited = anthropic.AsyncAnthropic(
-        base_url=o.url, api_key=await create_key(o.database_url, "rpm-1", rpm=1), max_retries=0
-    )
-    await limited.messages.create(model=MODEL, max_tokens=8, messages=HELLO)
-    with pytest.raises(anthropic.RateLimitError):
-        await limited.messages.create(model=MODEL, max_tokens=8, messages=HELLO)
-    stranger = anthropic.AsyncAnthropic(base_url=o.url, api_key="ezat_sk_wrong", max_retries=0)
-    with pytest.raises(anthropic.AuthenticationError):
-        await stranger.messages.create(model=MODEL, max_tokens=8, messages=HELLO)
-    # An early close: the client leaves after the first text of a long answer.
-    async with claude.messages.stream(model=MODEL, max_tokens=4000, messages=HELLO) as stream:
-        async for event in stream:
-            if event.type == "text":
-                break
-    # An image the fetcher downloads.
-    async with images.serving() as server:
-        picture: Any = {"type": "image", "source": {"type": "url", "url": f"{server}/photo.png"}}
-        content: Any = [picture, {"type": "text", "text": "what is it?"}]
-        await claude.messages.create(
-            model=MODEL, max_tokens=16, messages=[{"role": "user", "content": content}]
-        )
+        async for _ in chunks:
+            pass
+        # A failover: the model's first deployment has nothing listening.
+        await claude.messages.create(model="claude-failover", max_tokens=16, messages=HELLO)
+        # A prompt-cache write, then a read, in one session.
+        system: Any = [
+            {"type": "text", "text": LONG_SYSTEM, "cache_control": {"type": "ephemeral"}}
+        ]
+        session = {"x-ezat-session": f"observed-{uuid.uuid4().hex}"}
+        for _ in range(2):
+            await claude.messages.create(
+                model=MODEL, max_tokens=16, system=system, messages=HELLO, extra_headers=session
+            )
+        # A 429 (a key allowed one request a minute) and a 401.
+        secret = await create_key(o.database_url, "rpm-1", rpm=1)
+        async with anthropic.AsyncAnthropic(
+            base_url=o.url, api_key=secret, max_retries=0
+        ) as limited:
+            await limited.messages.create(model=MODEL, max_tokens=8, messages=HELLO)
+            with pytest.raises(anthropic.RateLimitError):
+                await limited.messages.create(model=MODEL, max_tokens=8, messages=HELLO)
+        async with anthropic.AsyncAnthropic(
+            base_url=o.url, api_key="ezat_sk_wrong", max_retries=0
+        ) as stranger:
+            with pytest.raises(anthropic.AuthenticationError):
+                await stranger.messages.create(model=MODEL, max_tokens=8, messages=HELLO)
+        # An early close: the client leaves after the first text of a long answer.
+        async with claude.messages.stream(model=MODEL, max_tokens=4000, messages=HELLO) as stream:
+            async for event in stream:
+                if event.type == "text":
+                    break
+        # An image the fetcher downloads.
+        async with images.serving() as server:
+            picture: Any = {
+                "type": "image",
+                "source": {"type": "url", "url": f"{server}/photo.png"},
+            }
+            content: Any = [picture, {"type": "text", "text": "what is it?"}]
+            await claude.messages.create(
+                model=MODEL, max_tokens=16, messages=[{"role": "user", "content": content}]
+            )
 
 
 async def _settled_sums(database_url: str) -> dict[str, int]:
@@ -225,10 +235,12 @@ def test_ezat_top_shows_the_traffic_of_its_window(after_traffic: Observed) -> No
     async def ask() -> None:
         # Until top has printed: its two readings, however late the CLI starts, see traffic
         # between them.
-        claude = anthropic.AsyncAnthropic(base_url=after_traffic.url, api_key=after_traffic.key)
-        deadline = time.monotonic() + 30
-        while top.poll() is None and time.monotonic() < deadline:
-            await claude.messages.create(model=MODEL, max_tokens=8, messages=HELLO)
+        async with anthropic.AsyncAnthropic(
+            base_url=after_traffic.url, api_key=after_traffic.key
+        ) as claude:
+            deadline = time.monotonic() + 30
+            while top.poll() is None and time.monotonic() < deadline:
+                await claude.messages.create(model=MODEL, max_tokens=8, messages=HELLO)
 
     asyncio.run(ask())
     screen, _ = top.communicate(timeout=30)

@@ -25,6 +25,7 @@ from prometheus_client.openmetrics.parser import (
     text_string_to_metric_families as openmetrics_families,
 )
 from support import images, sims
+from support.clients import track
 from support.config import SONNET, base_url, deployment, listen, model, write_config
 from support.otlp import Receiver, Span, receiving
 from support.stack import free_ports, key, running
@@ -59,7 +60,11 @@ class Traced:
         self.key, self.receiver = key, receiver
 
     def openai(self) -> openai.AsyncOpenAI:
-        return openai.AsyncOpenAI(base_url=self.url + "/openai/v1", api_key=self.key, max_retries=0)
+        """A client closed when the test ends (support/clients.py)."""
+        client = openai.AsyncOpenAI(
+            base_url=self.url + "/openai/v1", api_key=self.key, max_retries=0
+        )
+        return track(client)
 
 
 @contextmanager

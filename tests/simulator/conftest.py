@@ -39,14 +39,18 @@ class Running:
 @pytest_asyncio.fixture(loop_scope="function")
 async def start_sim() -> AsyncIterator[StartSim]:
     runners = []
+    started: list[Running] = []
     http = aiohttp.ClientSession()
 
     async def _start(**settings: Any) -> Running:
         runner, url = await start(Settings(**settings), "127.0.0.1", 0)
         runners.append(runner)
-        return Running(url, runner.app[SIM], http)
+        started.append(Running(url, runner.app[SIM], http))
+        return started[-1]
 
     yield _start
+    for running in started:
+        await running.client.close()
     await http.close()
     for runner in runners:
         await runner.cleanup()

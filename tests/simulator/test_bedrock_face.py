@@ -23,6 +23,7 @@ import pytest_asyncio
 from botocore.config import Config
 from botocore.exceptions import ClientError, EventStreamError
 from ezat_simulator.sigv4 import AwsCredential, BedrockAuth
+from support.clients import track
 
 from .conftest import REPORTED, Running, StartSim, server_tool_use
 
@@ -57,8 +58,9 @@ async def bedrock(start_sim: StartSim) -> Running:
 
 
 def runtime(url: str, key_id: str = KEY_ID, secret: str = SECRET, token: str | None = None) -> Any:
-    # No retries: an armed fault must surface as the error, not be retried away.
-    return boto3.client(
+    # No retries: an armed fault must surface as the error, not be retried away. Synchronous, so
+    # closing it at the end of the test (``track``) does not need this test's event loop.
+    client = boto3.client(
         "bedrock-runtime",
         endpoint_url=url,
         region_name="us-east-1",
@@ -67,6 +69,7 @@ def runtime(url: str, key_id: str = KEY_ID, secret: str = SECRET, token: str | N
         aws_session_token=token,
         config=Config(retries={"total_max_attempts": 1}, read_timeout=15),
     )
+    return track(client)
 
 
 async def _call(fn: Callable[..., Any], **kwargs: Any) -> Any:
@@ -361,10 +364,10 @@ def bedrock_sdk(url: str, **auth: Any) -> anthropic.AsyncAnthropicBedrock:
 
 @pytest.mark.parametrize("auth", [{}, {"api_key": API_KEY}], ids=["sigv4", "api-key"])
 async def test_anthropic_bedrock_client_non_stream(bedrock: Running, auth: dict[str, Any]) -> None:
-    client = bedrock_sdk(bedrock.url, **auth)
-    msg = await client.messages.create(
-        model=MODEL, max_tokens=100, messages=[{"role": "user", "content": "Hello there"}]
-    )
+    async with bedrock_sdk(bedrock.url, **auth) as client:
+        msg = await client.messages.create(
+            model=MODEL, max_tokens=100, messages=[{"role": "user", "content": "Hello there"}]
+        )
     assert msg.model == MODEL and msg.stop_reason == "end_turn"
     assert msg.content[0].type == "text" and len(msg.content[0].text) == 48
     (record,) = await bedrock.requests(1)
@@ -374,13 +377,15 @@ async def test_anthropic_bedrock_client_non_stream(bedrock: Running, auth: dict[
 
 
 async def test_anthropic_bedrock_client_stream(bedrock: Running) -> None:
-    client = bedrock_sdk(bedrock.url)
-    async with client.messages.stream(
-        model=MODEL,
-        max_tokens=2048,
-        messages=[{"role": "user", "content": "hi"}],
-        thinking={"type": "enabled", "budget_tokens": 1024},
-    ) as stream:
+    async with (
+        bedrock_sdk(bedrock.url) as client,
+        client.messages.stream(
+            model=MODEL,
+            max_tokens=2048,
+            messages=[{"role": "user", "content": "hi"}],
+            thinking={"type": "enabled", "budget_tokens": 1024},
+        ) as stream,
+    ):
         final = await stream.get_final_message()
     assert [b.type for b in final.content] == ["thinking", "text"]
     assert final.usage.output_tokens == 8 + 12
@@ -389,8 +394,9 @@ async def test_anthropic_bedrock_client_stream(bedrock: Running) -> None:
 async def test_server_tool_directives_reach_both_bedrock_apis_final_usage(
     bedrock: Running,
 ) -> None:
-    for client in (bedrock_sdk(bedrock.url), mantle(bedrock.url)):
-        assert await server_tool_use(client, MODEL) == REPORTED
+    for sdk in (bedrock_sdk, mantle):
+        async with sdk(bedrock.url) as client:
+            assert await server_tool_use(client, MODEL) == REPORTED
     paths = [r["path"] for r in await bedrock.requests(4)]
     assert paths == [
         f"/model/{MODEL}/invoke",
@@ -405,17 +411,21 @@ async def test_anthropic_bedrock_client_sees_a_mid_stream_exception(bedrock: Run
         "POST", "/_sim/faults", {"bedrock_exception": "internalServerException", "fail_after": 1}
     )
     with pytest.raises(anthropic.APIStatusError, match="internalServerException"):
-        async with bedrock_sdk(bedrock.url).messages.stream(
-            model=MODEL, max_tokens=100, messages=[{"role": "user", "content": "hi"}]
-        ) as stream:
+        async with (
+            bedrock_sdk(bedrock.url) as client,
+            client.messages.stream(
+                model=MODEL, max_tokens=100, messages=[{"role": "user", "content": "hi"}]
+            ) as stream,
+        ):
             await stream.get_final_message()
 
 
 async def test_anthropic_bedrock_client_with_a_wrong_api_key_is_refused(bedrock: Running) -> None:
     with pytest.raises(anthropic.PermissionDeniedError):
-        await bedrock_sdk(bedrock.url, api_key="not-a-key").messages.create(
-            model=MODEL, max_tokens=10, messages=[{"role": "user", "content": "hi"}]
-        )
+        async with bedrock_sdk(bedrock.url, api_key="not-a-key") as client:
+            await client.messages.create(
+                model=MODEL, max_tokens=10, messages=[{"role": "user", "content": "hi"}]
+            )
 
 
 # ---- the Anthropic-compatible endpoint (/anthropic) -------------------------------------------
@@ -433,22 +443,22 @@ def mantle(url: str, **auth: Any) -> anthropic.AsyncAnthropicBedrockMantle:
 async def test_the_anthropic_endpoint_answers_messages(
     bedrock: Running, auth: dict[str, Any]
 ) -> None:
-    client = mantle(bedrock.url, **auth)
-    msg = await client.messages.create(
-        model=MODEL, max_tokens=100, messages=[{"role": "user", "content": "Hello there"}]
-    )
-    async with client.messages.stream(
-        model=MODEL, max_tokens=100, messages=[{"role": "user", "content": "Hello there"}]
-    ) as stream:
-        streamed = await stream.get_final_message()
+    async with mantle(bedrock.url, **auth) as client:
+        msg = await client.messages.create(
+            model=MODEL, max_tokens=100, messages=[{"role": "user", "content": "Hello there"}]
+        )
+        async with client.messages.stream(
+            model=MODEL, max_tokens=100, messages=[{"role": "user", "content": "Hello there"}]
+        ) as stream:
+            streamed = await stream.get_final_message()
     assert streamed.content[0].text == msg.content[0].text and msg.model == MODEL
     records = await bedrock.requests(2)
     assert [r["path"] for r in records] == ["/anthropic/v1/messages"] * 2
 
 
 async def test_the_anthropic_endpoint_refuses_a_wrong_secret(bedrock: Running) -> None:
-    client = mantle(bedrock.url, aws_access_key=KEY_ID, aws_secret_key="wrong")
-    with pytest.raises(anthropic.PermissionDeniedError):
-        await client.messages.create(
-            model=MODEL, max_tokens=10, messages=[{"role": "user", "content": "hi"}]
-        )
+    async with mantle(bedrock.url, aws_access_key=KEY_ID, aws_secret_key="wrong") as client:
+        with pytest.raises(anthropic.PermissionDeniedError):
+            await client.messages.create(
+                model=MODEL, max_tokens=10, messages=[{"role": "user", "content": "hi"}]
+            )

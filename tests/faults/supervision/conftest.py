@@ -18,11 +18,11 @@ import pytest
 from ezat_cli import infra as infra_mod
 from ezat_cli.infra import Embedded, free_port
 from ezat_cli.stack import Stack
+from support.clients import track
 from support.config import SONNET, base_url, listen, model, one_simulator, write_config
 from support.stack import create_key, running
 
 from ..freeze import freeze
-from ..load import track
 
 MODEL = "claude-sonnet-5-5"
 
