@@ -135,7 +135,11 @@ async def connect(cfg: Config, subjects: Subjects) -> Edge:
     async def on_revoked(msg: Msg) -> None:
         auth.evict(msg.data.decode())
 
+    async def on_changed(msg: Msg) -> None:
+        auth.heard_change(msg.data, msg.subject)
+
     await nc.subscribe(subjects.keys_revoked, cb=on_revoked)
+    await nc.subscribe(subjects.keys_changed, cb=on_changed)
     api = Api(
         cfg.edge,
         nc,
@@ -151,7 +155,7 @@ async def connect(cfg: Config, subjects: Subjects) -> Edge:
     )
     ops = Operations(nc, auth)
     status = StackStatus(nc, subjects, ops, limiter.redis)
-    stored = StoredResponses(auth, limiter)
+    stored = StoredResponses(auth, limiter, models.access)
     pool_task = asyncio.create_task(_connect_db(auth, stored, cfg.edge.auth_db_connections))
     # Accept only once keys can be checked: a restarted edge takes over the connections waiting
     # on its socket, and answering them "authentication is unavailable" because its pool was
