@@ -16,6 +16,7 @@ from typing import NamedTuple
 from ezat_common.catalogue import Catalogue
 from ezat_common.db import ApiKey
 from ezat_common.tenancy import allowed_models
+from msgspec.structs import replace
 
 MAX_ENTRIES = 10_000
 # A key's own list and its team's (None: every model), as the key carries them.
@@ -55,13 +56,21 @@ class ModelAccess:
         return self._catalogue.permits(name, self.of(key).allowed)
 
     def _made(self, key: ApiKey) -> Access:
-        names = allowed_models(key)
-        if names is None:
+        """``tenancy.allowed_models``, each list read as canonical ids first: an alias in one
+        and the id in the other name the same model."""
+        cat = self._catalogue
+        own, team = key.models, key.team_models
+        ids = allowed_models(
+            replace(
+                key,
+                models=None if own is None else tuple(cat.ids_of(own)),
+                team_models=None if team is None else tuple(cat.ids_of(team)),
+            )
+        )
+        if ids is None:
             return self._all
-        ids = self._catalogue.ids_of(names)
         found = self._by_ids.get(ids)  # another pair of lists may allow the same models
         if found is None:
-            cat = self._catalogue
             found = Access(sorted(ids), ids, cat.anthropic_list(ids), cat.openai_list(ids))
             self._by_ids[ids] = found
         return found
