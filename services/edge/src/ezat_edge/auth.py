@@ -112,7 +112,7 @@ class Authenticator:
                 key = hit[0]
                 m.AUTH_STALE.inc()
             else:
-                self._store(digest, key, now if changes != self._changes else None)
+                self._store(digest, key, None if changes != self._changes else now)
         if key is None or key.revoked:
             (m.AUTH_INVALID if key is None else m.AUTH_REVOKED).inc()
             raise GatewayError(
