@@ -9,7 +9,7 @@ import time
 
 import anthropic
 
-from .conftest import Authz
+from .conftest import Authz, eventually
 
 HI = [{"role": "user", "content": "hi"}]
 
@@ -77,3 +77,28 @@ async def test_a_teams_tpm_is_shared_by_its_keys(authz: Authz) -> None:
         except anthropic.RateLimitError as exc:
             message = exc.body["error"]["message"]  # type: ignore[index]
     assert message.startswith(f"rate limit: this key's team `t-{team}` allows 3000 input tokens")
+
+
+async def test_a_teams_budget_is_shared_by_its_keys(authz: Authz) -> None:
+    """One micro-dollar: the first answered request of any key of the team uses it up; then
+    every key of the team is refused (count_tokens never is)."""
+    team = await authz.team()
+    await authz.sql("UPDATE teams SET monthly_budget_micros = 1 WHERE id = $1", team)
+    (_, spender), (_, other) = await authz.key(team=team), await authz.key(team=team)
+    async with authz.anthropic(spender, 0) as client:
+        await client.messages.create(model="claude-instant", max_tokens=8, messages=HI)  # type: ignore[arg-type]
+
+    async def refused() -> bool:
+        async with authz.anthropic(other, 1) as client:
+            try:
+                await client.messages.create(model="claude-instant", max_tokens=8, messages=HI)  # type: ignore[arg-type]
+            except anthropic.PermissionDeniedError as exc:
+                message = exc.body["error"]["message"]  # type: ignore[index]
+                assert message.startswith(f"this key's team `t-{team}` has used its monthly budget")
+                return True
+        return False
+
+    # The usage row is stored within a second; each edge asks billing again after 2 s.
+    await eventually(refused, within=10)
+    async with authz.anthropic(other, 1) as client:
+        await client.messages.count_tokens(model="claude-instant", messages=HI)  # type: ignore[arg-type]

@@ -324,6 +324,8 @@ class UsageAck(Struct, kw_only=True, tag_field="t", tag="usage_ack"):
 
 class UsageQuery(Struct, kw_only=True, tag_field="t", tag="usage_query"):
     key_id: str | None = None
+    # The usage of every key that belongs to this team now (the edge's team budget).
+    team_id: str | None = None
     since: float | None = None
     until: float | None = None
     model: str | None = None

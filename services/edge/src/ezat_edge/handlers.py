@@ -149,7 +149,7 @@ class Api:
         received_at = time.time()
         rid = request[RID]
         key = await self.auth.authenticate(request)
-        if api != "count_tokens" and key.monthly_budget_micros is not None:
+        if api != "count_tokens" and self.budgets.limits(key):
             await self.budgets.check(self.nc, key)  # 403 before anything is sent upstream
         limit_headers = await self.limiter.check(key)
         cfg = self.cfg
