@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 import anthropic
+import openai
+import pytest
 
 from .conftest import Authz, eventually
 
@@ -102,3 +105,30 @@ async def test_a_teams_budget_is_shared_by_its_keys(authz: Authz) -> None:
     await eventually(refused, within=10)
     async with authz.anthropic(other, 1) as client:
         await client.messages.count_tokens(model="claude-instant", messages=HI)  # type: ignore[arg-type]
+
+
+async def test_a_stored_conversation_counts_in_the_teams_tpm(authz: Authz) -> None:
+    """The translator counts the conversation a previous_response_id adds in the team's window
+    too: a long answer continued by another key of the team with a short body is refused."""
+    team = await authz.team(tpm=1000)
+    (_, first), (_, second) = await authz.key(team=team), await authz.key(team=team)
+    await same_minute(30)
+    async with authz.openai(first, 0) as client:
+        long = await client.responses.create(
+            model="claude-instant", input="Talk. [sim:tokens=3000]", max_output_tokens=4000
+        )
+        with pytest.raises(openai.RateLimitError) as caught:
+            await client.responses.create(
+                model="claude-instant",
+                input="Go on.",
+                previous_response_id=long.id,
+                max_output_tokens=16,
+            )
+    body: Any = caught.value.body
+    assert body["message"].startswith("rate limit: this key's team allows 1000 input tokens")
+    assert "previous_response_id" in body["message"]
+    assert caught.value.response.headers["x-ratelimit-limit-tokens"] == "1000"
+    # What was given back leaves the window as the team's requests left it: another key of the
+    # team still runs a short request.
+    async with authz.openai(second, 1) as client:
+        await client.responses.create(model="claude-instant", input="hi", max_output_tokens=8)

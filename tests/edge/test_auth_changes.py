@@ -109,3 +109,15 @@ async def test_expiry_is_checked_per_request_from_the_cached_key(auth: Authentic
         await auth.authenticate(presenting(secret))
     assert caught.value.status == 401
     assert "expired at" in str(caught.value)
+
+
+async def test_a_lookup_that_read_the_row_before_a_revocation_is_stored_revoked(
+    auth: Authenticator,
+) -> None:
+    _, secret = await new_key(auth)
+    key_id = (await auth.authenticate(presenting(secret))).id
+    auth._cache.clear()  # as if the entry had expired: the next use looks the key up
+    auth.evict(key_id)  # heard while the row still read as it was (not revoked in SQL here)
+    with pytest.raises(GatewayError) as caught:
+        await auth.authenticate(presenting(secret))
+    assert "revoked" in str(caught.value)

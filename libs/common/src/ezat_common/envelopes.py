@@ -65,6 +65,10 @@ class ClientRequest(Struct, _Identified, kw_only=True, tag_field="t", tag="clien
     # The key's input tokens per minute (None: no limit): the translator counts what it adds
     # to the body (a stored conversation, previous_response_id) in the same window.
     tpm: int | None = None
+    # The key's team and its input tokens per minute (None: no team, or no team limit): the
+    # stored conversation counts in the team's window too (docs/tenancy.md).
+    team_id: str | None = None
+    team_tpm: int | None = None
     # The canonical ids of the models the key may use (its list intersected with its team's,
     # resolved by the edge's catalogue; docs/tenancy.md). None: every model. Any other model
     # is the unknown model's 404, decided where the translator resolves the name.

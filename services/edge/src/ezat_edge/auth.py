@@ -80,6 +80,9 @@ class Authenticator:
         # One more at every change heard: a lookup that overlapped one may have read the row as
         # it was before, so what it found is kept stale (looked up again on its next use).
         self._changes = 0
+        # Every key id a revocation broadcast named (revocation is for good), oldest first: a
+        # lookup that read the row before the revocation is stored revoked all the same.
+        self._revoked: dict[str, None] = {}
 
     async def authenticate(self, request: web.Request) -> db.ApiKey:
         secret = presented_key(request)
@@ -112,6 +115,8 @@ class Authenticator:
                 key = hit[0]
                 m.AUTH_STALE.inc()
             else:
+                if key is not None and not key.revoked and key.id in self._revoked:
+                    key = msgspec.structs.replace(key, revoked=True)
                 self._store(digest, key, None if changes != self._changes else now)
         if key is None or key.revoked:
             (m.AUTH_INVALID if key is None else m.AUTH_REVOKED).inc()
@@ -190,6 +195,9 @@ class Authenticator:
         """A revocation: every cached entry of the key becomes a revoked one (which is what is
         served if the database cannot be asked when it expires)."""
         self._changes += 1
+        self._revoked[key_id] = None
+        if len(self._revoked) > _MAX_ENTRIES:
+            del self._revoked[next(iter(self._revoked))]
         until = time.monotonic() + self.ttl
         for digest, (key, _) in list(self._cache.items()):
             if key is not None and key.id == key_id:

@@ -179,6 +179,8 @@ class Api:
             cache=request.headers.get("x-ezat-cache"),
             beta=request.headers.get("anthropic-beta"),
             tpm=key.tpm,
+            team_id=key.team_id,
+            team_tpm=key.team_tpm,
             models=self.models.access.of(key).ids,
         )
         call = Call(request, rid, fmt, env, limit_headers, started, parent)

@@ -99,7 +99,9 @@ class ResponsesRequests:
                 raise model_not_found(found.model)
             if self.tokens is not None:
                 # Sent upstream with the body, so counted like it (the edge saw the body only).
-                await self.tokens.charge(req.key_id, req.tpm, found.size, len(body))
+                await self.tokens.charge(
+                    req.key_id, req.tpm, found.size, len(body), req.team_id, req.team_tpm
+                )
             earlier = found
             # A small continuation of a large conversation is large work too: the stored turns
             # are decoded and translated with it, off the loop like a large body.
