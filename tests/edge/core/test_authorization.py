@@ -19,26 +19,25 @@ def key(**fields: object) -> ApiKey:
 
 
 @pytest.mark.parametrize(
-    ("fields", "now", "message"),
+    ("fields", "now", "reason", "message"),
     [
-        ({}, T, None),
-        ({"expires_at": T}, T - 0.001, None),
-        ({"expires_at": T}, T, EXPIRED),
-        ({"expires_at": T}, T + 86_400, EXPIRED),
-        ({"secret_valid_until": T}, T - 1, None),
-        ({"secret_valid_until": T}, T, ROTATED),
+        ({}, T, None, None),
+        ({"expires_at": T}, T - 0.001, None, None),
+        ({"expires_at": T}, T, "expired", EXPIRED),
+        ({"expires_at": T}, T + 86_400, "expired", EXPIRED),
+        ({"secret_valid_until": T}, T - 1, None, None),
+        ({"secret_valid_until": T}, T, "rotated", ROTATED),
         # Expired outright: that is what is said, whatever secret was presented.
-        ({"expires_at": T, "secret_valid_until": T - 10}, T, EXPIRED),
+        ({"expires_at": T, "secret_valid_until": T - 10}, T, "expired", EXPIRED),
     ],
 )
-def test_refusal(fields: dict[str, float], now: float, message: str | None) -> None:
+def test_refusal(
+    fields: dict[str, float], now: float, reason: str | None, message: str | None
+) -> None:
     refused = refusal(key(**fields), now)
     if message is None:
         assert refused is None
     else:
-        assert refused is not None
-        assert (refused.status, refused.type, str(refused)) == (
-            401,
-            "authentication_error",
-            message,
-        )
+        assert refused is not None and refused.reason == reason
+        err = refused.error
+        assert (err.status, err.type, str(err)) == (401, "authentication_error", message)

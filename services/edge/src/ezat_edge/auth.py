@@ -127,7 +127,8 @@ class Authenticator:
             )
         refused = refusal(key, time.time())
         if refused is not None:
-            raise refused
+            (m.AUTH_EXPIRED if refused.reason == "expired" else m.AUTH_ROTATED).inc()
+            raise refused.error
         return key
 
     def _store(self, digest: bytes, key: db.ApiKey | None, now: float | None = None) -> None:
