@@ -67,6 +67,12 @@ async def test_rotation_without_overlap_ends_the_old_secret(admin: Admin) -> Non
     rotated = await admin.ok("POST", f"/keys/{made['id']}/rotate")
     await refused_within(admin, made["key"], AUTH_CACHE_TTL + 3)
     assert await works(admin, rotated["key"])
+    # Refused as rotated, saying so, rather than as an unknown key.
+    async with admin.stack.anthropic(made["key"]) as client:
+        with pytest.raises(anthropic.AuthenticationError, match="was rotated"):
+            await client.messages.count_tokens(
+                model=SONNET, messages=[{"role": "user", "content": "hi"}]
+            )
 
 
 async def test_revoke_refuses_the_next_request(admin: Admin) -> None:

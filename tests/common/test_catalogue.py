@@ -74,3 +74,17 @@ def test_openai_list_shape() -> None:
             }
         ],
     }
+
+
+def test_a_model_outside_the_allowed_ids_is_the_unknown_models_404() -> None:
+    cat = Catalogue(CFG)
+    assert cat.resolve_or_404("claude-sonnet-5.5", {SONNET}).id == SONNET
+    outside = pytest.raises(GatewayError)
+    with outside as refused:
+        cat.resolve_or_404("claude-sonnet-5.5", set())
+    with pytest.raises(GatewayError) as unknown:
+        cat.resolve_or_404("claude-sonnet-5.5-ghost")
+    assert (refused.value.status, refused.value.code) == (unknown.value.status, unknown.value.code)
+    assert str(refused.value) == str(unknown.value).replace("-ghost", "")
+    assert cat.permits("claude-sonnet-5-5", [SONNET]) and cat.permits("anything", None)
+    assert not cat.permits("anything", [SONNET])

@@ -403,6 +403,7 @@ USES: dict[str, dict[str, list[tuple[str, str | None]]]] = {
         "subscribe": [
             (S.inbox("edge.0123456789ab") + ".*", None),
             (S.keys_revoked, None),
+            (S.keys_changed, None),  # docs/tenancy.md, "How a request is authorized"
             (request_inbox("edge"), None),
         ],
     },

@@ -212,3 +212,55 @@ async def test_without_redis_every_request_is_let_through(keys: RedisKeys) -> No
         assert await limiter.check(key) == {}
         assert await limiter.check_tokens(key, 4_000) == {}
     await limiter.close()  # nothing to close
+
+
+def team_key(team: str, **limits: int | None) -> ApiKey:
+    return ApiKey(
+        id=f"key_{uuid.uuid4().hex[:12]}",
+        name="t",
+        prefix="sk-t",
+        team_id=team,
+        team_name="search",
+        **limits,  # type: ignore[arg-type]
+    )
+
+
+async def test_a_teams_rpm_is_shared_and_the_binding_window_is_reported(
+    limiter: RateLimiter, redis: aioredis.Redis, keys: RedisKeys
+) -> None:
+    team = f"team_{uuid.uuid4().hex[:8]}"
+    roomy, tight = team_key(team, rpm=10, team_rpm=3), team_key(team, rpm=1, team_rpm=3)
+    # The team's window binds the roomy key (2 left of 3 before 9 of 10) ...
+    assert (await limiter.check(roomy))["x-ratelimit-limit-requests"] == "3"
+    # ... the key's own the tight one (0 left of 1 before 1 of 3).
+    assert (await limiter.check(tight))["x-ratelimit-limit-requests"] == "1"
+    # The tight key's own window refuses: its team's is not counted.
+    with pytest.raises(GatewayError) as caught:
+        await limiter.check(tight)
+    assert caught.value.message.startswith("rate limit: this key allows 1 requests per minute")
+    assert await value(redis, keys.team_requests(team, MINUTE)) == 2
+    await limiter.check(roomy)
+    with pytest.raises(GatewayError) as caught:
+        await limiter.check(roomy)
+    err = caught.value
+    assert err.message == (
+        "rate limit: this key's team `search` allows 3 requests per minute; retry after 45 seconds"
+    )
+    assert err.headers["x-ratelimit-limit-requests"] == "3"
+    assert err.headers["x-ratelimit-remaining-requests"] == "0"
+
+
+async def test_a_teams_tpm_refusal_gives_the_keys_count_back(
+    limiter: RateLimiter, redis: aioredis.Redis, keys: RedisKeys
+) -> None:
+    team = f"team_{uuid.uuid4().hex[:8]}"
+    key = team_key(team, tpm=1000, team_tpm=60)
+    assert (await limiter.check_tokens(key, 200))["x-ratelimit-limit-tokens"] == "60"  # 50 tokens
+    with pytest.raises(GatewayError) as caught:
+        await limiter.check_tokens(key, 200)
+    assert caught.value.message.startswith("rate limit: this key's team `search` allows 60 input")
+    assert await value(redis, keys.tokens(key.id, MINUTE)) == 50
+    assert await value(redis, keys.team_tokens(team, MINUTE)) == 50
+    # A key of no team, or a team without limits, counts in its own windows only.
+    alone = api_key(tpm=100)
+    assert (await limiter.check_tokens(alone, 40))["x-ratelimit-remaining-tokens"] == "90"

@@ -6,6 +6,7 @@ case, surrounding spaces ignored, 1-128 characters.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 import msgspec
@@ -92,25 +93,47 @@ class Catalogue:
             return None
         return self._by_name.get(normalise(name))
 
-    def resolve_or_404(self, name: str) -> ModelConfig:
+    def resolve_or_404(self, name: str, allowed: Collection[str] | None = None) -> ModelConfig:
         """The model a request names, or the error it gets: 400 ``model: …`` if the name breaks
-        the rule, 404 ``model_not_found`` if no model has it (docs/api.md)."""
+        the rule, 404 ``model_not_found`` if no model has it or, with ``allowed`` (the canonical
+        ids the calling key may use; None: all), if the key may not use it: the same 404, so
+        that a key cannot tell a model it may not use from one that does not exist
+        (docs/tenancy.md)."""
         problem = name_problem(name)
         if problem is not None:
             raise invalid("model", problem)
         model = self.resolve(name)
-        if model is None:
+        if model is None or (allowed is not None and model.id not in allowed):
             raise model_not_found(name)
         return model
 
-    def openai_list(self) -> bytes:
+    def permits(self, name: str, allowed: Collection[str] | None) -> bool:
+        """Whether a key that may use ``allowed`` (canonical ids; None: all) may use the model
+        named ``name`` (a stored response's model): a name no model has is not permitted."""
+        if allowed is None:
+            return True
+        model = self.resolve(name)
+        return model is not None and model.id in allowed
+
+    def ids_of(self, names: Collection[str]) -> frozenset[str]:
+        """The canonical ids of the models ``names`` name (ids or aliases, any spelling the
+        naming rule accepts); a name no model has is left out."""
+        found = (self.resolve(name) for name in names)
+        return frozenset(model.id for model in found if model is not None)
+
+    def _listed(self, ids: Collection[str] | None) -> list[ModelConfig]:
+        return self.models if ids is None else [m for m in self.models if m.id in ids]
+
+    def openai_list(self, ids: Collection[str] | None = None) -> bytes:
+        """``GET /openai/v1/models``: the models whose canonical id is in ``ids`` (None: all)."""
         data = [
             {"id": m.id, "object": "model", "created": m.created, "owned_by": m.owned_by}
-            for m in self.models
+            for m in self._listed(ids)
         ]
         return msgspec.json.encode({"object": "list", "data": data})
 
-    def anthropic_list(self) -> bytes:
+    def anthropic_list(self, ids: Collection[str] | None = None) -> bytes:
+        """``GET /v1/models``: the models whose canonical id is in ``ids`` (None: all)."""
         data = [
             {
                 "type": "model",
@@ -118,7 +141,7 @@ class Catalogue:
                 "display_name": m.id.rsplit("/", 1)[-1],
                 "created_at": _rfc3339(m.created),
             }
-            for m in self.models
+            for m in self._listed(ids)
         ]
         first = data[0]["id"] if data else None
         last = data[-1]["id"] if data else None

@@ -169,15 +169,16 @@ def new_secret() -> str:
     return KEY_PREFIX + secrets.token_urlsafe(32)
 
 
-# The key a secret names (its current one, or the one a rotation replaced while its overlap
-# lasts), with its team's list and limits: one indexed query, run on a cache miss only.
+# The key a secret names (its current one, or the one its last rotation replaced: valid while
+# the overlap lasts, then refused as rotated rather than unknown, tenancy.expired), with its
+# team's list and limits: one indexed query, run on a cache miss only.
 _FIND_KEY = """
 SELECT k.*, t.name AS team_name, t.models AS team_models, t.rpm AS team_rpm,
        t.tpm AS team_tpm, t.monthly_budget_micros AS team_budget_micros,
        k.key_hash <> $1 AS via_previous
 FROM api_keys k LEFT JOIN teams t ON t.id = k.team_id
 WHERE k.key_hash = $1
-   OR (k.previous_key_hash = $1 AND k.previous_valid_until > now())
+   OR (k.previous_key_hash = $1 AND k.previous_valid_until IS NOT NULL)
 """
 
 

@@ -65,6 +65,14 @@ class ClientRequest(Struct, _Identified, kw_only=True, tag_field="t", tag="clien
     # The key's input tokens per minute (None: no limit): the translator counts what it adds
     # to the body (a stored conversation, previous_response_id) in the same window.
     tpm: int | None = None
+    # The key's team and its input tokens per minute (None: no team, or no team limit): the
+    # stored conversation counts in the team's window too (docs/tenancy.md).
+    team_id: str | None = None
+    team_tpm: int | None = None
+    # The canonical ids of the models the key may use (its list intersected with its team's,
+    # resolved by the edge's catalogue; docs/tenancy.md). None: every model. Any other model
+    # is the unknown model's 404, decided where the translator resolves the name.
+    models: list[str] | None = None
 
 
 class RouteRequest(Struct, _Identified, kw_only=True, tag_field="t", tag="route_request"):
@@ -320,6 +328,8 @@ class UsageAck(Struct, kw_only=True, tag_field="t", tag="usage_ack"):
 
 class UsageQuery(Struct, kw_only=True, tag_field="t", tag="usage_query"):
     key_id: str | None = None
+    # The usage of every key that belongs to this team now (the edge's team budget).
+    team_id: str | None = None
     since: float | None = None
     until: float | None = None
     model: str | None = None

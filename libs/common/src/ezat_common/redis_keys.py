@@ -23,6 +23,14 @@ class RedisKeys(Struct, frozen=True):
         """edge: estimated input tokens for one API key in one minute window (``tpm``)."""
         return f"{self.prefix}:tpm:{key_id}:{minute}"
 
+    def team_requests(self, team_id: str, minute: int) -> str:
+        """edge: requests counted for every key of one team in one minute window (team ``rpm``)."""
+        return f"{self.prefix}:rl:team:{team_id}:{minute}"
+
+    def team_tokens(self, team_id: str, minute: int) -> str:
+        """edge: estimated input tokens of every key of one team in one minute (team ``tpm``)."""
+        return f"{self.prefix}:tpm:team:{team_id}:{minute}"
+
     def thinking(self, key_id: str, tool_call_id: str) -> str:
         """translator: the thinking blocks of the turn that made this tool call, for this key."""
         return f"{self.prefix}:thinking:{key_id}:{tool_call_id}"

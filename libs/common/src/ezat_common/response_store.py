@@ -64,6 +64,7 @@ class Link(msgspec.Struct, frozen=True):
     previous_id: str | None
     turns: bytes | None  # JSON list of Messages turns; None: stored before turns were kept
     total: int  # the bytes of turns from the head down to this link
+    model: str = ""  # the model the response was made with, as the client named it
 
 
 async def put(
@@ -126,22 +127,22 @@ async def chain(
     ``max_bytes`` (the caller tells a cut conversation by its last link's ``previous_id``).
     Earlier links are read even when expired: a row is kept while a later one continues it."""
     rows = await db.fetch(
-        "WITH RECURSIVE chain (id, previous_id, turns, n, total) AS ("
-        " SELECT id, previous_id, turns, 1, coalesce(octet_length(turns), 0)::bigint"
+        "WITH RECURSIVE chain (id, previous_id, turns, n, total, model) AS ("
+        " SELECT id, previous_id, turns, 1, coalesce(octet_length(turns), 0)::bigint, model"
         " FROM stored_responses WHERE key_id = $1 AND id = $2 AND expires_at > now()"
         " UNION ALL"
         " SELECT s.id, s.previous_id, s.turns, c.n + 1,"
-        " c.total + coalesce(octet_length(s.turns), 0)"
+        " c.total + coalesce(octet_length(s.turns), 0), s.model"
         " FROM chain c JOIN stored_responses s ON s.key_id = $1 AND s.id = c.previous_id"
         " WHERE c.n < $3 AND c.total <= $4)"
-        " SELECT id, previous_id, turns, total FROM chain ORDER BY n",
+        " SELECT id, previous_id, turns, total, model FROM chain ORDER BY n",
         key_id,
         response_id,
         max_links,
         max_bytes,
         timeout=timeout,
     )
-    return [Link(r["id"], r["previous_id"], r["turns"], r["total"]) for r in rows]
+    return [Link(r["id"], r["previous_id"], r["turns"], r["total"], r["model"]) for r in rows]
 
 
 async def stored_bytes(db: Any, key_id: str, *, timeout: float | None = None) -> int:

@@ -306,17 +306,17 @@ async def update_key(conn: Conn, key_id: str, columns: dict[str, Any], actor: st
 
 
 async def rotate_key(conn: Conn, key_id: str, overlap: int, actor: str) -> tuple[Json, str]:
-    """A new secret; the old one stays valid ``overlap`` seconds (0: not at all). A secret that
-    an earlier rotation left in its overlap stops at once: only the latest one overlaps."""
+    """A new secret; the old one stays valid ``overlap`` seconds (0: not at all), then is
+    refused as rotated rather than unknown (its hash is kept). A secret that an earlier
+    rotation left in its overlap stops at once: only the latest one is kept."""
     secret = db.new_secret()
     async with conn.transaction():
         before = await key(conn, key_id, lock=True)
         _live(before)
         await conn.execute(
             "UPDATE api_keys SET"
-            " previous_key_hash = CASE WHEN $4::integer > 0 THEN key_hash END,"
-            " previous_valid_until = CASE WHEN $4::integer > 0"
-            "   THEN now() + make_interval(secs => $4::integer) END,"
+            " previous_key_hash = key_hash,"
+            " previous_valid_until = now() + make_interval(secs => $4::integer),"
             " key_hash = $2, prefix = $3, updated_at = now() WHERE id = $1",
             key_id,
             db.hash_key(secret),

@@ -47,11 +47,14 @@ def headers(unit: str, limit: int, count: int, reset: float) -> dict[str, str]:
     }
 
 
-def refused(allows: str, reset: float, extra: dict[str, str]) -> GatewayError:
-    """The 429 of a window this request took over the limit."""
+def refused(
+    allows: str, reset: float, extra: dict[str, str], who: str = "this key"
+) -> GatewayError:
+    """The 429 of a window this request took over the limit; ``who``: whose limit it is (the
+    key's, or its team's: "this key's team `x`")."""
     return GatewayError(
         429,
-        f"rate limit: this key allows {allows}; retry after {reset:.0f} seconds",
+        f"rate limit: {who} allows {allows}; retry after {reset:.0f} seconds",
         retry_after=max(1, round(reset)),
         headers=extra,
     )

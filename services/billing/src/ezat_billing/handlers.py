@@ -185,7 +185,7 @@ class Handlers:
             model = resolved.id if resolved else model.strip()
         try:
             page = await store.query_usage(
-                self._pool, q.key_id, q.since, q.until, model, q.limit, q.cursor
+                self._pool, q.key_id, q.since, q.until, model, q.limit, q.cursor, team_id=q.team_id
             )
         except QueryError as exc:
             metrics.QUERIES.labels("invalid").inc()

@@ -207,13 +207,16 @@ async def query_usage(
     limit: int,
     cursor: str | None,
     timeout: float | None = 10.0,
+    *,
+    team_id: str | None = None,
 ) -> UsagePage:
     """One page of records (newest first) and totals over the whole filter, not just the page.
 
     ``key_id`` None lists every key (operators' ``ezat usage``); ``since`` is inclusive and
-    ``until`` exclusive (epoch seconds). Raises ``QueryError`` before touching the database.
+    ``until`` exclusive (epoch seconds); ``team_id``: the keys that belong to that team now
+    (a team's budget, docs/tenancy.md). Raises ``QueryError`` before touching the database.
     """
-    f = to_filters(key_id, since, until, model, limit, cursor)
+    f = to_filters(key_id, since, until, model, limit, cursor, team_id)
     where, args = _filters(f)
     page_where, page_args = where, list(args)
     if f.after is not None:
@@ -251,6 +254,7 @@ def _filters(f: Filters) -> tuple[str, list[Any]]:
     args: list[Any] = []
     for template, value in (
         ("key_id = {}", f.key_id),
+        ("key_id IN (SELECT id FROM api_keys WHERE team_id = {})", f.team_id),
         ("received_at >= {}", f.since),
         ("received_at < {}", f.until),
         ("model = {}", f.model),

@@ -143,7 +143,11 @@ async def connect(cfg: Config, subjects: Subjects) -> Edge:
     async def on_revoked(msg: Msg) -> None:
         auth.evict(msg.data.decode())
 
+    async def on_changed(msg: Msg) -> None:
+        auth.heard_change(msg.data, msg.subject)
+
     await nc.subscribe(subjects.keys_revoked, cb=on_revoked)
+    await nc.subscribe(subjects.keys_changed, cb=on_changed)
     api = Api(
         cfg.edge,
         nc,
@@ -159,7 +163,7 @@ async def connect(cfg: Config, subjects: Subjects) -> Edge:
     )
     ops = Operations(nc, auth)
     status = StackStatus(nc, subjects, ops, limiter.redis)
-    stored = StoredResponses(auth, limiter)
+    stored = StoredResponses(auth, limiter, models.access)
     pool_task = asyncio.create_task(_connect_db(auth, stored, cfg.edge.auth_db_connections))
     key_expiry = KeyExpiry(auth, cfg.edge.key_expiry_teams, cfg.edge.key_expiry_interval)
     key_expiry.start()

@@ -1,9 +1,12 @@
 """API-key authentication with a short in-process cache that outlives a database outage.
 
 Keys are looked up by their SHA-256 hash in PostgreSQL. Results are cached for
-``edge.auth_cache_ttl`` seconds so the database is not on the hot path; ``ezat keys revoke``
-broadcasts the revoked id on NATS and every edge marks it revoked at once, so the TTL is only a
-fallback.
+``edge.auth_cache_ttl`` seconds so the database is not on the hot path; a revocation broadcasts
+the revoked id on NATS (``keys_revoked``) and every edge marks it revoked at once, and any other
+change of a key or a team (limits, models, budget, expiry, rotation: ``keys_changed``) makes
+what every edge caches of it stale, looked up again on its next use; so the TTL is only a
+fallback (docs/tenancy.md, "How a request is authorized"). Expiry and the end of a rotation's
+overlap are checked on every request from the cached key (core/authorization.py).
 
 While PostgreSQL is unreachable (a lookup failed or timed out), a key this edge already knows is
 served from its cache past the TTL (serve-stale): the database is asked again at most once per
@@ -27,8 +30,11 @@ from aiohttp import web
 from ezat_common import db
 from ezat_common.errors import GatewayError
 from ezat_common.tasks import TaskSet
+from ezat_common.tenancy import Changed
+from ezat_common.undecodable import undecodable
 
 from . import metrics as m
+from .core.authorization import refusal
 
 log = logging.getLogger("ezat.edge.auth")
 
@@ -37,6 +43,9 @@ _MAX_ENTRIES = 100_000
 LOOKUP_TIMEOUT = 2.0  # seconds a key lookup may take before the database counts as unreachable
 RETRY_DOWN = 1.0  # seconds known keys are served stale without asking the database again
 _DB_ERRORS = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
+
+
+_decode_change = msgspec.json.Decoder(Changed).decode
 
 
 class _Unavailable(Exception):
@@ -68,6 +77,12 @@ class Authenticator:
         self._cache: dict[bytes, tuple[db.ApiKey | None, float]] = {}
         self._down_until = 0.0  # until then, known keys whose entry expired are served stale
         self._lookups = TaskSet()  # still running
+        # One more at every change heard: a lookup that overlapped one may have read the row as
+        # it was before, so what it found is kept stale (looked up again on its next use).
+        self._changes = 0
+        # Every key id a revocation broadcast named (revocation is for good), oldest first: a
+        # lookup that read the row before the revocation is stored revoked all the same.
+        self._revoked: dict[str, None] = {}
 
     async def authenticate(self, request: web.Request) -> db.ApiKey:
         secret = presented_key(request)
@@ -90,6 +105,7 @@ class Authenticator:
             key = None
             self._store(digest, None, now)
         else:
+            changes = self._changes
             try:
                 key = await self._lookup(secret)
             except _Unavailable:
@@ -99,7 +115,9 @@ class Authenticator:
                 key = hit[0]
                 m.AUTH_STALE.inc()
             else:
-                self._store(digest, key, now)
+                if key is not None and not key.revoked and key.id in self._revoked:
+                    key = msgspec.structs.replace(key, revoked=True)
+                self._store(digest, key, None if changes != self._changes else now)
         if key is None or key.revoked:
             (m.AUTH_INVALID if key is None else m.AUTH_REVOKED).inc()
             raise GatewayError(
@@ -107,9 +125,14 @@ class Authenticator:
                 "invalid API key: it is unknown or has been revoked",
                 type="authentication_error",
             )
+        refused = refusal(key, time.time())
+        if refused is not None:
+            (m.AUTH_EXPIRED if refused.reason == "expired" else m.AUTH_ROTATED).inc()
+            raise refused.error
         return key
 
-    def _store(self, digest: bytes, key: db.ApiKey | None, now: float) -> None:
+    def _store(self, digest: bytes, key: db.ApiKey | None, now: float | None = None) -> None:
+        """Cache what a lookup found; ``now`` None: stale already (a change overlapped it)."""
         cache = self._cache
         if len(cache) >= _MAX_ENTRIES and digest not in cache:
             # Unknown keys go first; never all the known ones at once (they carry an outage).
@@ -118,7 +141,10 @@ class Authenticator:
             if len(cache) >= _MAX_ENTRIES:
                 for d in list(cache)[: _MAX_ENTRIES // 10]:  # the oldest tenth
                     del cache[d]
-        cache[digest] = (key, now + (self.ttl if key else _NEGATIVE_TTL))
+        if now is None:
+            cache[digest] = (key, 0.0)
+        else:
+            cache[digest] = (key, now + (self.ttl if key else _NEGATIVE_TTL))
 
     async def _lookup(self, secret: str) -> db.ApiKey | None:
         """The key as stored, within ``LOOKUP_TIMEOUT`` whatever the database does: the lookup
@@ -141,9 +167,38 @@ class Authenticator:
         the edge still authenticates the clients it has seen)."""
         return any(key is not None and not key.revoked for key, _ in self._cache.values())
 
+    def heard_change(self, data: bytes, subject: str) -> None:
+        """A ``keys_changed`` broadcast (``tenancy.Changed``); one that cannot be decoded is
+        dropped (counted), the TTL then being the fallback."""
+        try:
+            change = _decode_change(data)
+        except msgspec.DecodeError as exc:
+            undecodable("keys_changed", subject, exc)
+            return
+        self.changed(change.key, change.team)
+
+    def changed(self, key_id: str | None = None, team_id: str | None = None) -> int:
+        """A key (``key_id``) or every key of a team (``team_id``) changed: their cached entries
+        become stale, looked up again on their next use; while the database cannot answer they
+        are served as they were (a revoked one stays revoked). Returns how many were made stale.
+        Unknown secrets are forgotten too: a change may have made one valid (a rotation)."""
+        self._changes += 1
+        stale = 0
+        for digest, (key, until) in list(self._cache.items()):
+            if key is None:
+                del self._cache[digest]
+            elif until and (key.id == key_id or (team_id is not None and key.team_id == team_id)):
+                self._cache[digest] = (key, 0.0)
+                stale += 1
+        return stale
+
     def evict(self, key_id: str) -> None:
         """A revocation: every cached entry of the key becomes a revoked one (which is what is
         served if the database cannot be asked when it expires)."""
+        self._changes += 1
+        self._revoked[key_id] = None
+        if len(self._revoked) > _MAX_ENTRIES:
+            del self._revoked[next(iter(self._revoked))]
         until = time.monotonic() + self.ttl
         for digest, (key, _) in list(self._cache.items()):
             if key is not None and key.id == key_id:

@@ -1,9 +1,11 @@
-"""Monthly spend limits per key (``api_keys.monthly_budget_micros``), checked before a request
-is published, so a key over its budget never reaches a deployment. The rule itself (the month,
-the 403) is core/budget.py's; this module asks billing for the spend and caches it.
+"""Monthly spend limits per key (``api_keys.monthly_budget_micros``) and per team
+(``teams.monthly_budget_micros``, shared by its keys; docs/tenancy.md), checked before a request
+is published, so a key over its budget or its team's never reaches a deployment. The rule itself
+(the month, the 403) is core/budget.py's; this module asks billing for the spend and caches it.
 
-The month's spend is the ``totals.cost_micros`` of billing's usage query for the key since the
-first of the month (UTC), cached per key for ``ttl`` seconds. Requests in flight while a key
+The month's spend is the ``totals.cost_micros`` of billing's usage query for the key (for a
+team: every key that belongs to it now) since the first of the month (UTC), cached per key and
+per team for ``ttl`` seconds. Requests in flight while a key
 crosses its budget still complete (the limit is checked at admission, not mid-stream), so a key
 can overshoot by what its concurrent requests and the cache age allow. When billing cannot
 answer, the last known spend is used; with none, the request is admitted (fail open).
@@ -23,12 +25,13 @@ from ezat_common.subjects import Subjects
 from ezat_common.undecodable import undecodable
 
 from . import metrics as m
-from .core.budget import month_bounds, over_budget
+from .core.budget import month_bounds, over_budget, team_over_budget
 
 log = logging.getLogger("ezat.edge.budgets")
 
 TTL = 2.0
 QUERY_TIMEOUT = 1.0
+Owner = tuple[str | None, str | None]  # (key id, None) or (None, team id)
 
 
 class Budgets:
@@ -38,40 +41,55 @@ class Budgets:
         self._subjects = subjects
         self._ttl = ttl
         self._clock = clock
-        # key id -> (month start epoch, spent micros, fetched at monotonic)
-        self._cache: dict[str, tuple[float, int, float]] = {}
-        self._inflight: dict[str, asyncio.Future[int | None]] = {}
+        # (key id, None) or (None, team id) -> (month start epoch, spent micros, fetched at)
+        self._cache: dict[Owner, tuple[float, int, float]] = {}
+        self._inflight: dict[Owner, asyncio.Future[int | None]] = {}
+
+    @staticmethod
+    def limits(key: ApiKey) -> bool:
+        """Whether a budget applies to ``key``'s requests (its own or its team's)."""
+        return key.monthly_budget_micros is not None or (
+            key.team_id is not None and key.team_budget_micros is not None
+        )
 
     async def check(self, nc: bus.Client, key: ApiKey) -> None:
-        """Raise the 403 if ``key`` has a budget and has used it this month."""
-        if key.monthly_budget_micros is None:
-            return
+        """Raise the 403 if ``key`` has a budget and has used it this month, or its team has."""
         now = self._clock()
-        spent = await self.spent(nc, key.id, now)
-        error = over_budget(key, spent, now)
-        if error is not None:
-            m.BUDGET_REFUSED.inc()
-            raise error
+        if key.monthly_budget_micros is not None:
+            error = over_budget(key, await self.spent(nc, key.id, now), now)
+            if error is not None:
+                m.BUDGET_REFUSED.inc()
+                raise error
+        if key.team_id is not None and key.team_budget_micros is not None:
+            spent = await self._spent(nc, (None, key.team_id), now)
+            error = team_over_budget(key, spent, now)
+            if error is not None:
+                m.BUDGET_REFUSED.inc()
+                raise error
 
     async def spent(self, nc: bus.Client, key_id: str, now: float) -> int:
+        return await self._spent(nc, (key_id, None), now)
+
+    async def _spent(self, nc: bus.Client, owner: Owner, now: float) -> int:
         start = month_bounds(now)[0].timestamp()
-        hit = self._cache.get(key_id)
+        hit = self._cache.get(owner)
         fresh = hit is not None and hit[0] == start and time.monotonic() - hit[2] < self._ttl
         if hit is not None and fresh:
             return hit[1]
-        pending = self._inflight.get(key_id)
+        pending = self._inflight.get(owner)
         if pending is None:  # one query per key at a time; concurrent requests share it
-            pending = asyncio.ensure_future(self._query(nc, key_id, start))
-            self._inflight[key_id] = pending
-            pending.add_done_callback(lambda _: self._inflight.pop(key_id, None))
+            pending = asyncio.ensure_future(self._query(nc, owner, start))
+            self._inflight[owner] = pending
+            pending.add_done_callback(lambda _: self._inflight.pop(owner, None))
         value = await asyncio.shield(pending)
         if value is None:  # billing did not answer: the last known spend of this month, or 0
             return hit[1] if hit is not None and hit[0] == start else 0
-        self._cache[key_id] = (start, value, time.monotonic())
+        self._cache[owner] = (start, value, time.monotonic())
         return value
 
-    async def _query(self, nc: bus.Client, key_id: str, start: float) -> int | None:
-        query = envelopes.UsageQuery(key_id=key_id, since=start, limit=1)
+    async def _query(self, nc: bus.Client, owner: Owner, start: float) -> int | None:
+        key_id, team_id = owner
+        query = envelopes.UsageQuery(key_id=key_id, team_id=team_id, since=start, limit=1)
         try:
             msg = await nc.request(
                 self._subjects.usage_query, envelopes.encode(query), timeout=QUERY_TIMEOUT
@@ -81,11 +99,11 @@ class Budgets:
             undecodable("usage_reply", self._subjects.usage_query, exc)
             return None
         except Exception as exc:  # any failure: fail open, loudly
-            log.warning("monthly spend of %s unavailable: %r", key_id, exc)
+            log.warning("monthly spend of %s unavailable: %r", key_id or team_id, exc)
             return None
         match reply:
             case usage_page.UsageError(error=error):
-                log.warning("monthly spend of %s unavailable: %s", key_id, error)
+                log.warning("monthly spend of %s unavailable: %s", key_id or team_id, error)
                 return None
             case page:
                 return page.totals.cost_micros

@@ -25,6 +25,7 @@ from .call import Call
 from .core.admission import Admission, overloaded
 from .core.body_bytes import BodyBytes
 from .core.inputs import refused_body
+from .core.model_access import ModelAccess
 from .core.model_label import ModelLabels
 from .core.routes import Format, api_format
 from .ids import new_uid
@@ -42,15 +43,15 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class ModelLists:
-    """The catalogue's model lists, encoded once."""
+    """The catalogue's model lists, encoded once: the public one, and what each allow-list
+    lets a key see and name (core/model_access.py)."""
 
-    anthropic: bytes
-    openai: bytes
+    access: ModelAccess
     public: bytes
 
     @classmethod
     def of(cls, catalogue: Catalogue) -> ModelLists:
-        return cls(catalogue.anthropic_list(), catalogue.openai_list(), catalogue.public())
+        return cls(ModelAccess(catalogue), catalogue.public())
 
 
 @dataclass(slots=True)
@@ -148,7 +149,7 @@ class Api:
         received_at = time.time()
         rid = request[RID]
         key = await self.auth.authenticate(request)
-        if api != "count_tokens" and key.monthly_budget_micros is not None:
+        if api != "count_tokens" and self.budgets.limits(key):
             await self.budgets.check(self.nc, key)  # 403 before anything is sent upstream
         limit_headers = await self.limiter.check(key)
         cfg = self.cfg
@@ -160,7 +161,7 @@ class Api:
         not_utf8 = refused_body(body)
         if not_utf8 is not None:
             raise not_utf8
-        if key.tpm is not None and api != "count_tokens":
+        if (key.tpm is not None or key.team_tpm is not None) and api != "count_tokens":
             # Estimated input tokens (limits.py); count_tokens runs no model, so only its
             # request counts (RPM).
             limit_headers.update(await self.limiter.check_tokens(key, len(body), limit_headers))
@@ -178,6 +179,9 @@ class Api:
             cache=request.headers.get("x-ezat-cache"),
             beta=request.headers.get("anthropic-beta"),
             tpm=key.tpm,
+            team_id=key.team_id,
+            team_tpm=key.team_tpm,
+            models=self.models.access.of(key).ids,
         )
         call = Call(request, rid, fmt, env, limit_headers, started, parent)
         if api == "count_tokens":  # no model runs: not in the latency series
@@ -198,9 +202,10 @@ class Api:
 
     async def list_models(self, request: web.Request) -> web.Response:
         # Every endpoint a key calls counts against its rpm (docs/api.md, "Limits").
-        limit_headers = await self.limiter.check(await self.auth.authenticate(request))
-        fmt = api_format(request.path)
-        body = self.models.openai if fmt == "openai" else self.models.anthropic
+        key = await self.auth.authenticate(request)
+        limit_headers = await self.limiter.check(key)
+        access = self.models.access.of(key)  # only the models the key may use
+        body = access.openai if api_format(request.path) == "openai" else access.anthropic
         return web.Response(body=body, content_type=JSON, headers=limit_headers)
 
     async def public_models(self, request: web.Request) -> web.Response:

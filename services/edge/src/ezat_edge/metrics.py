@@ -131,12 +131,14 @@ BUDGET_REFUSED = Counter(
 )
 AUTH_FAILURES = LeanCounter(
     "ezat_edge_auth_failures_total",
-    "Requests refused for their key: missing, invalid (unknown or malformed), revoked (401), "
-    "unavailable (503: the database could not be asked)",
+    "Requests refused for their key: missing, invalid (unknown or malformed), revoked, expired, "
+    "rotated (a secret past its rotation's overlap) (401), unavailable (503: the database could "
+    "not be asked)",
     ["reason"],
 )
-AUTH_MISSING, AUTH_INVALID, AUTH_REVOKED, AUTH_UNAVAILABLE = (
-    AUTH_FAILURES.labels(reason) for reason in ("missing", "invalid", "revoked", "unavailable")
+AUTH_MISSING, AUTH_INVALID, AUTH_REVOKED, AUTH_UNAVAILABLE, AUTH_EXPIRED, AUTH_ROTATED = (
+    AUTH_FAILURES.labels(reason)
+    for reason in ("missing", "invalid", "revoked", "unavailable", "expired", "rotated")
 )
 
 OWNER_LOST_BY = labelled(OWNER_LOST)

@@ -1,6 +1,8 @@
 """``GET`` and ``DELETE /openai/v1/responses/{id}``: the calling key's stored responses
 (``ezat_common.response_store``; docs/responses.md, "Stored responses"). Another key's response,
-an expired one and one never stored are the same 404.
+an expired one and one never stored are the same 404; so is, on GET, one made with a model the
+key may no longer use (docs/tenancy.md, "How a request is authorized"), which it may still
+DELETE.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from ezat_common.errors import GatewayError
 from ezat_common.response_store import GONE, TIMEOUT, UNAVAILABLE
 
 from .auth import Authenticator
+from .core.model_access import ModelAccess
 from .limits import RateLimiter
 from .responses import JSON
 
@@ -32,9 +35,12 @@ def unavailable() -> GatewayError:
 
 
 class StoredResponses:
-    def __init__(self, auth: Authenticator, limiter: RateLimiter) -> None:
+    def __init__(
+        self, auth: Authenticator, limiter: RateLimiter, access: ModelAccess | None = None
+    ) -> None:
         self.auth = auth
         self.limiter = limiter
+        self.access = access  # None: every stored response of the key is shown
         # Its own pool (app.py): never the one key lookups use.
         self.pool: asyncpg.Pool | None = None
 
@@ -48,7 +54,9 @@ class StoredResponses:
             stored = await response_store.get(self._pool(), key.id, response_id, timeout=TIMEOUT)
         except UNAVAILABLE:
             raise unavailable() from None
-        if stored is None:
+        if stored is None or (
+            self.access is not None and not self.access.permits(key, stored.model)
+        ):
             raise not_found(response_id)
         return web.Response(body=stored.response, content_type=JSON)
 

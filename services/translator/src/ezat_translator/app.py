@@ -280,8 +280,10 @@ class Translator:
         thread (docs/reliability.md, "Large bodies")."""
         prepare = prepare_count if req.api == "count_tokens" else prepare_create
         if len(body) > self.off_loop_bytes:
-            return await asyncio.to_thread(prepare, body, self.catalogue, in_pieces=True)
-        return prepare(body, self.catalogue)
+            return await asyncio.to_thread(
+                prepare, body, self.catalogue, in_pieces=True, allowed=req.models
+            )
+        return prepare(body, self.catalogue, allowed=req.models)
 
     async def reply_error(self, reply_to: str, err: GatewayError) -> None:
         await self.nc.publish(reply_to, envelopes.encode(err.reply))

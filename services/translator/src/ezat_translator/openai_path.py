@@ -153,6 +153,7 @@ class OpenAIPath:
             session_header=req.session,
             cache_header=req.cache,
             in_pieces=large,
+            allowed=req.models,
         )
         ct = await m.REQUEST.run_off_loop(translate) if large else m.REQUEST.run(translate)
         created = int(time.time())

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from ezat_common import envelopes
 from ezat_common.config import DEFAULT_OFF_LOOP_BODY
-from ezat_common.errors import GatewayError
+from ezat_common.errors import GatewayError, model_not_found
 from ezat_common.schemas.openai_responses import ResponsesRequest
 
 from . import metrics as m
@@ -93,9 +93,15 @@ class ResponsesRequests:
         earlier: Earlier | None = None
         if parsed.previous_response_id is not None:
             found = await self._earlier(req.key_id, parsed.previous_response_id)
+            if not self.catalogue.permits(found.model, req.models):
+                # Made with a model the key may no longer use: as if that model did not exist
+                # (docs/tenancy.md, "How a request is authorized").
+                raise model_not_found(found.model)
             if self.tokens is not None:
                 # Sent upstream with the body, so counted like it (the edge saw the body only).
-                await self.tokens.charge(req.key_id, req.tpm, found.size, len(body))
+                await self.tokens.charge(
+                    req.key_id, req.tpm, found.size, len(body), req.team_id, req.team_tpm
+                )
             earlier = found
             # A small continuation of a large conversation is large work too: the stored turns
             # are decoded and translated with it, off the loop like a large body.
@@ -109,6 +115,7 @@ class ResponsesRequests:
             open_reasoning=self._opener(req.key_id),
             earlier=earlier,
             open_stored=self._opener(req.key_id, stored=True),
+            allowed=req.models,
         )
         tr = await m.REQUEST.run_off_loop(translate) if large else m.REQUEST.run(translate)
         meta = ResponseMeta(

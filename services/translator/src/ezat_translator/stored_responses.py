@@ -80,6 +80,7 @@ class Earlier(NamedTuple):
 
     encoded: list[bytes]  # each response's own turns (core/stored_turns.py), oldest first
     size: int  # their bytes as stored: what the TPM estimate counts
+    model: str = ""  # the model the continued response was made with, as the client named it
 
     def turns(self) -> list[dict[str, Any]]:
         turns: list[dict[str, Any]] = []
@@ -147,7 +148,8 @@ class StoredResponses:
                 code="previous_response_not_found",
             )
         m.STORED.labels("read", "ok").inc()
-        return Earlier([link.turns or b"[]" for link in reversed(links)], last.total)
+        turns = [link.turns or b"[]" for link in reversed(links)]
+        return Earlier(turns, last.total, links[0].model)
 
     async def check(self, key_id: str, new_bytes: int) -> None:
         """Refuse a ``store: true`` turn whose own content, or whose key's stored bytes, pass

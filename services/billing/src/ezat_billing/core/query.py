@@ -26,6 +26,7 @@ class Filters(Struct, frozen=True, kw_only=True):
     model: str | None
     limit: int
     after: Position | None  # the page starts strictly after this position (newest first)
+    team_id: str | None = None  # the keys that belong to this team now
 
 
 def to_filters(
@@ -35,6 +36,7 @@ def to_filters(
     model: str | None,
     limit: int,
     cursor: str | None,
+    team_id: str | None = None,
 ) -> Filters:
     try:
         after = decode_cursor(cursor) if cursor else None
@@ -47,6 +49,7 @@ def to_filters(
         model=model,
         limit=clamp_limit(limit),
         after=after,
+        team_id=team_id,
     )
 
 

@@ -20,13 +20,23 @@ def month_bounds(now: float) -> tuple[datetime.datetime, datetime.datetime]:
 
 def over_budget(key: ApiKey, spent_micros: int, now: float) -> GatewayError | None:
     """The 403 for a key whose month's spend reached its budget, or None."""
-    budget = key.monthly_budget_micros
+    return _refusal("this key has", key.monthly_budget_micros, spent_micros, now)
+
+
+def team_over_budget(key: ApiKey, spent_micros: int, now: float) -> GatewayError | None:
+    """The 403 for a key whose team's month's spend (all its keys) reached the team's budget,
+    or None."""
+    team = key.team_name or key.team_id
+    return _refusal(f"this key's team `{team}` has", key.team_budget_micros, spent_micros, now)
+
+
+def _refusal(who: str, budget: int | None, spent_micros: int, now: float) -> GatewayError | None:
     if budget is None or spent_micros < budget:
         return None
     _, resets = month_bounds(now)
     return GatewayError(
         403,
-        f"this key has used its monthly budget of ${budget / 1_000_000:,.2f} "
+        f"{who} used its monthly budget of ${budget / 1_000_000:,.2f} "
         f"(spent ${spent_micros / 1_000_000:,.2f}); it resets on {resets:%Y-%m-%d} 00:00 UTC, "
         "or an operator can raise it",
         type="permission_error",

@@ -9,6 +9,7 @@ body (the router splices in the deployment's name).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Collection
 from typing import Any
 
 import msgspec
@@ -69,13 +70,17 @@ def largest_cache_ttl(node: Any) -> str | None:
     return found
 
 
-def resolve_model(data: dict[str, Any], catalogue: Catalogue) -> tuple[ModelConfig, str]:
+def resolve_model(
+    data: dict[str, Any], catalogue: Catalogue, allowed: Collection[str] | None = None
+) -> tuple[ModelConfig, str]:
+    """The model the body names; ``allowed``: the canonical ids the key may use (None: all),
+    any other being the unknown model's 404 (docs/tenancy.md)."""
     if "model" not in data:
         raise invalid("model", "Field required")
     name = data["model"]
     if not isinstance(name, str):
         raise invalid("model", "must be a string such as `anthropic/claude-sonnet-5-5`")
-    return catalogue.resolve_or_404(name), name
+    return catalogue.resolve_or_404(name, allowed), name
 
 
 def _check_messages(data: dict[str, Any]) -> None:
@@ -212,7 +217,12 @@ def encode_body(data: dict[str, Any]) -> bytes:
 
 
 def _checked(
-    body: bytes, catalogue: Catalogue, *, max_tokens: bool, in_pieces: bool
+    body: bytes,
+    catalogue: Catalogue,
+    *,
+    max_tokens: bool,
+    in_pieces: bool,
+    allowed: Collection[str] | None,
 ) -> tuple[dict[str, Any], ModelConfig, str]:
     """What both endpoints do first: decode the object (``in_pieces``: its messages one at a
     time, pieces.py), resolve its model, check ``max_tokens`` (only where it is read) and
@@ -225,16 +235,24 @@ def _checked(
         data = pieces.decode_object(body, "messages")
     else:
         data = decode_object(body)
-    model, name = resolve_model(data, catalogue)
+    model, name = resolve_model(data, catalogue, allowed)
     if max_tokens:
         _check_max_tokens(data)
     _check_messages(data)
     return data, model, name
 
 
-def prepare_create(body: bytes, catalogue: Catalogue, *, in_pieces: bool = False) -> Prepared:
+def prepare_create(
+    body: bytes,
+    catalogue: Catalogue,
+    *,
+    in_pieces: bool = False,
+    allowed: Collection[str] | None = None,
+) -> Prepared:
     """``POST /v1/messages``: validate the four checked fields and prepare the upstream body."""
-    data, model, name = _checked(body, catalogue, max_tokens=True, in_pieces=in_pieces)
+    data, model, name = _checked(
+        body, catalogue, max_tokens=True, in_pieces=in_pieces, allowed=allowed
+    )
     stream = _check_stream(data)
     _check_metadata(data)
     affinity = _prefix_hash(model.id, data)
@@ -261,9 +279,17 @@ def _prefix_hash(model_id: str, data: dict[str, Any]) -> str:
         raise GatewayError(400, TOO_DEEP) from None
 
 
-def prepare_count(body: bytes, catalogue: Catalogue, *, in_pieces: bool = False) -> Prepared:
+def prepare_count(
+    body: bytes,
+    catalogue: Catalogue,
+    *,
+    in_pieces: bool = False,
+    allowed: Collection[str] | None = None,
+) -> Prepared:
     """``POST /v1/messages/count_tokens``: ``max_tokens`` and ``stream`` are ignored."""
-    data, model, name = _checked(body, catalogue, max_tokens=False, in_pieces=in_pieces)
+    data, model, name = _checked(
+        body, catalogue, max_tokens=False, in_pieces=in_pieces, allowed=allowed
+    )
     data.pop("max_tokens", None)
     estimate = input_estimate(data)
     body = encode_body(_rewrite(data, model))

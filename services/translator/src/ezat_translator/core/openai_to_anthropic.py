@@ -10,6 +10,8 @@ Pure: no I/O, no clock, no logging, no environment.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import msgspec
 from ezat_common.catalogue import Catalogue
 from ezat_common.config import ModelConfig
@@ -51,10 +53,12 @@ def to_messages_request(
     session_header: str | None,
     cache_header: str | None,
     in_pieces: bool = False,
+    allowed: Collection[str] | None = None,
 ) -> ChatTranslation:
-    """``in_pieces``: decode ``messages`` one at a time (a large body, pieces.py)."""
+    """``in_pieces``: decode ``messages`` one at a time (a large body, pieces.py); ``allowed``:
+    the canonical ids the key may use (None: all; docs/tenancy.md)."""
     req = decode_chat_request(body, in_pieces)
-    model = catalogue.resolve_or_404(req.model)
+    model = catalogue.resolve_or_404(req.model, allowed)
     refuse_unsupported(req)
     max_tokens = output_limit(req, model)
 

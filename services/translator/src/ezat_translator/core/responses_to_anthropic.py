@@ -17,6 +17,7 @@ Pure: no I/O, no clock, no logging, no environment. Encrypted reasoning is opene
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 import msgspec
@@ -94,11 +95,13 @@ def translate_request(
     open_reasoning: OpenReasoning | None = None,
     earlier: list[dict[str, Any]] | None = None,
     open_stored: OpenReasoning | None = None,
+    allowed: Collection[str] | None = None,
 ) -> ResponsesTranslation:
     """``req`` as a Messages request; ``earlier``: the canonical turns of the conversation its
     ``previous_response_id`` names (``stored_turns``), read before ``input``, their sealed
-    thinking opened with ``open_stored``."""
-    model = catalogue.resolve_or_404(req.model)
+    thinking opened with ``open_stored``; ``allowed``: the canonical ids the key may use (None:
+    all; docs/tenancy.md)."""
+    model = catalogue.resolve_or_404(req.model, allowed)
     refuse_unsupported(req)
     check_metadata(req.metadata)
     max_tokens = to_max_tokens([("max_output_tokens", req.max_output_tokens)], model)
