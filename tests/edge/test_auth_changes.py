@@ -121,3 +121,21 @@ async def test_a_lookup_that_read_the_row_before_a_revocation_is_stored_revoked(
     with pytest.raises(GatewayError) as caught:
         await auth.authenticate(presenting(secret))
     assert "revoked" in str(caught.value)
+
+
+async def test_after_a_reconnect_every_cached_key_is_looked_up_again(auth: Authenticator) -> None:
+    """A revocation broadcast while the edge's NATS connection was down never arrives: on the
+    reconnect (bus.connect's on_reconnected) every cached key turns stale, so the revocation the
+    database holds is what the next request sees."""
+    revoked_id, revoked = await new_key(auth)
+    changed_id, changed = await new_key(auth)
+    await auth.authenticate(presenting(revoked))
+    await auth.authenticate(presenting(changed))
+    await sql(auth, "UPDATE api_keys SET revoked_at = now() WHERE id = $1", revoked_id)
+    await sql(auth, "UPDATE api_keys SET rpm = 3 WHERE id = $1", changed_id)
+    assert (await auth.authenticate(presenting(changed))).rpm is None  # cached: nothing heard
+    assert auth.missed_broadcasts() == 2
+    with pytest.raises(GatewayError) as refused:
+        await auth.authenticate(presenting(revoked))
+    assert refused.value.status == 401
+    assert (await auth.authenticate(presenting(changed))).rpm == 3

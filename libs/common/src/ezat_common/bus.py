@@ -65,9 +65,11 @@ async def _on_error(exc: Exception) -> None:
 _Callback = Callable[[], Awaitable[None]]
 
 
-def _callbacks(nc: Client) -> tuple[_Callback, _Callback, _Callback]:
+def _callbacks(
+    nc: Client, on_reconnected: Callable[[], object] | None = None
+) -> tuple[_Callback, _Callback, _Callback]:
     """nats-py's disconnected, reconnected and closed callbacks for ``nc``: they count into
-    ezat_common.metrics and say so in the log."""
+    ezat_common.metrics and say so in the log; ``on_reconnected`` runs after each reconnect."""
 
     async def disconnected() -> None:
         if nc.is_closed:  # our own close (shutdown): not a lost connection
@@ -80,6 +82,8 @@ def _callbacks(nc: Client) -> tuple[_Callback, _Callback, _Callback]:
         url = nc.connected_url  # its netloc may hold credentials: host and port only
         where = f"{url.hostname}:{url.port}" if url else "?"
         log.info("nats reconnected to %s", where)
+        if on_reconnected is not None:
+            on_reconnected()
 
     async def closed() -> None:
         log.info("nats connection closed")
@@ -94,17 +98,22 @@ async def _on_service_error(exc: Exception) -> None:
     await _on_error(exc)
 
 
-async def connect(name: str, service: str | None = None) -> Client:
+async def connect(
+    name: str, service: str | None = None, on_reconnected: Callable[[], object] | None = None
+) -> Client:
     """A service's connection: reconnects forever (every 0.5 s, to any server of the list or
     discovered from the cluster) and buffers what is published meanwhile. Its state, losses,
     reconnects and dropped messages are exported (docs/observability.md).
 
     nats-py's own inboxes (request replies, JetStream API answers, object-store reads) are under
     the ``service``'s (default: ``name``) inbox prefix ``_INBOX.<prefix>.<service>``, the only
-    inboxes its NATS user may subscribe to: no service reads another's replies."""
+    inboxes its NATS user may subscribe to: no service reads another's replies.
+
+    ``on_reconnected``: for what a broadcast missed while disconnected may have left wrong
+    (core NATS delivers nothing sent meanwhile): the edge's auth cache."""
     settings = nats_env.from_env()
     nc = Client()
-    disconnected, reconnected, closed = _callbacks(nc)
+    disconnected, reconnected, closed = _callbacks(nc, on_reconnected)
     await nc.connect(
         **settings.connect_options(),
         name=name,

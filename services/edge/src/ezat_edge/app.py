@@ -120,7 +120,9 @@ async def connect(cfg: Config, subjects: Subjects) -> Edge:
     body_bytes = BodyBytes(cfg.edge.body_bytes_in_flight, cfg.edge.body_bytes_in_flight_per_key)
     m.BODY_BYTES.set_function(lambda: body_bytes.held)
     instance = uuid.uuid4().hex[:12]
-    nc = await bus.connect(f"edge-{instance}", "edge")
+    # Key changes broadcast while this edge was disconnected never arrive: every cached key is
+    # looked up again on its next use.
+    nc = await bus.connect(f"edge-{instance}", "edge", on_reconnected=auth.missed_broadcasts)
     inbox = bus.Inbox(nc, subjects, f"edge.{instance}")
     await inbox.start()
     claims = bus.Claims(nc, subjects, "edge")

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 
 import asyncpg
 import msgspec
@@ -182,12 +183,25 @@ class Authenticator:
         become stale, looked up again on their next use; while the database cannot answer they
         are served as they were (a revoked one stays revoked). Returns how many were made stale.
         Unknown secrets are forgotten too: a change may have made one valid (a rotation)."""
+        return self._make_stale(
+            lambda key: key.id == key_id or (team_id is not None and key.team_id == team_id)
+        )
+
+    def missed_broadcasts(self) -> int:
+        """The NATS connection was lost and is back: a change or revocation broadcast meanwhile
+        never arrived, so every cached entry becomes stale (looked up again on its next use;
+        served as it was while the database cannot answer). Returns how many."""
+        return self._make_stale(lambda key: True)
+
+    def _make_stale(self, matches: Callable[[db.ApiKey], bool]) -> int:
+        """Cached keys that ``matches`` become stale; unknown secrets are forgotten (a change
+        may have made one valid: a rotation). Returns how many became stale."""
         self._changes += 1
         stale = 0
         for digest, (key, until) in list(self._cache.items()):
             if key is None:
                 del self._cache[digest]
-            elif until and (key.id == key_id or (team_id is not None and key.team_id == team_id)):
+            elif until and matches(key):
                 self._cache[digest] = (key, 0.0)
                 stale += 1
         return stale
