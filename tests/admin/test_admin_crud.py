@@ -198,3 +198,29 @@ async def test_a_revoked_key_is_not_changed_and_revoke_is_idempotent(admin: Admi
     async with admin.stack.anthropic(made["key"]) as client:
         with pytest.raises(anthropic.AuthenticationError):
             await client.models.list()
+
+
+async def test_malformed_ids_and_hostile_values_are_4xx_never_500(admin: Admin) -> None:
+    """Ids that no store could have made (a NUL, another prefix) are the 404 of an id never
+    made, before any query; values PostgreSQL could not take are 400s naming the field."""
+    for method, path in [
+        ("GET", "/keys/key_%00"),
+        ("GET", "/teams/team_%00abc"),
+        ("PATCH", "/keys/team_0123456789abcdef"),
+        ("POST", "/keys/" + "k" * 300 + "/revoke"),
+    ]:
+        status, answer = await admin.call(method, path, {"rpm": 1} if method == "PATCH" else None)
+        assert status == 404, (method, path, answer)
+        assert answer["error"]["type"] == "not_found_error"
+    status, answer = await admin.call("GET", "/keys", team="team_\x00")
+    assert status == 404, answer
+    bad = [
+        ({"name": "\ud800"}, "name"),
+        ({"name": "k", "budget_usd": 1e308}, "budget_usd"),
+        ({"name": "k", "expires_at": "9999-12-31T23:59:59-01:00"}, "expires_at"),
+    ]
+    for sent, field in bad:
+        status, answer = await admin.call("POST", "/keys", sent)
+        assert status == 400 and field in answer["error"]["message"], (sent, answer)
+    status, answer = await admin.call("GET", "/audit", since="²")
+    assert status == 400 and "since" in answer["error"]["message"], answer

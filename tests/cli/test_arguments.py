@@ -102,3 +102,8 @@ def test_expiry_never_clears_only_on_update() -> None:
 def test_expiry_needs_a_duration_or_a_time_with_its_offset(text: str) -> None:
     with pytest.raises(ValueError, match=r"^--expires: .* RFC 3339"):
         arguments.expiry("--expires", text, NOW)
+
+
+def test_an_expiry_too_far_ahead_is_one_line_not_a_traceback() -> None:
+    with pytest.raises(ValueError, match="too far in the future"):
+        arguments.expiry("--expires", "9999999999999999999999w", 0.0)

@@ -70,24 +70,33 @@ async def test_a_team_change_makes_every_key_of_the_team_stale(auth: Authenticat
         assert (await auth.authenticate(presenting(secret))).team_rpm == 3
 
 
-async def test_with_the_database_away_a_stale_entry_is_served_and_revoked_stays_revoked(
+async def test_with_the_database_away_a_changed_key_is_unavailable_and_revoked_stays_revoked(
     auth: Authenticator,
 ) -> None:
+    """A change may take rights away (a rotation, an earlier expiry, fewer models): while the
+    database cannot answer, a changed key is a 503, never served with the rights it had; one
+    nothing changed is served stale; a revoked one stays refused."""
     kept_id, kept = await new_key(auth)
+    changed_id, changed = await new_key(auth)
     revoked_id, revoked = await new_key(auth)
-    for secret in (kept, revoked):
+    for secret in (kept, changed, revoked):
         await auth.authenticate(presenting(secret))
     auth.evict(revoked_id)  # the keys_revoked broadcast
-    auth.changed(key_id=kept_id)
+    auth.changed(key_id=changed_id)
     auth.changed(key_id=revoked_id)
+    auth.missed_broadcasts()  # kept: stale, as after a reconnect
     pool, auth.pool = auth.pool, None  # the database cannot be asked
     try:
         assert (await auth.authenticate(presenting(kept))).id == kept_id
-        with pytest.raises(GatewayError) as caught:
-            await auth.authenticate(presenting(revoked))
-        assert caught.value.status == 401
+        for secret, status in ((changed, 503), (revoked, 503)):
+            with pytest.raises(GatewayError) as caught:
+                await auth.authenticate(presenting(secret))
+            assert caught.value.status == status
     finally:
         auth.pool = pool
+    with pytest.raises(GatewayError) as refused:
+        await auth.authenticate(presenting(revoked))
+    assert refused.value.status == 401
 
 
 async def test_an_undecodable_change_is_dropped(auth: Authenticator) -> None:

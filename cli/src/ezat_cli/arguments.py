@@ -79,7 +79,10 @@ def expiry(option: str, text: str, now: float, *, clearable: bool = False) -> st
     if clearable and text.strip().lower() in (CLEAR, "never"):
         return None
     if _DURATION.fullmatch(text.strip().lower()):
-        return rfc3339(now + duration(option, text))
+        try:
+            return rfc3339(now + duration(option, text))
+        except (OverflowError, OSError, ValueError):
+            raise ValueError(f"{option}: `{text}` is too far in the future") from None
     moment = rfc3339_time(text)
     if moment is None:
         hint = ", or never" if clearable else ""

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import asyncpg
-from ezat_common import db
+from ezat_common import db, tenancy_store
 
 LOCK_FILE = "ezat-up.lock"
 OPERATOR_TOKEN_FILE = "operator-token"
@@ -130,7 +130,8 @@ async def kept_key(data_dir: Path, database_url: str, name: str) -> tuple[str, b
     try:
         if kept and db.looks_like_key(kept) and await _usable(conn, kept):
             return kept, True
-        _, secret = await db.create_key(conn, name)
+        # Through the tenancy store, so that the key has its audit entry like any other.
+        _, secret = await tenancy_store.create_key(conn, {"name": name}, "ezat-up")
     finally:
         await conn.close()
     _write_private(path, secret)

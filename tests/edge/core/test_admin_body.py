@@ -168,3 +168,22 @@ def test_since() -> None:
     assert body.since("2026-12-05T00:00:00Z") == NOW
     assert body.since("2026-12-05T01:00:00 01:00") == NOW  # an unescaped "+" in a query
     assert refused(body.since, "yesterday").startswith("since: ")
+
+
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [
+        (b'{"name": "\\ud800"}', "name"),
+        (b'{"name": "k", "budget_usd": 1e999999999}', "budget_usd"),
+        (b'{"name": "k", "budget_usd": 1e-999999999}', "budget_usd"),
+        (b'{"name": "k", "models": ["\\udfff"]}', "models[0]"),
+        (b'{"name": "k", "expires_at": "9999-12-31T23:59:59-01:00"}', "expires_at"),
+    ],
+)
+def test_values_postgresql_could_not_take_are_refused_by_name(raw: bytes, field: str) -> None:
+    assert refused(key, raw).startswith(field)
+
+
+def test_since_takes_ascii_digits_only() -> None:
+    assert refused(body.since, "\u00b2").startswith("since")
+    assert refused(body.since, "9999-12-31T23:59:59-01:00").startswith("since")

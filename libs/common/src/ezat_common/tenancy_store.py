@@ -226,8 +226,19 @@ async def delete_team(conn: Conn, team_id: str, actor: str) -> Json:
                 f"team `{team_id}` still has {before['keys']} active key(s): revoke them or move"
                 ' them to another team (PATCH /admin/v1/keys/{id} with "team") first',
             )
-        await conn.execute("UPDATE api_keys SET team_id = NULL WHERE team_id = $1", team_id)
-        await conn.execute("DELETE FROM teams WHERE id = $1", team_id)
+        # Only revoked keys leave it: an active key a concurrent write just put in the team
+        # (committed after this count's snapshot) keeps it, and the DELETE then fails on the
+        # reference, a 409 like the count's, rather than taking a live key out of its team.
+        await conn.execute(
+            "UPDATE api_keys SET team_id = NULL WHERE team_id = $1 AND revoked_at IS NOT NULL",
+            team_id,
+        )
+        try:
+            await conn.execute("DELETE FROM teams WHERE id = $1", team_id)
+        except asyncpg.ForeignKeyViolationError:  # the transaction is rolled back whole
+            raise GatewayError(
+                409, f"team `{team_id}` gained an active key meanwhile: revoke or move it first"
+            ) from None
         await append_audit(conn, actor, "team.delete", team_id, before, None)
     return before
 

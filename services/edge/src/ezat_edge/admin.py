@@ -14,6 +14,7 @@ import asyncio
 import datetime
 import hashlib
 import logging
+import re
 from typing import Any
 
 import asyncpg
@@ -46,6 +47,17 @@ _DB_ERRORS = (
 )
 
 PREFIX = "/admin/v1"
+
+
+def _ident(value: str, kind: str) -> str:
+    """An id as the store makes them (``key_`` or ``team_`` and 16 hex digits); anything else
+    (a NUL, an overlong path) is the 404 of an id never made, before any query."""
+    if not _IDS[kind].fullmatch(value):
+        raise tenancy_store.not_found(kind, value.encode("unicode_escape").decode("ascii"))
+    return value
+
+
+_IDS = {kind: re.compile(rf"{kind}_[0-9a-f]{{16}}") for kind in ("key", "team")}
 
 
 def _unavailable() -> GatewayError:
@@ -148,19 +160,21 @@ class Admin:
 
     async def get_team(self, request: web.Request) -> web.Response:
         self._actor(request)
-        return _json(await self._run(tenancy_store.team, request.match_info["team_id"]))
+        return _json(
+            await self._run(tenancy_store.team, _ident(request.match_info["team_id"], "team"))
+        )
 
     async def update_team(self, request: web.Request) -> web.Response:
         actor = self._actor(request)
         columns = body.team_patch(await _read(request), self._resolve)
-        team_id = request.match_info["team_id"]
+        team_id = _ident(request.match_info["team_id"], "team")
         changed = await self._run(tenancy_store.update_team, team_id, columns, actor)
         await self._tell(Changed(team=team_id))
         return _json(changed)
 
     async def delete_team(self, request: web.Request) -> web.Response:
         actor = self._actor(request)
-        team_id = request.match_info["team_id"]
+        team_id = _ident(request.match_info["team_id"], "team")
         gone = await self._run(tenancy_store.delete_team, team_id, actor)
         await self._tell(Changed(team=team_id))
         return _json(gone)
@@ -180,16 +194,20 @@ class Admin:
     async def list_keys(self, request: web.Request) -> web.Response:
         self._actor(request)
         team = request.query.get("team") or None
+        if team is not None:
+            _ident(team, "team")
         return _json({"data": await self._run(tenancy_store.keys, team)})
 
     async def get_key(self, request: web.Request) -> web.Response:
         self._actor(request)
-        return _json(await self._run(tenancy_store.key, request.match_info["key_id"]))
+        return _json(
+            await self._run(tenancy_store.key, _ident(request.match_info["key_id"], "key"))
+        )
 
     async def update_key(self, request: web.Request) -> web.Response:
         actor = self._actor(request)
         columns = body.key_patch(await _read(request), self._resolve, self._now())
-        key_id = request.match_info["key_id"]
+        key_id = _ident(request.match_info["key_id"], "key")
         changed = await self._run(tenancy_store.update_key, key_id, columns, actor)
         await self._tell(Changed(key=key_id))
         return _json(changed)
@@ -197,7 +215,7 @@ class Admin:
     async def rotate_key(self, request: web.Request) -> web.Response:
         actor = self._actor(request)
         overlap = body.overlap_seconds(await _read(request))
-        key_id = request.match_info["key_id"]
+        key_id = _ident(request.match_info["key_id"], "key")
         rotated, secret = await self._run(tenancy_store.rotate_key, key_id, overlap, actor)
         await self._tell(Changed(key=key_id))
         return _json({**rotated, "key": secret})
@@ -205,7 +223,7 @@ class Admin:
     async def revoke_key(self, request: web.Request) -> web.Response:
         actor = self._actor(request)
         body.no_fields(await _read(request))
-        key_id = request.match_info["key_id"]
+        key_id = _ident(request.match_info["key_id"], "key")
         revoked = await self._run(tenancy_store.revoke_key, key_id, actor)
         self.auth.evict(key_id)  # this edge at once; the others by the broadcast
         await self._tell(Changed(key=key_id), revoked=key_id)

@@ -3,9 +3,10 @@
 Keys are looked up by their SHA-256 hash in PostgreSQL. Results are cached for
 ``edge.auth_cache_ttl`` seconds so the database is not on the hot path; a revocation broadcasts
 the revoked id on NATS (``keys_revoked``) and every edge marks it revoked at once, and any other
-change of a key or a team (limits, models, budget, expiry, rotation: ``keys_changed``) makes
-what every edge caches of it stale, looked up again on its next use; so the TTL is only a
-fallback (docs/tenancy.md, "How a request is authorized"). Expiry and the end of a rotation's
+change of a key or a team (limits, models, budget, expiry, rotation: ``keys_changed``) drops
+what every edge caches of it, looked up again on its next use (a changed key is a 503 while the
+database is down, never its old rights); after a NATS reconnect every entry turns stale (a
+broadcast may have been missed). So the TTL is only a fallback (docs/tenancy.md, "How a request is authorized"). Expiry and the end of a rotation's
 overlap are checked on every request from the cached key (core/authorization.py).
 
 While PostgreSQL is unreachable (a lookup failed or timed out), a key this edge already knows is
@@ -23,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
 
 import asyncpg
 import msgspec
@@ -180,28 +180,32 @@ class Authenticator:
 
     def changed(self, key_id: str | None = None, team_id: str | None = None) -> int:
         """A key (``key_id``) or every key of a team (``team_id``) changed: their cached entries
-        become stale, looked up again on their next use; while the database cannot answer they
-        are served as they were (a revoked one stays revoked). Returns how many were made stale.
-        Unknown secrets are forgotten too: a change may have made one valid (a rotation)."""
-        return self._make_stale(
-            lambda key: key.id == key_id or (team_id is not None and key.team_id == team_id)
-        )
+        are dropped, looked up again on their next use. Dropped, not kept stale: a change may
+        take rights away (a rotation, an earlier expiry, fewer models), and while the database
+        cannot answer a key this edge holds no current row of is a 503, never its old rights.
+        Returns how many were dropped. Unknown secrets are forgotten too: a change may have made
+        one valid (a rotation)."""
+        self._changes += 1
+        dropped = 0
+        for digest, (key, _) in list(self._cache.items()):
+            if key is None:
+                del self._cache[digest]
+            elif key.id == key_id or (team_id is not None and key.team_id == team_id):
+                del self._cache[digest]
+                dropped += 1
+        return dropped
 
     def missed_broadcasts(self) -> int:
         """The NATS connection was lost and is back: a change or revocation broadcast meanwhile
-        never arrived, so every cached entry becomes stale (looked up again on its next use;
-        served as it was while the database cannot answer). Returns how many."""
-        return self._make_stale(lambda key: True)
-
-    def _make_stale(self, matches: Callable[[db.ApiKey], bool]) -> int:
-        """Cached keys that ``matches`` become stale; unknown secrets are forgotten (a change
-        may have made one valid: a rotation). Returns how many became stale."""
+        never arrived, so every cached entry becomes stale: looked up again on its next use, and
+        served as it was while the database cannot answer (an outage of both is not turned into
+        an outage of every key). Returns how many."""
         self._changes += 1
         stale = 0
         for digest, (key, until) in list(self._cache.items()):
             if key is None:
                 del self._cache[digest]
-            elif until and matches(key):
+            elif until:
                 self._cache[digest] = (key, 0.0)
                 stale += 1
         return stale

@@ -10,7 +10,7 @@ import datetime
 import json
 import re
 from collections.abc import Callable
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal, DecimalException
 from typing import Any
 
 from ezat_common.errors import GatewayError, invalid
@@ -29,6 +29,7 @@ MODELS_MAX = 256
 LIMIT_MAX = 2**31 - 1  # rpm and tpm are PostgreSQL integers
 BUDGET_MAX = Decimal(1_000_000_000)  # USD
 MICROS = Decimal(1_000_000)
+MICRO_DOLLAR = Decimal("0.000001")
 OVERLAP_MAX = 30 * 24 * 3600  # seconds a rotated-out secret may stay valid
 ACTOR_HEADER = "x-ezat-actor"
 _ACTOR = re.compile(r"[A-Za-z0-9._@-]{1,64}")
@@ -75,7 +76,18 @@ def _text(field: str, value: Any, limit: int, *, empty: bool = False) -> str:
         raise invalid(field, f"must be at most {limit} characters")
     if _CONTROL.search(value):
         raise invalid(field, "must not contain control characters")
+    if not _encodable(value):
+        raise invalid(field, "must be valid Unicode text (no lone surrogates)")
     return value
+
+
+def _encodable(value: str) -> bool:
+    """JSON lets a string carry a lone surrogate, which neither PostgreSQL nor an answer can."""
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _limit(field: str, value: Any) -> int:
@@ -94,17 +106,19 @@ def budget_micros(value: Any, field: str = "budget_usd") -> int:
         raise invalid(field, "must be a finite number of US dollars")
     try:
         usd = Decimal(value)
+        if not usd.is_finite():
+            raise invalid(field, "must be a finite number of US dollars")
+        if usd < 0:
+            raise invalid(field, "must not be negative")
+        if usd > BUDGET_MAX:
+            raise invalid(field, f"must be at most {BUDGET_MAX} US dollars")
+        # Bounded above, so quantizing cannot overflow; a value too small for the context
+        # (1e-999999999) quantizes to 0 and differs from itself: refused, never stored as 0.
+        if usd != usd.quantize(MICRO_DOLLAR):
+            raise invalid(field, "has more than 6 decimal places (the unit is a micro-dollar)")
         micros = usd * MICROS
-    except InvalidOperation:
+    except DecimalException:
         raise invalid(field, "must be a finite number of US dollars") from None
-    if not usd.is_finite():
-        raise invalid(field, "must be a finite number of US dollars")
-    if usd < 0:
-        raise invalid(field, "must not be negative")
-    if usd > BUDGET_MAX:
-        raise invalid(field, f"must be at most {BUDGET_MAX} US dollars")
-    if micros != micros.to_integral_value():
-        raise invalid(field, "has more than 6 decimal places (the unit is a micro-dollar)")
     return int(micros)
 
 
@@ -116,7 +130,7 @@ def _models(value: Any, resolve: Resolve) -> list[str]:
         raise invalid("models", f"must have at most {MODELS_MAX} entries")
     out: list[str] = []
     for i, name in enumerate(value):
-        if not isinstance(name, str) or not name.strip():
+        if not isinstance(name, str) or not name.strip() or not _encodable(name):
             raise invalid(f"models[{i}]", "must be a non-empty string")
         canonical = resolve(name)
         if canonical is None:
@@ -131,10 +145,7 @@ def _models(value: Any, resolve: Resolve) -> list[str]:
 def expires_at(value: Any, now: datetime.datetime) -> datetime.datetime:
     if not isinstance(value, str) or not _RFC3339.fullmatch(value):
         raise invalid("expires_at", "must be an RFC 3339 time, e.g. 2027-01-31T00:00:00Z")
-    try:
-        moment = datetime.datetime.fromisoformat(value.upper())
-    except ValueError:
-        raise invalid("expires_at", f"`{value}` is not a valid time") from None
+    moment = _moment("expires_at", value)
     if moment <= now:
         raise invalid("expires_at", "must be in the future")
     return moment
@@ -231,13 +242,20 @@ def since(value: str | None) -> int | datetime.datetime | None:
     or after it)."""
     if value is None or value == "":
         return None
-    if value.isdigit() and len(value) <= 18:
+    if value.isascii() and value.isdigit() and len(value) <= 18:
         return int(value)
     # A "+" of an offset left unescaped in a query string arrives as a space.
     value = value.replace(" ", "+")
     if not _RFC3339.fullmatch(value):
         raise invalid("since", "must be a seq (a whole number) or an RFC 3339 time")
+    return _moment("since", value)
+
+
+def _moment(field: str, value: str) -> datetime.datetime:
+    """An RFC 3339 time PostgreSQL can hold (in UTC: year 9999 at -01:00 is past it)."""
     try:
-        return datetime.datetime.fromisoformat(value.upper())
-    except ValueError:
-        raise invalid("since", f"`{value}` is not a valid time") from None
+        moment = datetime.datetime.fromisoformat(value.upper())
+        moment.astimezone(datetime.UTC)
+    except (ValueError, OverflowError):
+        raise invalid(field, f"`{value}` is not a valid time") from None
+    return moment
