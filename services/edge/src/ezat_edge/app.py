@@ -72,6 +72,7 @@ class Edge:
     admin: admin_api.Admin
 
     async def stop(self) -> None:
+        await self.ops.readiness.stop()
         await self.key_expiry.stop()
         await stop_task(self.pool_task)
         # Usage of requests whose client left is still being confirmed: NATS must stay up.

@@ -6,8 +6,9 @@ the revoked id on NATS (``keys_revoked``) and every edge marks it revoked at onc
 change of a key or a team (limits, models, budget, expiry, rotation: ``keys_changed``) drops
 what every edge caches of it, looked up again on its next use (a changed key is a 503 while the
 database is down, never its old rights); after a NATS reconnect every entry turns stale (a
-broadcast may have been missed). So the TTL is only a fallback (docs/tenancy.md, "How a request is authorized"). Expiry and the end of a rotation's
-overlap are checked on every request from the cached key (core/authorization.py).
+broadcast may have been missed). So the TTL is only a fallback (docs/tenancy.md, "How a request
+is authorized"). Expiry and the end of a rotation's overlap are checked on every request from
+the cached key (core/authorization.py).
 
 While PostgreSQL is unreachable (a lookup failed or timed out), a key this edge already knows is
 served from its cache past the TTL (serve-stale): the database is asked again at most once per

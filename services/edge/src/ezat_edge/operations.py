@@ -8,8 +8,6 @@ its business: one missing replica elsewhere must not take every edge out of its 
 
 from __future__ import annotations
 
-import asyncio
-
 from aiohttp import web
 from ezat_common import bus, metrics, readiness
 
@@ -17,6 +15,7 @@ from .auth import Authenticator
 from .responses import JSON
 
 NO_KEYS = "PostgreSQL unreachable and no key cached"
+DB_CHECK_TIMEOUT = 1.0  # seconds: the readiness probe's database check
 
 
 class Operations:
@@ -47,7 +46,11 @@ class Operations:
         if self.auth.pool is None:
             return "not connected"
         try:
-            await asyncio.wait_for(self.auth.pool.fetchval("SELECT 1"), 1.0)
+            # asyncpg's own timeouts, never a cancellation from outside: a cancelled query's
+            # connection is released under a shield that waits for the server, forever when
+            # the server is frozen (auth._find says why).
+            async with self.auth.pool.acquire(timeout=DB_CHECK_TIMEOUT) as conn:
+                await conn.fetchval("SELECT 1", timeout=DB_CHECK_TIMEOUT)
             return readiness.OK
         except Exception as exc:
             return f"unavailable ({type(exc).__name__})"
