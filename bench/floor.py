@@ -42,13 +42,19 @@ from aiohttp import web
 from ezat_common import bus, envelopes
 from ezat_common.envelopes import UsageRecord
 from ezat_common.outbox import Outbox, acknowledged
+from ezat_common.pricing import FREE, cost_micros, usd
 from ezat_common.runtime import run_service
 from ezat_common.settlement import ACK_TIMEOUT
 from ezat_common.sse import SseError, SseParser
 from ezat_common.subjects import from_env
 from ezat_edge.streams import SSE_HEADERS, SseResponse
 from ezat_router.core.accounting import UsageAccumulator
-from ezat_router.core.payload import PayloadError, read_response, with_response_model
+from ezat_router.core.payload import (
+    PayloadError,
+    message_delta_frame,
+    read_response,
+    with_response_model,
+)
 from ezat_router.core.stream import StreamStep
 from nats.aio.msg import Msg
 
@@ -288,7 +294,12 @@ class Upstream:
                 record = usage.record(_base(True, call.started, first), "complete")
                 await self._publish_record(record, ack_to)
                 call.final = True
-                await self.nc.publish(call.reply, END + result.data + result.stop)
+                # The gateway's end: the held message_delta with the answer's cost, the stop.
+                tail = result.stop
+                if result.delta is not None:
+                    cost = usd(cost_micros(record, FREE))
+                    tail = message_delta_frame(result.delta, cost) + tail
+                await self.nc.publish(call.reply, END + result.data + tail)
                 return
             if result.finished:  # an upstream error event or not a Messages stream
                 return
@@ -298,12 +309,11 @@ class Upstream:
 
     async def _bill_body(self, data: bytes, ack_to: str, started: float) -> bytes:
         document, used, content = read_response(data)
-        out = with_response_model(document, MODEL)
         usage = UsageAccumulator()
         usage.feed_response(used, content, document.get("stop_reason"))
-        await self._publish_record(
-            usage.record(_base(False, started, time.time()), "complete"), ack_to
-        )
+        record = usage.record(_base(False, started, time.time()), "complete")
+        out = with_response_model(document, MODEL, usd(cost_micros(record, FREE)))
+        await self._publish_record(record, ack_to)
         return out
 
     async def _publish_record(self, record: UsageRecord, ack_to: str) -> None:

@@ -41,6 +41,7 @@ from nats.aio.msg import Msg
 
 from .fake_upstream import (
     BLOCK_START,
+    MESSAGE_DELTA,
     MESSAGE_STOP,
     STREAM_WRITES,
     FakeUpstream,
@@ -245,10 +246,18 @@ async def test_stream_relays_frames_in_order_and_ends_only_after_the_ack(nats_ur
         data = chunks_of(replies)
         assert start_model(data) == CLIENT_MODEL
         upstream_bytes = b"".join(STREAM_WRITES)
-        rest = upstream_bytes[upstream_bytes.index(b"event: ping") : -len(MESSAGE_STOP)]
+        end = -len(MESSAGE_DELTA + MESSAGE_STOP)
+        rest = upstream_bytes[upstream_bytes.index(b"event: ping") : end]
         assert data.endswith(rest)
+        # message_delta rides in the end, its usage with the answer's cost: 25 input + 5 output
+        # tokens at $1 per million each (docs/billing.md, "Cost in the answer").
+        final = replies[-1]
+        assert isinstance(final, ReplyEnd) and final.data.endswith(MESSAGE_STOP)
+        delta = msgspec.json.decode(final.data[: -len(MESSAGE_STOP)].split(b"data: ", 1)[1])
+        assert delta["usage"] == {"output_tokens": 5, "cost_usd": 0.00003}
+        assert delta["delta"] == {"stop_reason": "end_turn"}
         # Numbered after the head, the end one after the last chunk: a receiver sees a gap.
-        assert replies[-1] == ReplyEnd(data=MESSAGE_STOP, seq=4)
+        assert final.seq == 4
         assert [r.seq for r in replies[1:]] == [1, 2, 3, 4]  # type: ignore[union-attr]
         # Chunks went out before the record was stored; the end only after it was durable.
         assert stack.timeline[-3:] == ["ReplyChunk", "stored", "ReplyEnd"]
@@ -262,6 +271,8 @@ async def test_stream_relays_frames_in_order_and_ends_only_after_the_ack(nats_ur
         )
         assert (rec.deployment, rec.region, rec.model, rec.key_id) == ("a", "eu", MODEL, "key-1")
         assert (rec.api, rec.stream) == ("messages", True)
+        # The prices of the answer's cost go with the record: billing's row costs the same.
+        assert rec.prices is not None and (rec.prices.input, rec.prices.output) == (10**6, 10**6)
         assert req.received_at <= rec.upstream_started_at <= rec.first_token_at <= rec.finished_at
 
         [call] = stack.upstream.calls
@@ -449,7 +460,12 @@ async def test_non_stream_body_with_model_rewritten_after_the_ack(nats_url: str)
         [reply] = await stack.send(req)
         assert isinstance(reply, ReplyBody)
         assert (reply.status, reply.headers["x-ezat-deployment"]) == (200, "a")
-        assert msgspec.json.decode(reply.data) == {**RESPONSE, "model": CLIENT_MODEL}
+        # 12 input + 3 output at $1 per million, 100 cache reads at $0.10: 25 micro-dollars, in
+        # the usage and the header (docs/billing.md, "Cost in the answer").
+        usage = {**RESPONSE["usage"], "cost_usd": 0.000025}  # type: ignore[dict-item]
+        expected = {**RESPONSE, "model": CLIENT_MODEL, "usage": usage}
+        assert msgspec.json.decode(reply.data) == expected
+        assert reply.headers["x-ezat-cost-usd"] == "0.000025"
         assert stack.timeline == ["stored", "ReplyBody"]
         rec = await stack.record_of(req.request_id)
         assert (rec.status, rec.stream, rec.input_tokens, rec.cache_read_tokens) == (

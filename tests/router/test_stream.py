@@ -64,14 +64,33 @@ def test_message_start_is_rewritten_and_the_rest_relayed_unchanged() -> None:
     assert step.usage.input_tokens == 11
 
 
-def test_message_stop_is_held_back() -> None:
+def test_message_delta_and_stop_are_held_back() -> None:
+    # The final reply carries both: the delta's usage gets the answer's cost_usd (docs/billing.md).
     step = new_step()
     step.step(frames(START))
     result = step.step(frames(STOP_BLOCK, MSG_DELTA, STOP))
-    assert result.data == STOP_BLOCK + MSG_DELTA
+    assert result.data == STOP_BLOCK
     assert result.stop == STOP
+    assert result.delta == MSG_DELTA.split(b"data: ", 1)[1].rstrip(b"\n")
     assert result.finished
     assert step.usage.output_final == 3
+
+
+def test_a_message_delta_is_held_across_reads() -> None:
+    step = new_step()
+    step.step(frames(START))
+    held = step.step(frames(STOP_BLOCK, MSG_DELTA))
+    assert held.data == STOP_BLOCK and not held.finished
+    result = step.step(frames(STOP))
+    assert result.data == b"" and result.stop == STOP
+    assert result.delta is not None and b'"output_tokens":3' in result.delta
+
+
+def test_a_stream_without_message_delta_ends_with_its_stop_alone() -> None:
+    step = new_step()
+    step.step(frames(START))
+    result = step.step(frames(STOP))
+    assert result.stop == STOP and result.delta is None
 
 
 def test_nothing_after_message_stop_is_relayed() -> None:

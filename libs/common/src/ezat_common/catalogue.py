@@ -10,25 +10,11 @@ from collections.abc import Collection
 from typing import Any
 
 import msgspec
-from msgspec import Struct
 
 from .config import Config, ModelConfig, Price
 from .errors import invalid, model_not_found
 from .names import name_problem, normalise, valid_model_name
-
-
-class Prices(Struct, frozen=True):
-    """Micro-dollars per million tokens (integers, so that money is never a float), and
-    micro-dollars per 1,000 requests of the server tools (docs/billing.md, "Server tools")."""
-
-    input: int
-    output: int
-    cache_write_5m: int
-    cache_write_1h: int
-    cache_read: int
-    web_search_per_1k: int = 0
-    web_fetch_per_1k: int = 0
-
+from .prices import Prices as Prices  # its home before usage records carried it
 
 # The token prices of ``Prices`` (per million tokens), apart from the per-request ones.
 TOKEN_PRICES = ("input", "output", "cache_write_5m", "cache_write_1h", "cache_read")

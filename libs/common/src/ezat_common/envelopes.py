@@ -19,6 +19,8 @@ from typing import Literal, Protocol
 import msgspec
 from msgspec import Struct
 
+from .prices import Prices
+
 Api = Literal["messages", "count_tokens", "chat", "responses"]
 # The APIs whose answers the translator converts from Messages (the router relays the
 # deployment's bytes to it unchanged); the others reach the edge as the router sends them.
@@ -295,6 +297,10 @@ class UsageRecord(Struct, _Identified, kw_only=True, tag_field="t", tag="usage")
     # request (docs/billing.md, "Server tools"). Defaults: records of older routers decode.
     web_search_requests: int = 0
     web_fetch_requests: int = 0
+    # The prices the router priced the answer at (its ``cost_usd``): billing stores the row at
+    # these, so the row's cost equals the answer's (docs/billing.md, "Cost in the answer").
+    # None (older routers, records nobody answered with a cost): billing's own config prices it.
+    prices: Prices | None = None
 
     def __post_init__(self) -> None:
         _Identified.__post_init__(self)

@@ -25,6 +25,7 @@ from ezat_common import envelopes, logs, tracing
 from ezat_common.catalogue import Prices
 from ezat_common.envelopes import UsageAck, UsageRecord
 from ezat_common.outbox import Outbox
+from ezat_common.pricing import Pricer
 from ezat_common.undecodable import undecodable
 from ezat_common.usage_page import UsageError
 from nats.aio.msg import Msg
@@ -32,7 +33,7 @@ from nats.aio.msg import Msg
 from . import metrics, spans, store
 from .batcher import Batcher, BatcherStopped, DeadlineExceeded, StoppedInDoubt
 from .config import Settings
-from .core.pricing import FREE, cost_micros, prices_for
+from .core.pricing import FREE, cost_micros
 from .core.query import QueryError
 from .core.rows import UsageRow, problem_of, to_row
 
@@ -52,6 +53,7 @@ class Handlers:
         barrier: Callable[[], Awaitable[bool]] | None = None,
     ) -> None:
         self._settings = settings
+        self._pricer = Pricer(settings.catalogue)
         self._batcher = batcher
         self._pool = pool
         self._outbox = outbox
@@ -145,19 +147,14 @@ class Handlers:
         return _answered(started, ack, "refused")
 
     def row_for(self, record: UsageRecord) -> UsageRow:
-        """The priced row of a valid record (prices of the config in force now)."""
-        prices = self.prices_for(record)
+        """The priced row of a valid record: at the prices the router priced its answer at when
+        it says (so the row's cost is the answer's ``cost_usd``), else at the config's now."""
+        prices = record.prices if record.prices is not None else self.prices_for(record)
         return to_row(record, prices, cost_micros(record, prices))
 
     def prices_for(self, record: UsageRecord) -> Prices:
         """The deployment's price when it has one, else the model's (core/pricing.py)."""
-        settings = self._settings
-        model_id: str | None = record.model if record.model in settings.prices else None
-        if model_id is None:
-            # The router sends canonical ids; an alias still prices correctly.
-            model = settings.catalogue.resolve(record.model)
-            model_id = model.id if model else None
-        prices = prices_for(record, model_id, settings.prices, settings.deployment_prices)
+        prices = self._pricer.prices(record)
         if prices is None:
             # The tokens are facts worth keeping even if the price is unknown: stored at 0, loudly.
             log.warning("no price for model %r: recorded at cost 0", record.model)

@@ -31,6 +31,7 @@ from ezat_common.envelopes import (
     RouteRequest,
     UsageRecord,
 )
+from ezat_common.pricing import COST_HEADER, FREE, Pricer, cost_micros, usd, usd_text
 from ezat_common.sse import SseError
 from ezat_http1 import Response, UpstreamError
 from nats.aio.client import Client
@@ -39,7 +40,12 @@ from . import metrics
 from .core import timeouts
 from .core.accounting import UsageAccumulator
 from .core.counting import UPSTREAM_HEADERS
-from .core.payload import PayloadError, read_response, with_response_model
+from .core.payload import (
+    PayloadError,
+    message_delta_frame,
+    read_response,
+    with_response_model,
+)
 from .core.stream import StepResult, StreamStep
 from .core.upstream_errors import AttemptFailure, TransportKind, from_stream_error, from_transport
 from .upstream import Endpoint, Upstream
@@ -121,8 +127,10 @@ class Forwarder:
         usage_sink: UsageSink,
         cfg: RouterConfig,
         clock: Callable[[], float],
+        pricer: Pricer,
     ) -> None:
         self._nc = nc
+        self._pricer = pricer
         self._claims = claims
         self._upstream = upstream
         self._usage_sink = usage_sink
@@ -161,8 +169,13 @@ class Forwarder:
             return from_stream_error(
                 result.error, cooldown_default=self._cfg.cooldown_default_seconds
             )
-        assert result.stop is not None
-        return await self._complete(req, state, ReplyEnd(data=result.stop, seq=state.sent + 1))
+        stop, delta = result.stop, result.delta
+        assert stop is not None
+
+        def end(micros: int) -> bytes:  # the held message_delta, with the cost, then the stop
+            return stop if delta is None else message_delta_frame(delta, usd(micros)) + stop
+
+        return await self._complete(req, state, ReplyEnd(data=b"", seq=state.sent + 1), end)
 
     async def _pump(
         self,
@@ -246,21 +259,37 @@ class Forwarder:
             document, usage, content = read_response(data)
         except PayloadError:
             return from_transport("protocol", req.response_model, self._cfg.between_events_timeout)
-        # The translator turns a converted API's body into its own object with its own model
-        # field: the upstream bytes are relayed, not re-encoded here.
-        out = data if req.api in CONVERTED else with_response_model(document, req.response_model)
         state.usage.feed_response(usage, content, document.get("stop_reason"))
+
+        def out(micros: int) -> bytes:
+            # The translator turns a converted API's body into its own object with its own
+            # model field and cost (from the header): the upstream bytes are relayed as they are.
+            if req.api in CONVERTED:
+                return data
+            return with_response_model(document, req.response_model, usd(micros))
+
         return await self._complete(
-            req, state, ReplyBody(status=resp.status, headers=state.reply_headers, data=out)
+            req, state, ReplyBody(status=resp.status, headers=state.reply_headers), out
         )
 
     async def _complete(
-        self, req: RouteRequest, state: RequestState, final: ReplyEnd | ReplyBody
+        self,
+        req: RouteRequest,
+        state: RequestState,
+        final: ReplyEnd | ReplyBody,
+        data: Callable[[int], bytes],
     ) -> AttemptFailure | None:
         """Send the final reply carrying its record, which the outbox acknowledges to the edge
         holding it (``publish_held``); with no edge reply subject, or the outbox unreachable,
-        make the record durable here first (docs/billing.md)."""
+        make the record durable here first (docs/billing.md). The record is priced here, its
+        prices kept in it for billing's row, and ``data`` makes the final bytes with its cost
+        (micro-dollars; docs/billing.md, "Cost in the answer")."""
         record = state.usage.record(usage_base(req, state, self._clock()), "complete")
+        record.prices = self._pricer.prices(record) or FREE
+        micros = cost_micros(record, record.prices)
+        final.data = data(micros)
+        if isinstance(final, ReplyBody):
+            final.headers = {**final.headers, COST_HEADER: usd_text(micros)}
         edge = req.client_reply_to
         sink = self._usage_sink
         held = (

@@ -20,9 +20,11 @@ from collections.abc import Callable, Mapping
 
 from ezat_common import envelopes, lifecycle, logs, tracing
 from ezat_common.bus import Claims
+from ezat_common.catalogue import Catalogue
 from ezat_common.config import Config, DeploymentConfig
 from ezat_common.envelopes import Reply, ReplyBody, RouteRequest
 from ezat_common.errors import model_not_found
+from ezat_common.pricing import Pricer
 from nats.aio.client import Client
 
 from . import metrics, spans
@@ -88,7 +90,8 @@ class Router:
         # Requests in flight per deployment from this replica (least-outstanding balance),
         # counted by the attempts.
         self._outstanding: dict[str, int] = {}
-        forwarder = Forwarder(nc, claims, upstream, usage_sink, cfg.router, clock)
+        pricer = Pricer(Catalogue(cfg))  # the answers' cost_usd (docs/billing.md)
+        forwarder = Forwarder(nc, claims, upstream, usage_sink, cfg.router, clock, pricer)
         self._attempts = Attempts(
             cfg.router, upstream, forwarder, shared, self._endpoints, self._outstanding, clock
         )

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import msgspec
+from ezat_common.pricing import COST_HEADER
 
 from . import metrics as m
 from .core.anthropic_to_openai import ThinkingKept, to_chat_completion
@@ -26,6 +27,18 @@ from .core.responses_stream import ResponsesStream
 from .thinking_store import ThinkingStore
 
 log = logging.getLogger("ezat.translator.conversions")
+
+
+def cost_of(headers: dict[str, str]) -> float | None:
+    """The answer's price the router put in ``x-ezat-cost-usd`` (None: a router without it)."""
+    text = headers.get(COST_HEADER)
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
 
 # Work to finish before the final answer is published (None: nothing to wait for).
 Before = Callable[[], Awaitable[None]] | None
@@ -45,8 +58,9 @@ class Conversion(Protocol):
         request's usage is durable), and what to do before publishing them."""
         ...
 
-    def body(self, data: bytes) -> tuple[bytes, Before]:
-        """The client's JSON for an Anthropic Messages body, and what to do before it."""
+    def body(self, data: bytes, cost_usd: float | None = None) -> tuple[bytes, Before]:
+        """The client's JSON for an Anthropic Messages body (``cost_usd``: the answer's price,
+        from the router's ``x-ezat-cost-usd``), and what to do before it."""
         ...
 
 
@@ -70,13 +84,14 @@ class ChatConversion:
         out = self.stream.feed(data)
         return out, self._keep(self.stream.kept_thinking)
 
-    def body(self, data: bytes) -> tuple[bytes, Before]:
+    def body(self, data: bytes, cost_usd: float | None = None) -> tuple[bytes, Before]:
         out, kept = m.RESPONSE.run(
             to_chat_completion,
             data,
             request_id=self.request_id,
             response_model=self.response_model,
             created=self.created,
+            cost_usd=cost_usd,
         )
         return out, self._keep(kept)
 
@@ -112,8 +127,8 @@ class ResponsesConversion:
             return out or stream.finish(), None
         return out + final, self._store(_encode(stream.response))
 
-    def body(self, data: bytes) -> tuple[bytes, Before]:
-        out = m.RESPONSE.run(to_response, data, self.meta, self.seal)
+    def body(self, data: bytes, cost_usd: float | None = None) -> tuple[bytes, Before]:
+        out = m.RESPONSE.run(to_response, data, self.meta, self.seal, cost_usd)
         return out, self._store(out)
 
     def _store(self, response: bytes) -> Before:

@@ -53,7 +53,7 @@ from ezat_common.undecodable import decoded
 from nats.aio.msg import Msg
 
 from . import metrics as m
-from .conversions import Before, ChatConversion, Conversion
+from .conversions import Before, ChatConversion, Conversion, cost_of
 from .core.chat_stream import ChatStream
 from .core.openai_request import Translation
 from .core.openai_to_anthropic import ChatTranslation, to_messages_request
@@ -305,7 +305,7 @@ class OpenAIPath:
                 if reply.data_ref is not None:
                     self._spawn(state, self._unpack_body(state, reply))
                     return None
-                data, before = state.conv.body(reply.data)
+                data, before = state.conv.body(reply.data, cost_of(reply.headers))
                 if before is None and len(data) <= self.claims.inline_limit:
                     return ReplyBody(
                         status=reply.status, headers=reply.headers, data=data, usage=reply.usage
@@ -343,7 +343,7 @@ class OpenAIPath:
 
     async def _unpack_body(self, state: OpenAIState, reply: ReplyBody) -> None:
         anthropic_body = await self.claims.unpack(reply.data, reply.data_ref)
-        data, before = state.conv.body(anthropic_body)
+        data, before = state.conv.body(anthropic_body, cost_of(reply.headers))
         await self._publish_body(state, reply, data, before)
 
     async def _publish_body(

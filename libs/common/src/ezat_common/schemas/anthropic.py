@@ -35,6 +35,9 @@ class Usage(Struct, kw_only=True):
     server_tool_use: ServerToolUse | None = None
     # Not part of Anthropic's API; the bundled simulator reports it, real deployments do not.
     reasoning_tokens: int | None = None
+    # Not part of Anthropic's API either: the gateway's price of the answer, in the final usage
+    # (docs/billing.md, "Cost in the answer"); the translator carries it to the OpenAI APIs.
+    cost_usd: float | None = None
 
 
 # ---- content blocks -------------------------------------------------------------------------

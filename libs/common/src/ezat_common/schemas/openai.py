@@ -193,12 +193,15 @@ class CompletionTokensDetails(Struct, kw_only=True):
     reasoning_tokens: int = 0
 
 
-class CompletionUsage(Struct, kw_only=True):
+class CompletionUsage(Struct, kw_only=True, omit_defaults=True):
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
     prompt_tokens_details: PromptTokensDetails
     completion_tokens_details: CompletionTokensDetails
+    # The gateway's price of the answer (docs/billing.md, "Cost in the answer"); left out when
+    # unknown (a router older than it).
+    cost_usd: float | None = None
 
 
 class CompletionFunction(Struct, kw_only=True):

@@ -1,77 +1,8 @@
-"""What a usage record costs, in integer micro-dollars (money is never a float here).
-
-Prices are micro-dollars per million tokens (``ezat_common.catalogue.Prices``), and server-tool
-requests micro-dollars per 1,000 requests, so the exact cost of a record is
-``(sum(tokens * price) + sum(requests * price_per_1k * 1000)) / 1_000_000`` micro-dollars; we
-round that once, half up (docs/billing.md, "The record" and "Server tools").
-
-Which prices: the deployment's own when it has one (``Catalogue.deployment_prices``), else the
-model's (``prices_for``).
-"""
+"""What a usage record costs: the computation lives in ``ezat_common.pricing`` (the router prices
+the answer with it, billing the row: one computation); re-exported here for billing's callers."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from ezat_common.pricing import FREE, cost_micros, prices_for, prices_json
 
-from ezat_common.catalogue import SERVER_TOOL_PRICES, TOKEN_PRICES, Prices
-from ezat_common.envelopes import UsageRecord
-
-PER_MILLION = 1_000_000
-# A price per 1,000 requests, scaled to the denominator of a price per million tokens.
-PER_1K_TO_PER_MILLION = PER_MILLION // 1000
-
-# A model missing from the catalogue is still recorded (the tokens are facts), at price 0.
-FREE = Prices(input=0, output=0, cache_write_5m=0, cache_write_1h=0, cache_read=0)
-
-
-def cost_micros(record: UsageRecord, prices: Prices) -> int:
-    """Cost of ``record`` in micro-dollars; failed requests cost nothing (docs/billing.md).
-
-    Reasoning tokens are already inside ``output_tokens`` (thinking is billed as output), so they
-    are not added a second time.
-    """
-    if record.status == "failed":
-        return 0
-    scaled = (
-        _count(record.input_tokens) * prices.input
-        + _count(record.cache_read_tokens) * prices.cache_read
-        + _count(record.cache_write_5m_tokens) * prices.cache_write_5m
-        + _count(record.cache_write_1h_tokens) * prices.cache_write_1h
-        + _count(record.output_tokens) * prices.output
-        + _count(record.web_search_requests) * prices.web_search_per_1k * PER_1K_TO_PER_MILLION
-        + _count(record.web_fetch_requests) * prices.web_fetch_per_1k * PER_1K_TO_PER_MILLION
-    )
-    return _round_half_up(scaled, PER_MILLION)
-
-
-def prices_for(
-    record: UsageRecord,
-    model_id: str | None,
-    models: Mapping[str, Prices],
-    deployments: Mapping[tuple[str, str], Prices],
-) -> Prices | None:
-    """The prices ``record`` is billed at: its deployment's own, when that deployment has a price
-    for the record's model (``model_id``, the canonical id the record's model resolves to; a
-    deployment moved to another model since keeps no price for the old one), else the model's;
-    None when neither is known."""
-    if model_id is None:
-        return None
-    own = deployments.get((record.deployment, model_id))
-    return own if own is not None else models.get(model_id)
-
-
-def prices_json(prices: Prices) -> dict[str, int]:
-    """The prices a row was billed at (micro-dollars per million tokens; the server tools'
-    ``…_per_1k`` per 1,000 requests), for its ``prices`` jsonb column: a later price change must
-    not make old rows unexplainable."""
-    return {name: getattr(prices, name) for name in (*TOKEN_PRICES, *SERVER_TOOL_PRICES)}
-
-
-def _count(tokens: int) -> int:
-    # A negative count can only be a bug upstream; it must never turn into a credit.
-    return tokens if tokens > 0 else 0
-
-
-def _round_half_up(numerator: int, denominator: int) -> int:
-    # Both operands are non-negative, so floor division of (n + d/2) is exact half-up rounding.
-    return (numerator + denominator // 2) // denominator
+__all__ = ["FREE", "cost_micros", "prices_for", "prices_json"]

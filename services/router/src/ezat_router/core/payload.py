@@ -58,11 +58,36 @@ def message_start_frame(data: bytes, response_model: str) -> bytes:
     return b"event: message_start\ndata: " + _encode(event) + b"\n\n"
 
 
-def with_response_model(document: dict[str, Any], response_model: str) -> bytes:
+def with_response_model(
+    document: dict[str, Any], response_model: str, cost_usd: float | None = None
+) -> bytes:
     """A non-streamed response (``read_response``'s document) re-encoded with ``model`` set to
-    the client's name: the one JSON decode serves the rewrite, the usage and the stop reason."""
+    the client's name and, given, ``usage.cost_usd``: the one JSON decode serves the rewrite, the
+    usage and the stop reason."""
     document["model"] = response_model
+    if cost_usd is not None:
+        _with_cost(document, cost_usd)
     return _encode(document)
+
+
+def message_delta_frame(data: bytes, cost_usd: float) -> bytes:
+    """The held message_delta event (its JSON) with ``usage.cost_usd`` added (a few hundred
+    bytes: the one event of a stream re-encoded for its cost)."""
+    try:
+        event = msgspec.json.decode(data)
+    except msgspec.DecodeError:
+        raise PayloadError("message_delta is not JSON") from None
+    if not isinstance(event, dict):
+        raise PayloadError("message_delta is not a JSON object")
+    _with_cost(event, cost_usd)
+    return b"event: message_delta\ndata: " + _encode(event) + b"\n\n"
+
+
+def _with_cost(document: dict[str, Any], cost_usd: float) -> None:
+    usage = document.get("usage")
+    if not isinstance(usage, dict):
+        usage = document["usage"] = {}
+    usage["cost_usd"] = cost_usd
 
 
 def read_response(data: bytes) -> tuple[dict[str, Any], Usage, list[Any]]:

@@ -2,9 +2,11 @@
 
 The relay loop (``relay.py``) reads, parses with ``SseParser``, calls ``StreamStep.step`` and
 publishes ``data`` as one chunk. This step decodes each event once, feeds usage, rewrites the
-model in message_start, holds back message_stop (released only after billing's ack) and stops
-at an upstream error. Unknown or undecodable events are counted and forwarded unchanged.
-Keep-alive comment frames are dropped: the edge sends its own pings to the client.
+model in message_start, holds back message_delta and message_stop (the final reply carries both:
+the delta's usage gets the answer's ``cost_usd`` once the record is priced; released only after
+billing's ack) and stops at an upstream error. Unknown or undecodable events are counted and
+forwarded unchanged. Keep-alive comment frames are dropped: the edge sends its own pings to the
+client.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from ezat_common.schemas.anthropic import (
     ContentBlockDelta,
     Error,
     ErrorInfo,
+    MessageDelta,
     MessageStart,
     MessageStop,
     Ping,
@@ -30,11 +33,12 @@ _UNDECODABLE = (msgspec.DecodeError, msgspec.ValidationError)
 class StepResult:
     """What one read produced. ``data`` is forwarded now; the rest are signals."""
 
-    __slots__ = ("data", "error", "events", "first_delta", "invalid", "stop", "unknown")
+    __slots__ = ("data", "delta", "error", "events", "first_delta", "invalid", "stop", "unknown")
 
     def __init__(self) -> None:
         self.data = b""
         self.stop: bytes | None = None  # the held message_stop frame
+        self.delta: bytes | None = None  # with ``stop``: the held message_delta's JSON, if any
         self.error: ErrorInfo | None = None  # an upstream ``event: error``
         self.invalid = False  # the stream did not open with message_start
         self.first_delta = False  # a content_block_delta was in this read
@@ -49,12 +53,13 @@ class StepResult:
 class StreamStep:
     """Per-request state of the relay between reads; ``step`` never awaits."""
 
-    __slots__ = ("_model", "started", "usage")
+    __slots__ = ("_delta", "_model", "started", "usage")
 
     def __init__(self, response_model: str, usage: UsageAccumulator) -> None:
         self._model = response_model
         self.usage = usage
         self.started = False  # message_start seen (and forwarded)
+        self._delta: Frame | None = None  # the message_delta held for the final reply
 
     def step(self, frames: list[Frame]) -> StepResult:
         result = StepResult()
@@ -93,8 +98,14 @@ class StreamStep:
                 result.first_delta = True
                 self.usage.feed(event)
                 out.append(frame.raw)
+            elif isinstance(event, MessageDelta):
+                self.usage.feed(event)
+                if self._delta is not None:  # only the last is held (Anthropic sends one)
+                    out.append(self._delta.raw)
+                self._delta = frame
             elif isinstance(event, MessageStop):
                 result.stop = frame.raw
+                result.delta = self._delta.data if self._delta is not None else None
                 break
             else:
                 self.usage.feed(event)

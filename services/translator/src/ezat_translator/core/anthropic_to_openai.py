@@ -43,9 +43,15 @@ class ThinkingKept(Struct, frozen=True):
 
 
 def to_chat_completion(
-    anthropic_body: bytes, *, request_id: str, response_model: str, created: int
+    anthropic_body: bytes,
+    *,
+    request_id: str,
+    response_model: str,
+    created: int,
+    cost_usd: float | None = None,
 ) -> tuple[bytes, ThinkingKept | None]:
-    """The ``chat.completion`` JSON of a Messages response body, and the thinking to keep."""
+    """The ``chat.completion`` JSON of a Messages response body, and the thinking to keep;
+    ``cost_usd``: the answer's price (the router's ``x-ezat-cost-usd``), when known."""
     content, stop_reason, usage = read_response(anthropic_body)
     texts: list[str] = []
     calls: list[CompletionToolCall] = []
@@ -62,7 +68,7 @@ def to_chat_completion(
                 thinking_chars += len(block.thinking)
             thinking.append(thinking_dict(block))
         # server_tool_use blocks ran on the deployment's side: not a call for the client.
-    counts = TokenCounts()
+    counts = TokenCounts(cost_usd=cost_usd)
     counts.merge(usage)
     message = CompletionMessage(
         role="assistant",

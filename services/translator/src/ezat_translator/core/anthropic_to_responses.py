@@ -168,7 +168,7 @@ def reasoning_item(
 def to_response_usage(counts: TokenCounts, thinking_chars: int) -> dict[str, Any]:
     """``usage``: all input, its cache read and write, the output and its reasoning share."""
     total_input = counts.all_input
-    return {
+    usage = {
         "input_tokens": total_input,
         "input_tokens_details": {
             "cached_tokens": counts.cache_read,
@@ -178,6 +178,9 @@ def to_response_usage(counts: TokenCounts, thinking_chars: int) -> dict[str, Any
         "output_tokens_details": {"reasoning_tokens": counts.reasoning(thinking_chars)},
         "total_tokens": total_input + counts.output_tokens,
     }
+    if counts.cost_usd is not None:  # the answer's price (docs/billing.md, "Cost in the answer")
+        usage["cost_usd"] = counts.cost_usd
+    return usage
 
 
 def response_object(
@@ -237,8 +240,14 @@ def final_response(
     )
 
 
-def to_response(anthropic_body: bytes, meta: ResponseMeta, seal: Seal | None = None) -> bytes:
-    """The ``response`` JSON of a Messages response body."""
+def to_response(
+    anthropic_body: bytes,
+    meta: ResponseMeta,
+    seal: Seal | None = None,
+    cost_usd: float | None = None,
+) -> bytes:
+    """The ``response`` JSON of a Messages response body; ``cost_usd``: the answer's price
+    (the router's ``x-ezat-cost-usd``), when known."""
     content, stop_reason, usage = read_response(anthropic_body)
     output: list[dict[str, Any]] = []
     thinking_chars = 0
@@ -255,6 +264,6 @@ def to_response(anthropic_body: bytes, meta: ResponseMeta, seal: Seal | None = N
                 thinking_chars += len(block.thinking)
             output.append(reasoning_item(meta.item_id("rs", n), thinking_dict(block), seal))
         # server_tool_use blocks ran on the deployment's side: not an item for the client.
-    counts = TokenCounts()
+    counts = TokenCounts(cost_usd=cost_usd)
     counts.merge(usage)
     return _encode(final_response(meta, output, stop_reason, counts, thinking_chars))

@@ -1,7 +1,8 @@
 """OpenAI Chat Completions ``usage`` of Anthropic token counts (docs/api.md, "Response").
 
 ``prompt_tokens`` counts all input; ``completion_tokens`` is the output, thinking included; the
-arithmetic is ``token_counts``'s, shared with the Responses API.
+arithmetic is ``token_counts``'s, shared with the Responses API. ``cost_usd`` is the router's
+price of the answer (docs/billing.md, "Cost in the answer").
 """
 
 from __future__ import annotations
@@ -28,4 +29,5 @@ def to_chat_usage(counts: TokenCounts, thinking_chars: int) -> CompletionUsage:
         completion_tokens_details=CompletionTokensDetails(
             reasoning_tokens=counts.reasoning(thinking_chars)
         ),
+        cost_usd=counts.cost_usd,
     )

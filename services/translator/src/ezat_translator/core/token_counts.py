@@ -21,6 +21,8 @@ class TokenCounts(Struct, kw_only=True):
     cache_write: int = 0
     output_tokens: int = 0
     reasoning_tokens: int | None = None
+    # The answer's price as the router put it in the final usage (docs/billing.md).
+    cost_usd: float | None = None
 
     def merge(self, usage: Usage) -> None:
         if usage.input_tokens is not None:
@@ -34,6 +36,8 @@ class TokenCounts(Struct, kw_only=True):
             self.output_tokens = usage.output_tokens
         if usage.reasoning_tokens is not None:
             self.reasoning_tokens = usage.reasoning_tokens
+        if usage.cost_usd is not None:
+            self.cost_usd = usage.cost_usd
 
     @property
     def all_input(self) -> int:
