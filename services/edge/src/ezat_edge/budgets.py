@@ -106,4 +106,5 @@ class Budgets:
                 log.warning("monthly spend of %s unavailable: %s", key_id or team_id, error)
                 return None
             case page:
-                return page.totals.cost_micros
+                # A pending row is not a charge yet, but budgets count it (as a hold).
+                return page.totals.cost_micros + page.totals.pending_cost_micros
