@@ -93,7 +93,9 @@ def _cell(value: Any) -> str:
 
 
 def lines(items: Sequence[Mapping[str, Any]]) -> list[str]:
-    """One tab-separated line per row, then the totals line."""
+    """One tab-separated line per row, then the totals line (nothing when there is no row)."""
+    if not items:
+        return []
     out = []
     for i in items:
         who = " ".join(
