@@ -1,9 +1,9 @@
 """A request's spend attribution, without the socket (docs/billing.md, "Attribution").
 
-Team and user come from the (cached) key; tags from ``x-ezat-tags``; the session from the first
-of ``x-ezat-session``, ``x-claude-code-session-id`` (Claude Code), ``session_id`` and
-``conversation_id`` (the Codex CLI); the client family from the User-Agent. Nothing here is a
-metric label: tags, users and sessions are unbounded.
+Team and user come from the (cached) key; tags from ``x-ezat-tags``; the session from the
+first of ``x-ezat-session``, ``x-claude-code-session-id`` (Claude Code), ``session-id``,
+``session_id`` and ``conversation_id`` (the Codex CLI); the client family from the User-Agent.
+Nothing here is a metric label: tags, users and sessions are unbounded.
 """
 
 from __future__ import annotations
@@ -18,7 +18,15 @@ from ezat_common.errors import GatewayError
 TAGS_HEADER = "x-ezat-tags"
 MAX_TAGS = 10
 _TAG = re.compile(r"[A-Za-z0-9._:/=-]{1,64}")
-SESSION_HEADERS = ("x-ezat-session", "x-claude-code-session-id", "session_id", "conversation_id")
+# The Codex CLI: ``session-id`` since 0.1xx (captured from 0.171.0), ``session_id`` and
+# ``conversation_id`` before.
+SESSION_HEADERS = (
+    "x-ezat-session",
+    "x-claude-code-session-id",
+    "session-id",
+    "session_id",
+    "conversation_id",
+)
 MAX_SESSION = 256
 
 # (User-Agent prefix, family), first match wins; compared lower-case.
