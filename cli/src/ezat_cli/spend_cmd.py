@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ezat_common.tenancy import rfc3339
+
+from . import arguments
 from .admin_client import AdminClient, items
 
 SUMS = ("requests", "input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens")
@@ -38,11 +42,24 @@ def table(group_by: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> list[st
     ]
 
 
+def moment(option: str, text: str, now: float) -> str:
+    """``--since 7d`` (that long ago) or an RFC 3339 time → RFC 3339; ValueError naming it."""
+    if arguments.is_duration(text):
+        return rfc3339(now - arguments.duration(option, text))
+    at = arguments.rfc3339_time(text)
+    if at is None:
+        raise ValueError(
+            f"{option}: `{text}` is neither a duration ago (7d, 12h) nor an RFC 3339 time "
+            "such as 2026-12-01T00:00:00Z"
+        )
+    return rfc3339(at)
+
+
 async def spend(args: argparse.Namespace, connect: Any) -> int:
     params = {"group_by": args.by or ""}
     for name in ("since", "until"):
         if getattr(args, name):
-            params[name] = getattr(args, name)
+            params[name] = moment(f"--{name}", getattr(args, name), time.time())
     async with connect() as api:
         assert isinstance(api, AdminClient)
         if args.csv:
@@ -63,8 +80,8 @@ async def spend(args: argparse.Namespace, connect: Any) -> int:
 def add_parser(sub: Any, admin: argparse.ArgumentParser, run: Any) -> None:
     p = sub.add_parser("spend", parents=[admin], help="spend report (admin API)")
     p.add_argument("--by", default="", help="team,key,user,model,region,tag,day (any of them)")
-    p.add_argument("--since", help="RFC 3339 time, inclusive")
-    p.add_argument("--until", help="RFC 3339 time, exclusive")
+    p.add_argument("--since", help="RFC 3339 time or a duration ago (7d), inclusive")
+    p.add_argument("--until", help="RFC 3339 time or a duration ago, exclusive")
     out = p.add_mutually_exclusive_group()
     out.add_argument("--csv", action="store_true", help="print CSV")
     out.add_argument("--json", action="store_true", help="print JSON")
