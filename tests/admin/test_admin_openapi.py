@@ -30,7 +30,7 @@ def test_every_admin_route_is_documented_and_nothing_else() -> None:
         for method in ops
     }
     assert served == documented
-    assert len(served) == 12
+    assert len(served) == 13  # issue 28 added GET /spend
     for path, ops in DOC["paths"].items():
         if path.startswith(admin_api.PREFIX):
             for method, operation in ops.items():
@@ -55,6 +55,7 @@ async def test_live_admin_answers_match_the_schemas(admin: Admin) -> None:
     check("Key", await admin.ok("POST", f"/keys/{made['id']}/revoke"))
     check("Team", await admin.ok("DELETE", f"/teams/{team['id']}"))
     check("AuditList", await admin.ok("GET", "/audit"))
+    check("SpendReport", await admin.ok("GET", "/spend?group_by=team,model,day"))
     for status, answer in (
         await admin.call("GET", "/teams", token=None),
         await admin.call("POST", "/keys", {"name": "x", "rpm": -1}),

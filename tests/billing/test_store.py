@@ -8,6 +8,7 @@ import uuid
 from importlib import resources
 
 import asyncpg
+import msgspec
 import pytest
 from ezat_billing import store
 from ezat_billing.core.cursor import CURSOR_ERROR
@@ -99,8 +100,26 @@ async def seed(pool: asyncpg.Pool, key_id: str) -> list[UsageRow]:
         row(key_id=key_id, request_id=f"{key_id}-e", received_at=DAY2 + 1, status="failed"),
         row(key_id="someone-else", received_at=DAY2),
     ]
+    # Settled (their delivery confirmed): a pending row is no charge (test_pending_totals).
+    rows = [msgspec.structs.replace(r, awaiting_delivery=False) for r in rows]
     await store.insert_batch(pool, rows)
     return rows[:5]
+
+
+async def test_pending_rows_show_as_pending_and_are_totalled_apart(
+    pool: asyncpg.Pool, key_id: str
+) -> None:
+    settled = await seed(pool, key_id)
+    pending = row(key_id=key_id, request_id=f"{key_id}-p", received_at=DAY2 + 2, output_tokens=7)
+    assert pending.awaiting_delivery and pending.cost_micros > 0
+    await store.insert_batch(pool, [pending])
+    page = await store.query_usage(pool, key_id, None, None, None, 100, None)
+    assert page.data[0].request_id == pending.request_id and page.data[0].status == "pending"
+    assert page.totals.requests == 5
+    assert page.totals.cost_micros == sum(r.cost_micros for r in settled)
+    assert page.totals.pending_requests == 1
+    assert page.totals.pending_cost_micros == pending.cost_micros
+    assert sum(d.cost_micros for d in page.by_day) == page.totals.cost_micros
 
 
 async def test_pages_walk_every_record_newest_first(pool: asyncpg.Pool, key_id: str) -> None:

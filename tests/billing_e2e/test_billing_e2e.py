@@ -227,8 +227,12 @@ async def test_usage_api_json_and_csv(billing_stack: BillingStack) -> None:
         await billing_stack.row(rid)
     headers = {"x-api-key": secret}
     async with aiohttp.ClientSession() as s:
-        async with s.get(f"{billing_stack.url}/api/usage?limit=2", headers=headers) as r:
-            page = await r.json()
+        for _ in range(100):  # until the edge's delivery confirmations are applied
+            async with s.get(f"{billing_stack.url}/api/usage?limit=2", headers=headers) as r:
+                page = await r.json()
+            if page["totals"]["pending_requests"] == 0:
+                break
+            await asyncio.sleep(0.05)
         assert r.status == 200 and page["has_more"] is True
         assert page["totals"]["requests"] == 3 and page["totals"]["output_tokens"] == 15
         assert page["by_day"][0]["model"] == "anthropic/claude-sonnet-5-5"

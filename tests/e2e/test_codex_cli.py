@@ -4,11 +4,14 @@ the gateway's Responses API: it calls one of its own tools, then answers (docs/r
 
 from __future__ import annotations
 
+import asyncio
+import datetime
 import json
 import os
 import subprocess
 from pathlib import Path
 
+import asyncpg
 import pytest
 
 from .conftest import Gateway
@@ -48,6 +51,7 @@ async def test_codex_exec_runs_its_tool_and_answers(gateway: Gateway, tmp_path: 
         "CODEX_HOME": str(home),
         "EZAT_API_KEY": gateway.key,
     }
+    started = datetime.datetime.now(datetime.UTC)
     done = subprocess.run(
         [
             str(CODEX),
@@ -89,3 +93,19 @@ async def test_codex_exec_runs_its_tool_and_answers(gateway: Gateway, tmp_path: 
     # Its namespace tools (multi_agent_v1) reached the model flattened.
     assert any("__" in tool["name"] for tool in sent[0]["tools"])
     assert "codex\n" in said  # its final answer followed
+    # Its requests' rows carry its client family and its session_id header (docs/billing.md,
+    # "Attribution"): one session for the turn's requests.
+    conn = await asyncpg.connect(gateway.database_url)
+    try:
+        for _ in range(100):  # billing drains the outbox into PostgreSQL within milliseconds
+            rows = await conn.fetch(
+                "SELECT client, session FROM usage_records WHERE received_at >= $1", started
+            )
+            if len(rows) >= 2:
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        await conn.close()
+    assert len(rows) >= 2 and {row["client"] for row in rows} == {"codex-cli"}, rows
+    sessions = {row["session"] for row in rows}
+    assert len(sessions) == 1 and None not in sessions, sessions

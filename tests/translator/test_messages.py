@@ -234,3 +234,13 @@ def test_without_url_images_the_body_is_encoded() -> None:
     out = prepare_create(msgspec.json.encode(body), CAT)
     assert out.data is None and out.image_urls == []
     assert msgspec.json.decode(out.body) == {"max_tokens": 5, "messages": body["messages"]}
+
+
+@pytest.mark.parametrize(
+    ("metadata", "user"),
+    [(None, None), ({}, None), ({"user_id": None}, None), ({"user_id": ""}, None),
+     ({"user_id": "end-user-42"}, "end-user-42")],
+)  # fmt: skip
+def test_metadata_user_id_is_kept_for_attribution(metadata: Any, user: str | None) -> None:
+    body = META if metadata is None else META | {"metadata": metadata}
+    assert prepare_create(enc(body), CAT).user_id == user

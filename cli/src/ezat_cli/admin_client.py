@@ -106,11 +106,14 @@ class AdminClient:
         body: dict[str, Any] | None = None,
         params: dict[str, str] | None = None,
         prefix: str = PREFIX,
+        text: bool = False,
     ) -> Any:
         assert self._session is not None, "use `async with AdminClient(...)`"
         target = self.url + prefix + path
         try:
             async with self._session.request(method, target, json=body, params=params) as r:
+                if text and r.status < 400:  # a CSV answer, as it is
+                    return await r.text()
                 data = await _json(r)
                 if r.status >= 400:
                     raise AdminError(_refusal(r.status, data, self.url))

@@ -62,6 +62,11 @@ def models(option: str, text: str) -> list[str] | None:
     return names
 
 
+def is_duration(text: str) -> bool:
+    """Whether ``text`` is a duration such as 30m, 7d (not a bare number)."""
+    return _DURATION.fullmatch(text.strip().lower()) is not None
+
+
 def duration(option: str, text: str) -> int:
     """``--overlap 1h``: seconds, from ``<n>s|m|h|d|w`` or a bare number of seconds."""
     text = text.strip().lower()

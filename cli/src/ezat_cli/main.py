@@ -17,7 +17,7 @@ from ezat_common.config import Config, ConfigError, load_config
 from ezat_common.subjects import from_env
 
 from . import check as check_mod
-from . import folder, reaper, tenancy_cmds, top
+from . import folder, reaper, tenancy_cmds, top, usage_view
 from . import infra as infra_mod
 from .stack import MODULES, SERVICES, Stack, saved_infra
 
@@ -196,13 +196,14 @@ def cmd_usage(args: argparse.Namespace) -> int:
             )
         finally:
             await conn.close()
-        for r in rows:
-            print(
-                f"{r['received_at'].isoformat()}\t{r['request_id']}\t{r['key_id']}\t{r['model']}"
-                f"\t{r['status']}\tin={r['input_tokens']} cache_read={r['cache_read_tokens']}"
-                f" cache_write={r['cache_write_5m_tokens'] + r['cache_write_1h_tokens']}"
-                f" out={r['output_tokens']}\tcost_micros={r['cost_micros']}"
-            )
+        items = [usage_view.item(r) for r in rows]
+        if args.json:
+            print(usage_view.as_json(items))
+        elif args.csv:
+            print(usage_view.as_csv(items), end="")
+        else:
+            for line in usage_view.lines(items):
+                print(line)
 
     asyncio.run(run())
     return 0
@@ -269,6 +270,9 @@ def parser() -> argparse.ArgumentParser:
     usage = sub.add_parser("usage", help="usage records, one line each")
     usage.add_argument("--key", help="only this key id")
     usage.add_argument("--since", type=since, help="RFC 3339 time")
+    shape = usage.add_mutually_exclusive_group()
+    shape.add_argument("--json", action="store_true", help="rows and totals as JSON")
+    shape.add_argument("--csv", action="store_true", help="rows as CSV")
     usage.set_defaults(func=cmd_usage)
 
     top_ = sub.add_parser("top", help="requests, errors, TTFT, tokens and cost, live")

@@ -16,7 +16,7 @@ from typing import Any
 
 from ezat_common import environment
 
-from . import apply_cmd, arguments, listings
+from . import apply_cmd, arguments, listings, spend_cmd
 from .admin_client import AdminClient, AdminError, actor, base_url, items, operator_token
 from .apply_plan import PlanError
 from .audit_check import first_break
@@ -258,6 +258,7 @@ def add_parsers(sub: Any) -> None:
     _keys_parser(sub, admin)
     _audit_parser(sub, admin)
     apply_cmd.add_parser(sub, admin, command(apply_cmd.apply))
+    spend_cmd.add_parser(sub, admin, command)
 
 
 def _limits(p: argparse.ArgumentParser, update: bool) -> None:

@@ -46,6 +46,20 @@ class _Identified:
             self.uid = self.request_id
 
 
+class Attribution(Struct, kw_only=True):
+    """Who and what a request's spend is attributed to (docs/billing.md, "Attribution"): made by
+    the edge from the key and the request's headers, ``user`` overridden by the translator with
+    Anthropic's ``metadata.user_id``; carried to the usage record and stored on the row. Never a
+    metric label (unbounded)."""
+
+    team_id: str | None = None
+    user: str | None = None
+    tags: list[str] = []
+    session: str | None = None
+    # claude-code, codex-cli, openai-agents, openai-sdk, anthropic-sdk, other
+    client: str = "other"
+
+
 class ClientRequest(Struct, _Identified, kw_only=True, tag_field="t", tag="client_request"):
     """edge -> translator: an authenticated client request, body untouched."""
 
@@ -75,6 +89,8 @@ class ClientRequest(Struct, _Identified, kw_only=True, tag_field="t", tag="clien
     # resolved by the edge's catalogue; docs/tenancy.md). None: every model. Any other model
     # is the unknown model's 404, decided where the translator resolves the name.
     models: list[str] | None = None
+    # Spend attribution, for the usage record (None: an older edge).
+    attribution: Attribution | None = None
 
 
 class RouteRequest(Struct, _Identified, kw_only=True, tag_field="t", tag="route_request"):
@@ -110,6 +126,8 @@ class RouteRequest(Struct, _Identified, kw_only=True, tag_field="t", tag="route_
     # answers when no deployment of the model can count (docs/api.md, "count_tokens"). None:
     # another api, or an older translator (the router then asks the deployments as before).
     input_estimate: int | None = None
+    # The client request's attribution, ``user`` from ``metadata.user_id`` when it has one.
+    attribution: Attribution | None = None
 
 
 class ReplyHead(Struct, kw_only=True, tag_field="t", tag="head"):
@@ -301,6 +319,8 @@ class UsageRecord(Struct, _Identified, kw_only=True, tag_field="t", tag="usage")
     # these, so the row's cost equals the answer's (docs/billing.md, "Cost in the answer").
     # None (older routers, records nobody answered with a cost): billing's own config prices it.
     prices: Prices | None = None
+    # Team, user, tags, session and client family of the request (migration 0008).
+    attribution: Attribution | None = None
 
     def __post_init__(self) -> None:
         _Identified.__post_init__(self)

@@ -55,6 +55,12 @@ class UsageItem(Struct, kw_only=True):
     deployment_kind: str = ""
     web_search_requests: int = 0
     web_fetch_requests: int = 0
+    # Added by issue 28 (docs/billing.md, "Attribution"), appended likewise.
+    team_id: str | None = None
+    user: str | None = None
+    tags: list[str] = []
+    session: str | None = None
+    client: str = ""
 
 
 class UsageTotals(Struct, kw_only=True):
@@ -69,6 +75,10 @@ class UsageTotals(Struct, kw_only=True):
     cost_usd: float = 0.0
     web_search_requests: int = 0
     web_fetch_requests: int = 0
+    # Rows still awaiting their delivery confirmation: not in the sums above (not a charge yet;
+    # docs/billing.md, "Pending rows").
+    pending_requests: int = 0
+    pending_cost_micros: int = 0
 
 
 class DayTotal(Struct, kw_only=True):

@@ -54,11 +54,20 @@ _COLUMNS: tuple[tuple[str, str], ...] = (
     ("deployment_kind", "text"),
     ("web_search_requests", "int8"),
     ("web_fetch_requests", "int8"),
+    ("team_id", "text"),
+    ("user_name", "text"),
+    ("tags", "text"),  # a JSON array as text: unnest would flatten a text[][]
+    ("session", "text"),
+    ("client", "text"),
 )
+_CAST = {
+    "prices": "r.prices::jsonb",
+    "tags": "ARRAY(SELECT jsonb_array_elements_text(r.tags::jsonb))",
+}
 _NAMES = ", ".join(name for name, _ in _COLUMNS)
 _INSERT = (
     f"INSERT INTO usage_records ({_NAMES}) "
-    f"SELECT {', '.join('r.prices::jsonb' if n == 'prices' else 'r.' + n for n, _ in _COLUMNS)} "
+    f"SELECT {', '.join(_CAST.get(n, 'r.' + n) for n, _ in _COLUMNS)} "
     f"FROM unnest({', '.join(f'${i}::{t}[]' for i, (_, t) in enumerate(_COLUMNS, 1))}) "
     f"AS r({_NAMES}) "
     "ON CONFLICT (uid) DO NOTHING RETURNING uid, cost_micros"
@@ -172,8 +181,8 @@ async def _add_existing(
 def _columns(rows: Sequence[UsageRow]) -> list[list[Any]]:
     columns: list[list[Any]] = []
     for name, _ in _COLUMNS:
-        if name == "prices":
-            columns.append([_json.encode(row.prices).decode() for row in rows])
+        if name in _CAST:
+            columns.append([_json.encode(getattr(row, name)).decode() for row in rows])
         else:
             columns.append([getattr(row, name) for row in rows])
     return columns
@@ -193,9 +202,17 @@ async def _rollback(conn: asyncpg.Connection) -> None:
 _COUNTS = (*TOKEN_FIELDS, *SERVER_TOOL_FIELDS)
 _RECORD_COLUMNS = (
     "uid, request_id, model, api, stream, status, deployment, deployment_kind, region, "
-    f"{', '.join(_COUNTS)}, estimated, cost_micros, received_at, ttft_ms, total_ms"
+    f"{', '.join(_COUNTS)}, estimated, cost_micros, received_at, ttft_ms, total_ms, "
+    "awaiting_delivery, team_id, user_name, tags, session, client"
 )
-_SUMS = ", ".join(f"sum({c})::int8 AS {c}" for c in _COUNTS)
+# Totals count settled rows only; a row still awaiting its delivery confirmation is pending,
+# not a charge (docs/billing.md, "Pending rows"), and counted apart.
+_SETTLED = "FILTER (WHERE NOT awaiting_delivery)"
+_SUMS = ", ".join(f"(sum({c}) {_SETTLED})::int8 AS {c}" for c in _COUNTS)
+_PENDING = (
+    "count(*) FILTER (WHERE awaiting_delivery) AS pending_requests, "
+    "(sum(cost_micros) FILTER (WHERE awaiting_delivery))::int8 AS pending_cost_micros"
+)
 
 
 async def query_usage(
@@ -229,13 +246,16 @@ async def query_usage(
         f"ORDER BY received_at DESC, uid DESC LIMIT {f.limit + 1}"
     )
     totals_sql = (
-        f"SELECT count(*) AS requests, {_SUMS}, sum(cost_micros)::int8 AS cost_micros "
+        f"SELECT count(*) {_SETTLED} AS requests, {_SUMS}, "
+        f"(sum(cost_micros) {_SETTLED})::int8 AS cost_micros, {_PENDING} "
         f"FROM usage_records WHERE {where}"
     )
     days_sql = (
-        "SELECT (received_at AT TIME ZONE 'UTC')::date AS day, model, count(*) AS requests, "
-        "sum(input_tokens)::int8 AS input_tokens, sum(output_tokens)::int8 AS output_tokens, "
-        f"sum(cost_micros)::int8 AS cost_micros FROM usage_records WHERE {where} "
+        "SELECT (received_at AT TIME ZONE 'UTC')::date AS day, model, "
+        f"count(*) {_SETTLED} AS requests, "
+        f"(sum(input_tokens) {_SETTLED})::int8 AS input_tokens, "
+        f"(sum(output_tokens) {_SETTLED})::int8 AS output_tokens, "
+        f"(sum(cost_micros) {_SETTLED})::int8 AS cost_micros FROM usage_records WHERE {where} "
         "GROUP BY 1, 2 ORDER BY 1 DESC, 2"
     )
     # One snapshot for the three reads, so that the totals agree with the page.

@@ -20,7 +20,7 @@ from typing import Any
 import asyncpg
 import msgspec
 from aiohttp import web
-from ezat_common import bus, db, environment, tenancy_store
+from ezat_common import bus, db, environment, spend_store, tenancy_store
 from ezat_common.catalogue import Catalogue
 from ezat_common.errors import GatewayError
 from ezat_common.subjects import Subjects
@@ -28,6 +28,7 @@ from ezat_common.tenancy import Changed
 
 from .auth import Authenticator
 from .core import admin_body as body
+from .core import spend
 from .responses import JSON
 from .status import authorise
 
@@ -237,6 +238,18 @@ class Admin:
         entries = await self._run(tenancy_store.audit_entries, since)
         return _json({"data": entries})
 
+    # ---- spend reports (docs/billing.md, "Spend reports") ------------------------------------
+
+    async def spend_report(self, request: web.Request) -> web.Response:
+        self._actor(request)
+        q = spend.to_query(request.query)
+        rows = await self._run(spend_store.spend, q.group_by, q.since, q.until)
+        if q.csv:
+            return web.Response(
+                body=spend.to_csv(q.group_by, rows), content_type="text/csv", charset="utf-8"
+            )
+        return _json({"object": "list", "group_by": q.group_by, "data": spend.to_json_rows(rows)})
+
     async def close(self) -> None:
         if self.pool is not None:
             await self.pool.close()
@@ -255,4 +268,5 @@ ROUTES: tuple[tuple[str, str, str], ...] = (
     ("POST", PREFIX + "/keys/{key_id}/rotate", "rotate_key"),
     ("POST", PREFIX + "/keys/{key_id}/revoke", "revoke_key"),
     ("GET", PREFIX + "/audit", "audit"),
+    ("GET", PREFIX + "/spend", "spend_report"),
 )

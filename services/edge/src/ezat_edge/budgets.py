@@ -3,7 +3,8 @@
 is published, so a key over its budget or its team's never reaches a deployment. The rule itself
 (the month, the 403) is core/budget.py's; this module asks billing for the spend and caches it.
 
-The month's spend is the ``totals.cost_micros`` of billing's usage query for the key (for a
+The month's spend is the ``totals.cost_micros`` plus ``totals.pending_cost_micros`` (rows
+awaiting their delivery confirmation count, as holds) of billing's usage query for the key (for a
 team: every key that belongs to it now) since the first of the month (UTC), cached per key and
 per team for ``ttl`` seconds. Requests in flight while a key
 crosses its budget still complete (the limit is checked at admission, not mid-stream), so a key
@@ -106,4 +107,5 @@ class Budgets:
                 log.warning("monthly spend of %s unavailable: %s", key_id or team_id, error)
                 return None
             case page:
-                return page.totals.cost_micros
+                # A pending row is not a charge yet, but budgets count it (as a hold).
+                return page.totals.cost_micros + page.totals.pending_cost_micros

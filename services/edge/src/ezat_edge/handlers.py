@@ -23,6 +23,7 @@ from .body_reader import BodyHold, read_limited
 from .budgets import Budgets
 from .call import Call
 from .core.admission import Admission, overloaded
+from .core.attribution import attribution
 from .core.body_bytes import BodyBytes
 from .core.inputs import refused_body
 from .core.model_access import ModelAccess
@@ -149,6 +150,7 @@ class Api:
         received_at = time.time()
         rid = request[RID]
         key = await self.auth.authenticate(request)
+        attributed = attribution(key, request.headers)  # a bad x-ezat-tags is a 400 first
         if api != "count_tokens" and self.budgets.limits(key):
             await self.budgets.check(self.nc, key)  # 403 before anything is sent upstream
         limit_headers = await self.limiter.check(key)
@@ -182,6 +184,7 @@ class Api:
             team_id=key.team_id,
             team_tpm=key.team_tpm,
             models=self.models.access.of(key).ids,
+            attribution=attributed,
         )
         call = Call(request, rid, fmt, env, limit_headers, started, parent)
         if api == "count_tokens":  # no model runs: not in the latency series

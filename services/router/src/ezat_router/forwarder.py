@@ -115,6 +115,7 @@ def usage_base(req: RouteRequest, state: RequestState, finished_at: float) -> Us
         upstream_started_at=state.upstream_started_at,
         first_token_at=state.first_token_at,
         finished_at=finished_at,
+        attribution=req.attribution,
     )
 
 

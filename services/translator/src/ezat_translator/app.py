@@ -244,6 +244,7 @@ class Translator:
             prefix_hash=prepared.prefix_hash,
             cache_ttl=prepared.cache_ttl,
             input_estimate=prepared.input_estimate,
+            user_id=prepared.user_id,
         )
         await self.nc.publish(
             self.subjects.route,

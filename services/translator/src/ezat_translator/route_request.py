@@ -3,6 +3,7 @@ in one place, so the Anthropic and the OpenAI path cannot drift apart."""
 
 from __future__ import annotations
 
+import msgspec
 from ezat_common import envelopes
 
 
@@ -19,6 +20,7 @@ def route_request(
     prefix_hash: str | None,
     cache_ttl: str | None,
     input_estimate: int | None = None,
+    user_id: str | None = None,
 ) -> envelopes.RouteRequest:
     return envelopes.RouteRequest(
         request_id=req.request_id,
@@ -39,4 +41,15 @@ def route_request(
         prefix_hash=prefix_hash,
         cache_ttl=cache_ttl,
         input_estimate=input_estimate,
+        attribution=_attributed(req.attribution, user_id),
     )
+
+
+def _attributed(
+    attribution: envelopes.Attribution | None, user_id: str | None
+) -> envelopes.Attribution | None:
+    """The edge's attribution, its user replaced by Anthropic's ``metadata.user_id`` when the
+    request names one (docs/billing.md, "Attribution")."""
+    if attribution is None or not user_id:
+        return attribution
+    return msgspec.structs.replace(attribution, user=user_id)

@@ -46,7 +46,7 @@ def to_item(row: Mapping[str, Any]) -> UsageItem:
         model=row["model"],
         api=row["api"],
         stream=row["stream"],
-        status=row["status"],
+        status=status(row),
         deployment=row["deployment"],
         region=row["region"],
         **{c: int(row[c]) for c in TOKEN_FIELDS},
@@ -58,7 +58,19 @@ def to_item(row: Mapping[str, Any]) -> UsageItem:
         total_ms=row["total_ms"],
         deployment_kind=row["deployment_kind"],
         **{c: int(row[c]) for c in SERVER_TOOL_FIELDS},
+        team_id=row.get("team_id"),
+        user=row.get("user_name"),
+        tags=list(row.get("tags") or ()),
+        session=row.get("session"),
+        client=row.get("client") or "",
     )
+
+
+def status(row: Mapping[str, Any]) -> str:
+    """``pending`` while a complete row awaits its delivery confirmation: not a charge yet."""
+    if row.get("awaiting_delivery") and row["status"] == "complete":
+        return "pending"
+    return str(row["status"])
 
 
 def to_totals(row: Mapping[str, Any] | None) -> UsageTotals:
@@ -72,6 +84,8 @@ def to_totals(row: Mapping[str, Any] | None) -> UsageTotals:
         cost_micros=cost,
         cost_usd=usd(cost),
         **{c: int(row[c] or 0) for c in SERVER_TOOL_FIELDS},
+        pending_requests=int(row.get("pending_requests") or 0),
+        pending_cost_micros=int(row.get("pending_cost_micros") or 0),
     )
 
 
@@ -79,10 +93,10 @@ def to_day(row: Mapping[str, Any]) -> DayTotal:
     return DayTotal(
         day=row["day"].isoformat(),
         model=row["model"],
-        requests=int(row["requests"]),
-        input_tokens=int(row["input_tokens"]),
-        output_tokens=int(row["output_tokens"]),
-        cost_micros=int(row["cost_micros"]),
+        requests=int(row["requests"] or 0),
+        input_tokens=int(row["input_tokens"] or 0),
+        output_tokens=int(row["output_tokens"] or 0),
+        cost_micros=int(row["cost_micros"] or 0),
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import math
+from typing import Any
 
 from ezat_common.catalogue import Prices
 from ezat_common.envelopes import SERVER_TOOL_FIELDS, TOKEN_FIELDS, UsageRecord
@@ -53,6 +54,12 @@ class UsageRow(Struct, frozen=True, kw_only=True):
     web_fetch_requests: int = 0
     # A complete record is charged for good once the edge confirms its delivery (settle.py).
     awaiting_delivery: bool = False
+    # Attribution (migration 0008; docs/billing.md, "Attribution").
+    team_id: str | None = None
+    user_name: str | None = None
+    tags: list[str] = []
+    session: str | None = None
+    client: str = ""
 
 
 def to_row(record: UsageRecord, prices: Prices, cost: int) -> UsageRow:
@@ -85,7 +92,21 @@ def to_row(record: UsageRecord, prices: Prices, cost: int) -> UsageRow:
         web_search_requests=record.web_search_requests,
         web_fetch_requests=record.web_fetch_requests,
         awaiting_delivery=record.status == "complete",
+        **_attribution(record),
     )
+
+
+def _attribution(record: UsageRecord) -> dict[str, Any]:
+    a = record.attribution
+    if a is None:  # an older router's record
+        return {}
+    return {
+        "team_id": a.team_id,
+        "user_name": a.user,
+        "tags": a.tags,
+        "session": a.session,
+        "client": a.client,
+    }
 
 
 def _since_received(record: UsageRecord, at: float) -> float | None:
@@ -119,4 +140,18 @@ def problem_of(record: UsageRecord) -> str | None:
         return "received_at: must be set"
     if len(record.deployment_kind) > 64:
         return "deployment_kind: must have at most 64 characters"
+    return _attribution_problem(record)
+
+
+def _attribution_problem(record: UsageRecord) -> str | None:
+    a = record.attribution
+    if a is None:
+        return None
+    for name, value in (("team_id", a.team_id), ("user", a.user), ("session", a.session)):
+        if value is not None and len(value) > 256:
+            return f"attribution.{name}: must have at most 256 characters"
+    if len(a.tags) > 10 or any(not 1 <= len(t) <= 64 for t in a.tags):
+        return "attribution.tags: at most 10 tags of 1 to 64 characters"
+    if len(a.client) > 64:
+        return "attribution.client: must have at most 64 characters"
     return None

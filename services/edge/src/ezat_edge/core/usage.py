@@ -75,4 +75,6 @@ def _cell(value: object) -> str:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, list):  # tags: as x-ezat-tags wrote them
+        return ",".join(str(v) for v in value)
     return str(value)

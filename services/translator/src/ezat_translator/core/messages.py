@@ -42,6 +42,8 @@ class Prepared(Struct, kw_only=True, frozen=True):
     image_urls: list[ImageUrlPart] = []
     # count_tokens: the local estimate the router answers when no deployment can count.
     input_estimate: int | None = None
+    # ``metadata.user_id`` of the request, for its usage record's attribution.
+    user_id: str | None = None
 
 
 def prefix_hash(model_id: str, data: dict[str, Any]) -> str:
@@ -269,7 +271,14 @@ def prepare_create(
         cache_ttl=ttl,
         data=rewritten if urls else None,
         image_urls=urls,
+        user_id=_user_id(data),
     )
+
+
+def _user_id(data: dict[str, Any]) -> str | None:
+    metadata = data.get("metadata")  # checked by _check_metadata: an object or None
+    user = metadata.get("user_id") if isinstance(metadata, dict) else None
+    return user if isinstance(user, str) and user else None
 
 
 def _prefix_hash(model_id: str, data: dict[str, Any]) -> str:
