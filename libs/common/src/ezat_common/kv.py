@@ -43,3 +43,23 @@ def from_env(*, timeout: float) -> aioredis.Redis | None:
     """A client for ``REDIS_URL``, or None when it is unset: the caller then runs without Redis."""
     url = environment.redis_url()
     return connect(url, timeout=timeout) if url else None
+
+
+def pooled_from_env(*, timeout: float, connections: int) -> aioredis.Redis | None:
+    """``from_env``, but at most ``connections`` at once, a call beyond them waiting up to
+    ``timeout`` for one to be free (redis-py's default pool refuses the 101st call at once:
+    a burst must not read as Redis being down, where that refuses requests)."""
+    url = environment.redis_url()
+    if not url:
+        return None
+    bound = max(timeout, _SHORTEST)
+    pool = aioredis.BlockingConnectionPool.from_url(
+        url,
+        max_connections=connections,
+        timeout=bound,
+        socket_timeout=bound,
+        socket_connect_timeout=bound,
+        retry=Retry(NoBackoff(), 0),
+        health_check_interval=0,
+    )
+    return aioredis.Redis(connection_pool=pool)
