@@ -23,7 +23,7 @@ from redis import asyncio as aioredis
 
 # Each admission waits on Redis at most this long (for a free connection, then the answer), on
 # at most HOLD_CONNECTIONS connections per edge.
-REDIS_TIMEOUT = 0.5
+REDIS_TIMEOUT = 2.0
 HOLD_CONNECTIONS = 64
 # Seconds a finished request's hold may wait for billing to store its row (and replace it).
 SETTLE_GRACE = 30.0
