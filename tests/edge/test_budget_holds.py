@@ -186,3 +186,17 @@ async def test_a_team_budget_shared_by_two_keys_is_never_overshot(hold_stack: Ho
     print(f"team: {admitted} admitted, {refused} refused, spent {spent} of {BUDGET} µ$")
     counters = await _no_holds_left(hold_stack, [f"team:{team_id}"])
     assert counters == {f"team:{team_id}": spent}
+
+
+async def test_a_request_refused_400_frees_its_hold_at_once(hold_stack: HoldStack) -> None:
+    conn = await asyncpg.connect(hold_stack.database_url)
+    try:
+        key, secret = await db.create_key(conn, "holds-400", monthly_budget_micros=BUDGET)
+    finally:
+        await conn.close()
+    async with anthropic.AsyncAnthropic(
+        base_url=hold_stack.url, api_key=secret, max_retries=0, timeout=CLIENT_TIMEOUT
+    ) as client:
+        with pytest.raises(anthropic.BadRequestError):
+            await client.messages.create(model=SONNET, max_tokens=16, messages=[])
+    await _no_holds_left(hold_stack, [f"key:{key.id}"])

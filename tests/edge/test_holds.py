@@ -84,3 +84,14 @@ async def test_a_finished_request_keeps_its_hold_a_short_while(
     await store.ended("u1", ["key:k"])
     expiry = await redis.zscore(keys.hold_expiries("key:k"), "u1")
     assert expiry is not None and expiry < time.time() + 31
+
+
+async def test_a_request_refused_before_any_model_ran_frees_its_hold_at_once(
+    redis: aioredis.Redis, keys: RedisKeys
+) -> None:
+    store = HoldStore(redis, keys)
+    assert await store.reserve("u1", [Scope("key:k", 10, 0)], 10, MONTH, later()) is None
+    await store.ended("u1", ["key:k"], free=True)
+    assert await redis.hlen(keys.holds("key:k")) == 0
+    assert not await redis.exists(keys.hold_scopes("u1"))
+    assert await store.reserve("u2", [Scope("key:k", 10, 0)], 10, MONTH, later()) is None

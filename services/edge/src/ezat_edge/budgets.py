@@ -126,12 +126,13 @@ class Budgets:
             raise hold_refused(key, team, refused.spent + refused.held, worst, now)
         return [scope.name for scope in scopes]
 
-    async def ended(self, uid: str, scopes: list[str]) -> None:
-        """The request of ``uid`` ended: its hold waits for its row a short while at most."""
+    async def ended(self, uid: str, scopes: list[str], free: bool = False) -> None:
+        """The request of ``uid`` ended: its hold waits for its row a short while at most, or,
+        ``free`` (refused before any model ran), is dropped now."""
         if self._holds is None or not scopes:
             return
         try:
-            await self._holds.ended(uid, scopes)
+            await self._holds.ended(uid, scopes, free)
         except Exception as exc:  # the hold then lasts until its deadline: safe, only longer
             log.warning("could not shorten the budget hold of a finished request: %r", exc)
 

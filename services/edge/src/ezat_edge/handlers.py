@@ -14,6 +14,7 @@ from ezat_common import bus, envelopes, tracing
 from ezat_common.catalogue import Catalogue
 from ezat_common.config import EdgeConfig
 from ezat_common.db import ApiKey
+from ezat_common.errors import GatewayError
 from ezat_common.subjects import Subjects
 
 from . import metrics as m
@@ -179,11 +180,17 @@ class Api:
             held = await self.budgets.hold(self.nc, key, uid, worst, expiry)
         env = self._envelope(request, rid, uid, api, key, received_at)
         call = Call(request, rid, fmt, env, limit_headers, started, parent)
+        free = False  # refused with a client error: no model ran, nothing will be charged
         try:
-            return await self._relayed(call, body, api, meter, span, started)
+            resp = await self._relayed(call, body, api, meter, span, started)
+            free = not resp.prepared and 400 <= resp.status < 500
+            return resp
+        except GatewayError as exc:
+            free = 400 <= exc.status < 500
+            raise
         finally:
             if held:
-                await self.budgets.ended(uid, held)
+                await self.budgets.ended(uid, held, free)
 
     def _envelope(
         self,

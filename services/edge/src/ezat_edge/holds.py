@@ -59,12 +59,21 @@ redis.call('SET', KEYS[3 * n + 1], ARGV[6 + 2 * n], 'EX', ARGV[7 + 2 * n])
 return {0, '0', '0'}
 """
 
-# KEYS: per scope the expiries. ARGV: uid, the latest the hold may now last.
+# KEYS: per scope the holds and the expiries, then the uid's scope list. ARGV: uid, the latest
+# the hold may now last, "1" to drop it now (its request can cost nothing).
 SHORTEN = """
-for i = 1, #KEYS do
-  local at = redis.call('ZSCORE', KEYS[i], ARGV[1])
-  if at and tonumber(at) > tonumber(ARGV[2]) then redis.call('ZADD', KEYS[i], ARGV[2], ARGV[1]) end
+local n = (#KEYS - 1) / 2
+for i = 1, n do
+  local h, e = KEYS[2 * i - 1], KEYS[2 * i]
+  if ARGV[3] == '1' then
+    redis.call('HDEL', h, ARGV[1])
+    redis.call('ZREM', e, ARGV[1])
+  else
+    local at = redis.call('ZSCORE', e, ARGV[1])
+    if at and tonumber(at) > tonumber(ARGV[2]) then redis.call('ZADD', e, ARGV[2], ARGV[1]) end
+  end
 end
+if ARGV[3] == '1' then redis.call('DEL', KEYS[#KEYS]) end
 return 0
 """
 
@@ -117,7 +126,12 @@ class HoldStore:
             return None
         return Refused(scopes[int(index) - 1], int(spent), int(held))
 
-    async def ended(self, uid: str, scopes: Sequence[str]) -> None:
-        """The request ended: its hold lasts ``SETTLE_GRACE`` more seconds at most."""
-        keys = [self._keys.hold_expiries(name) for name in scopes]
-        await self._shorten(keys=keys, args=[uid, time.time() + SETTLE_GRACE])
+    async def ended(self, uid: str, scopes: Sequence[str], free: bool = False) -> None:
+        """The request ended: its hold lasts ``SETTLE_GRACE`` more seconds at most, or, ``free``
+        (it was refused before any model ran: nothing to charge), is dropped now."""
+        keys: list[str] = []
+        for name in scopes:
+            keys += [self._keys.holds(name), self._keys.hold_expiries(name)]
+        keys.append(self._keys.hold_scopes(uid))
+        args: list[str | float] = [uid, time.time() + SETTLE_GRACE, "1" if free else "0"]
+        await self._shorten(keys=keys, args=args)
