@@ -9,7 +9,9 @@ hashing alone. So one policy holds for every client: each call, the connect incl
 Each caller keeps its own bound, because the bound is what Redis trouble adds to its hot path:
 the edge's limits 0.5 s (every limited request waits on it), the translator's thinking store
 0.25 s (a tool turn waits on it, and losing the thinking only degrades), the router
-``router.redis_timeout`` (0.1 s by default; every session request reads its binding).
+``router.redis_timeout`` (0.1 s by default; every session request reads its binding), the edge's
+budget holds 2 s on a waiting pool (``pooled_from_env``: a burst must not read as an outage where
+an outage refuses requests), billing's spend counters 0.5 s.
 """
 
 from __future__ import annotations
