@@ -7,8 +7,11 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
+from ezat_cli.infra import free_port, start_redis
+from ezat_common import kv
 from ezat_common.redis_keys import RedisKeys
 from ezat_common.spend_counter import SpendCounter, month_of
 from ezat_edge.holds import HoldStore, Refused, Scope
@@ -95,3 +98,20 @@ async def test_a_request_refused_before_any_model_ran_frees_its_hold_at_once(
     assert await redis.hlen(keys.holds("key:k")) == 0
     assert not await redis.exists(keys.hold_scopes("u1"))
     assert await store.reserve("u2", [Scope("key:k", 10, 0)], 10, MONTH, later()) is None
+
+
+async def test_rows_a_failure_could_not_count_are_counted_with_the_next(
+    keys: RedisKeys, tmp_path: Path
+) -> None:
+    port = free_port()
+    client = kv.connect(f"redis://127.0.0.1:{port}", timeout=0.5)
+    counter = SpendCounter(client, keys)
+    await counter.count([("u1", "k", 7, time.time())])  # nothing listens: kept
+    _, server = start_redis(tmp_path, port)  # Redis is back
+    try:
+        await counter.count([("u2", "k", 5, time.time())])
+        assert await client.get(keys.spend("key:k", MONTH)) == b"12"
+    finally:
+        await client.aclose()
+        server.terminate()
+        server.wait(timeout=10)

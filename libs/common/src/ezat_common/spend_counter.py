@@ -9,7 +9,8 @@ at most once per uid (``SET NX`` of a per-uid marker), on the key's scope and on
 request's hold was on (the hold remembers them, so that billing needs no team lookup), and drops
 the hold: the hold is replaced by the row under the same uid, atomically.
 
-A counter lost with Redis is not trusted alone: the edge takes the larger of it and the month's
+Rows a failure could not count are counted again with the next stored rows (up to
+``MAX_WAITING``), so that their holds are replaced soon after Redis is back. A counter lost with Redis is not trusted alone: the edge takes the larger of it and the month's
 spend billing's usage query last reported (cached, ``budgets.py``).
 """
 
@@ -25,6 +26,9 @@ from .redis_keys import RedisKeys
 
 log = logging.getLogger("ezat.spend_counter")
 
+Row = tuple[str, str, int, float]  # uid, key id, cost micros, received_at
+# Rows kept to be counted again after a failure (the oldest dropped beyond).
+MAX_WAITING = 10_000
 # A counter and a uid's marker outlive their month by enough for any late row of it.
 TTL_SECONDS = 70 * 24 * 3600
 
@@ -75,18 +79,27 @@ class SpendCounter:
         self._redis = redis
         self._keys = keys
         self._count = None if redis is None else redis.register_script(COUNT)
+        self._waiting: list[Row] = []
 
-    async def count(self, rows: Sequence[tuple[str, str, int, float]]) -> None:
-        """Count ``(uid, key id, cost micros, received_at)`` rows, in one pipeline. A failure is
-        logged, never raised: the row is stored, and the edge also reads billing's total."""
-        if self._count is None or not rows:
+    async def count(self, rows: Sequence[Row]) -> None:
+        """Count ``(uid, key id, cost micros, received_at)`` rows, in one pipeline, with those a
+        failure left waiting (up to ``MAX_WAITING``, counted again with the next call: a uid is
+        counted once however often it is sent). A failure is logged, never raised: the row is
+        stored, and the edge also reads billing's total."""
+        if self._count is None:
+            return
+        batch = [*self._waiting, *rows]
+        if not batch:
             return
         try:
             async with self._redis.pipeline(transaction=False) as pipe:  # type: ignore[union-attr]
-                for uid, key_id, cost, at in rows:
+                for uid, key_id, cost, at in batch:
                     args: list[str | int] = [self._keys.prefix, uid, cost, month_of(at)]
                     args += [key_scope(key_id), TTL_SECONDS]
                     await self._count(args=args, client=pipe)
                 await pipe.execute()
         except Exception as exc:
-            log.warning("could not count %d stored rows in the spend counters: %r", len(rows), exc)
+            self._waiting = batch[-MAX_WAITING:]
+            log.warning("could not count %d stored rows in the spend counters: %r", len(batch), exc)
+        else:
+            self._waiting = []
