@@ -10,8 +10,9 @@ request's hold was on (the hold remembers them, so that billing needs no team lo
 the hold: the hold is replaced by the row under the same uid, atomically.
 
 Rows a failure could not count are counted again with the next stored rows (up to
-``MAX_WAITING``), so that their holds are replaced soon after Redis is back. A counter lost with Redis is not trusted alone: the edge takes the larger of it and the month's
-spend billing's usage query last reported (cached, ``budgets.py``).
+``MAX_WAITING``), so that their holds are replaced soon after Redis is back. A counter lost with
+Redis is not trusted alone: the edge takes the larger of it and the month's spend billing's usage
+query last reported (cached, ``budgets.py``).
 """
 
 from __future__ import annotations
