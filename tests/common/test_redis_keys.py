@@ -15,6 +15,10 @@ def every_key(keys: RedisKeys) -> list[str]:
         keys.binding("eu", "m", "d1"),
         keys.health("dep"),
         keys.probe("dep"),
+        keys.holds("key:k1"),
+        keys.hold_expiries("team:t1"),
+        keys.hold_scopes("u1"),
+        keys.spend("key:k1", "202612"),
     ]
 
 
@@ -26,6 +30,10 @@ def test_layout() -> None:
         "ezat:aff:eu:m:d1",
         "ezat:health:dep",
         "ezat:probe:dep",
+        "ezat:hold:key:k1",
+        "ezat:holdexp:team:t1",
+        "ezat:holdof:u1",
+        "ezat:spend:key:k1:202612",
     ]
 
 
@@ -61,3 +69,20 @@ async def test_no_redis_url_is_no_client(monkeypatch: pytest.MonkeyPatch) -> Non
     client = kv.from_env(timeout=0.5)
     assert client is not None
     await client.aclose()
+
+
+async def test_a_pooled_client_waits_for_a_connection_within_its_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:1")
+    client = kv.pooled_from_env(timeout=0.3, connections=7)
+    assert client is not None
+    try:
+        pool = client.connection_pool
+        assert (pool.max_connections, pool.timeout) == (7, 0.3)
+        conn = pool.make_connection()
+        assert (conn.socket_timeout, conn.socket_connect_timeout) == (0.3, 0.3)
+    finally:
+        await client.aclose()
+    monkeypatch.setenv("REDIS_URL", "")
+    assert kv.pooled_from_env(timeout=0.3, connections=7) is None

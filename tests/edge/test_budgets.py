@@ -8,12 +8,14 @@ from dataclasses import dataclass
 from typing import cast
 
 import pytest
-from ezat_common import bus, envelopes, usage_page
+from ezat_common import bus, envelopes, kv, usage_page
 from ezat_common.db import ApiKey
 from ezat_common.errors import GatewayError
+from ezat_common.redis_keys import RedisKeys
 from ezat_common.subjects import Subjects
 from ezat_common.usage_page import UsageError, UsagePage, UsageTotals
 from ezat_edge.budgets import Budgets
+from ezat_edge.holds import HoldStore
 from prometheus_client import REGISTRY
 
 NOW = datetime.datetime(2025, 6, 15, tzinfo=datetime.UTC).timestamp()
@@ -97,3 +99,38 @@ async def test_an_unreadable_answer_fails_open_with_the_last_known_spend(
     billing.reply = b"\xc1"
     assert await budgets.spent(nc, "key_1", NOW) == 9
     assert REGISTRY.get_sample_value("ezat_undecodable_messages_total", labels) == before + 1
+
+
+def unreachable() -> HoldStore:
+    """A hold store whose Redis refuses every connection."""
+    return HoldStore(kv.connect("redis://127.0.0.1:1", timeout=0.2), RedisKeys("t"))
+
+
+async def test_an_unreachable_hold_store_fails_closed_by_default(billing: FakeBilling) -> None:
+    budgets = Budgets(Subjects("t"), clock=lambda: NOW, holds=unreachable())
+    billing.answer(spent(0))
+    labels = {"enforcement": "fail_closed"}
+    before = REGISTRY.get_sample_value("ezat_edge_budget_hold_unavailable_total", labels) or 0.0
+    with pytest.raises(GatewayError) as caught:
+        await budgets.hold(cast(bus.Client, billing), KEY, "u1", 10, NOW + 60)
+    assert (caught.value.status, caught.value.reply.type) == (503, "api_error")
+    assert caught.value.reply.message.startswith("budget: this key's monthly budget cannot be")
+    after = REGISTRY.get_sample_value("ezat_edge_budget_hold_unavailable_total", labels)
+    assert after == before + 1
+
+
+async def test_fail_open_admits_on_the_months_spend_alone(billing: FakeBilling) -> None:
+    budgets = Budgets(
+        Subjects("t"), clock=lambda: NOW, holds=unreachable(), enforcement="fail_open"
+    )
+    nc = cast(bus.Client, billing)
+    billing.answer(spent(4_999_999))
+    assert await budgets.hold(nc, KEY, "u1", 10_000_000, NOW + 60) == []
+    # At the budget the month's spend still refuses it: the 403, not the store's 503.
+    budgets = Budgets(
+        Subjects("t"), clock=lambda: NOW, holds=unreachable(), enforcement="fail_open"
+    )
+    billing.answer(spent(5_000_000))
+    with pytest.raises(GatewayError) as caught:
+        await budgets.hold(nc, KEY, "u2", 1, NOW + 60)
+    assert caught.value.status == 403

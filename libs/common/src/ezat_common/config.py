@@ -86,6 +86,13 @@ class EdgeConfig(Struct, forbid_unknown_fields=True, kw_only=True):
     # and the most teams it names (those whose keys expire soonest; the rest: team="other").
     key_expiry_interval: float = 60.0
     key_expiry_teams: int = 50
+    # Budget holds (docs/billing.md, "Budget holds"): what a request of a key with a budget (its
+    # own or its team's) gets when the hold store (Redis) cannot be reached: "fail_closed" a 503
+    # (the budget is never overshot), "fail_open" admission on the month's spend alone (as
+    # without holds: concurrent requests can overshoot). And the longest a hold lasts (a request
+    # still running then no longer holds its worst case; its row counts when it is stored).
+    budget_enforcement: Literal["fail_closed", "fail_open"] = "fail_closed"
+    budget_hold_seconds: float = 3600.0
 
 
 class Price(Struct, forbid_unknown_fields=True, kw_only=True):

@@ -31,6 +31,22 @@ class RedisKeys(Struct, frozen=True):
         """edge: estimated input tokens of every key of one team in one minute (team ``tpm``)."""
         return f"{self.prefix}:tpm:team:{team_id}:{minute}"
 
+    def holds(self, scope: str) -> str:
+        """edge: a budget scope's holds, uid -> micro-dollars held (``key:<id>``/``team:<id>``)."""
+        return f"{self.prefix}:hold:{scope}"
+
+    def hold_expiries(self, scope: str) -> str:
+        """edge: when each hold of a budget scope expires (sorted set, uid -> epoch seconds)."""
+        return f"{self.prefix}:holdexp:{scope}"
+
+    def hold_scopes(self, uid: str) -> str:
+        """edge/billing: the budget scopes one request's hold is on (space-separated)."""
+        return f"{self.prefix}:holdof:{uid}"
+
+    def spend(self, scope: str, month: str) -> str:
+        """billing: a budget scope's stored spend in one UTC month (``YYYYMM``), micro-dollars."""
+        return f"{self.prefix}:spend:{scope}:{month}"
+
     def thinking(self, key_id: str, tool_call_id: str) -> str:
         """translator: the thinking blocks of the turn that made this tool call, for this key."""
         return f"{self.prefix}:thinking:{key_id}:{tool_call_id}"

@@ -7,20 +7,22 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import asyncpg
-from ezat_common import bus, db, lifecycle, logs, readiness, tracing
+from ezat_common import bus, db, kv, lifecycle, logs, readiness, redis_keys, tracing
 from ezat_common import subjects as subjects_mod
 from ezat_common.outbox import Outbox, drained_before
 from ezat_common.periodic import Periodic
 from ezat_common.runtime import run_service
+from ezat_common.spend_counter import SpendCounter
 from ezat_common.tasks import TaskSet, stop_task
 from nats.aio.msg import Msg
 
 from . import backlog, config, ledger, settle, store
 from .batcher import Batcher
+from .core.rows import UsageRow
 from .drain import Drain
 from .handlers import Handlers
 
@@ -29,6 +31,8 @@ log = logging.getLogger("ezat.billing")
 STOP_TIMEOUT = 10.0
 # Reported by /readyz; "store" says whether one of them is usable, which is what counts.
 OPTIONAL = ("postgresql", "outbox")
+# Each count of stored rows in the budget scopes' spend counters waits on Redis at most this long.
+SPEND_REDIS_TIMEOUT = 0.5
 
 
 def spawning(
@@ -95,7 +99,7 @@ class Billing:
         self.batcher = batcher
         self.nc = nc
         outbox = Outbox(nc, subjects)
-        write = functools.partial(store.insert_batch, pool, timeout=settings.write_timeout)
+        write = counted_insert(pool, settings.write_timeout)
         confirm = functools.partial(settle.confirm, pool)
         self.handlers = Handlers(settings, batcher, pool, outbox)
         ledger.publish_prices(settings.prices)
@@ -165,10 +169,30 @@ class Billing:
         await self.batcher.stop(timeout=STOP_TIMEOUT)
 
 
+def counted_insert(
+    pool: asyncpg.Pool, timeout: float | None
+) -> Callable[[Sequence[UsageRow]], Awaitable[dict[str, store.Stored]]]:
+    """``store.insert_batch``, then each stored row counted once in its budget scopes' monthly
+    spend in Redis, its hold dropped (docs/billing.md, "Budget holds")."""
+    counter = SpendCounter(kv.from_env(timeout=SPEND_REDIS_TIMEOUT), redis_keys.from_env())
+
+    async def write(rows: Sequence[UsageRow]) -> dict[str, store.Stored]:
+        stored = await store.insert_batch(pool, rows, timeout=timeout)
+        counted = [
+            (r.uid, r.key_id, stored[r.uid].cost_micros, r.received_at.timestamp())
+            for r in rows
+            if r.uid in stored
+        ]
+        await counter.count(counted)
+        return stored
+
+    return write
+
+
 def started_batcher(settings: config.Settings, pool: asyncpg.Pool) -> Batcher:
     """The group-commit writer of usage rows, running (it needs no connection to start)."""
     batcher = Batcher(
-        functools.partial(store.insert_batch, pool, timeout=settings.write_timeout),
+        counted_insert(pool, settings.write_timeout),
         functools.partial(store.probe_stored, pool, timeout=settings.write_timeout),
         deadline=settings.ack_deadline,
         max_batch=settings.max_batch,

@@ -33,9 +33,11 @@ from .budgets import Budgets
 from .core.admission import Admission
 from .core.body_bytes import BodyBytes
 from .core.deadlines import first_reply_timeout
+from .core.hold import Worst
 from .core.model_label import ModelLabels
 from .deliveries import Deliveries
 from .handlers import Api, ModelLists
+from .holds import HoldStore
 from .key_expiry import KeyExpiry
 from .limits import RateLimiter
 from .middleware import Handler, errors_mw, on_prepare
@@ -151,6 +153,7 @@ async def connect(cfg: Config, subjects: Subjects) -> Edge:
 
     await nc.subscribe(subjects.keys_revoked, cb=on_revoked)
     await nc.subscribe(subjects.keys_changed, cb=on_changed)
+    holds = HoldStore.from_env(limiter.keys)  # None without Redis: the spend alone decides
     api = Api(
         cfg.edge,
         nc,
@@ -158,11 +161,12 @@ async def connect(cfg: Config, subjects: Subjects) -> Edge:
         relay,
         auth,
         limiter,
-        Budgets(subjects),
+        Budgets(subjects, holds=holds, enforcement=cfg.edge.budget_enforcement),
         admission,
         models,
         ModelLabels(catalogue),
         body_bytes,
+        Worst(catalogue),
     )
     ops = Operations(nc, auth)
     status = StackStatus(nc, subjects, ops, limiter.redis)

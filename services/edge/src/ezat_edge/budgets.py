@@ -3,6 +3,12 @@
 is published, so a key over its budget or its team's never reaches a deployment. The rule itself
 (the month, the 403) is core/budget.py's; this module asks billing for the spend and caches it.
 
+Before a request is admitted its worst case (core/hold.py) is held on its key's and its team's
+budget in Redis (holds.py), atomically across edges, so that concurrent requests cannot together
+overshoot a budget (docs/billing.md, "Budget holds"). What follows is the month's spend billing
+reports, which the holds take as a floor and which alone decides when Redis is not configured,
+or is unreachable and ``edge.budget_enforcement`` is "fail_open".
+
 The month's spend is the ``totals.cost_micros`` plus ``totals.pending_cost_micros`` (rows
 awaiting their delivery confirmation count, as holds) of billing's usage query for the key (for a
 team: every key that belongs to it now) since the first of the month (UTC), cached per key and
@@ -18,28 +24,51 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from typing import Literal
 
 import msgspec
 from ezat_common import bus, envelopes, usage_page
 from ezat_common.db import ApiKey
+from ezat_common.errors import GatewayError
+from ezat_common.spend_counter import key_scope, month_of, team_scope
 from ezat_common.subjects import Subjects
 from ezat_common.undecodable import undecodable
 
 from . import metrics as m
-from .core.budget import month_bounds, over_budget, team_over_budget
+from .core.budget import hold_refused, month_bounds, over_budget, team_over_budget
+from .holds import HoldStore, Scope
 
 log = logging.getLogger("ezat.edge.budgets")
 
 TTL = 2.0
 QUERY_TIMEOUT = 1.0
 Owner = tuple[str | None, str | None]  # (key id, None) or (None, team id)
+Enforcement = Literal["fail_closed", "fail_open"]
+
+
+def unavailable() -> GatewayError:
+    """The 503 of a request with a budget while the hold store is unreachable (fail closed)."""
+    return GatewayError(
+        503,
+        "budget: this key's monthly budget cannot be checked right now (the budget hold store "
+        "is unreachable), so the request was not sent; retry shortly",
+        type="api_error",
+        retry_after=5.0,
+    )
 
 
 class Budgets:
     def __init__(
-        self, subjects: Subjects, ttl: float = TTL, clock: Callable[[], float] = time.time
+        self,
+        subjects: Subjects,
+        ttl: float = TTL,
+        clock: Callable[[], float] = time.time,
+        holds: HoldStore | None = None,
+        enforcement: Enforcement = "fail_closed",
     ) -> None:
         self._subjects = subjects
+        self._holds = holds
+        self._enforcement = enforcement
         self._ttl = ttl
         self._clock = clock
         # (key id, None) or (None, team id) -> (month start epoch, spent micros, fetched at)
@@ -67,6 +96,46 @@ class Budgets:
             if error is not None:
                 m.BUDGET_REFUSED.inc()
                 raise error
+
+    async def hold(
+        self, nc: bus.Client, key: ApiKey, uid: str, worst: int, expiry: float
+    ) -> list[str]:
+        """Check ``key``'s budgets (the 403), then hold ``worst`` micro-dollars on each under
+        ``uid`` until ``expiry``; the scopes held, for ``ended`` (none without a hold store)."""
+        await self.check(nc, key)
+        if self._holds is None:
+            return []
+        now = self._clock()
+        scopes = []
+        if key.monthly_budget_micros is not None:
+            spent = await self.spent(nc, key.id, now)  # cached by check(): no second query
+            scopes.append(Scope(key_scope(key.id), key.monthly_budget_micros, spent))
+        if key.team_id is not None and key.team_budget_micros is not None:
+            spent = await self._spent(nc, (None, key.team_id), now)
+            scopes.append(Scope(team_scope(key.team_id), key.team_budget_micros, spent))
+        try:
+            refused = await self._holds.reserve(uid, scopes, worst, month_of(now), expiry)
+        except Exception as exc:
+            m.BUDGET_HOLD_UNAVAILABLE.labels(self._enforcement).inc()
+            log.warning("budget hold store unreachable (%s): %r", self._enforcement, exc)
+            if self._enforcement == "fail_closed":
+                raise unavailable() from None
+            return []
+        if refused is not None:
+            m.BUDGET_REFUSED.inc()
+            team = refused.scope.name.startswith("team:")
+            raise hold_refused(key, team, refused.spent + refused.held, worst, now)
+        return [scope.name for scope in scopes]
+
+    async def ended(self, uid: str, scopes: list[str], free: bool = False) -> None:
+        """The request of ``uid`` ended: its hold waits for its row a short while at most, or,
+        ``free`` (refused before any model ran), is dropped now."""
+        if self._holds is None or not scopes:
+            return
+        try:
+            await self._holds.ended(uid, scopes, free)
+        except Exception as exc:  # the hold then lasts until its deadline: safe, only longer
+            log.warning("could not shorten the budget hold of a finished request: %r", exc)
 
     async def spent(self, nc: bus.Client, key_id: str, now: float) -> int:
         return await self._spent(nc, (key_id, None), now)

@@ -13,6 +13,8 @@ from aiohttp import web
 from ezat_common import bus, envelopes, tracing
 from ezat_common.catalogue import Catalogue
 from ezat_common.config import EdgeConfig
+from ezat_common.db import ApiKey
+from ezat_common.errors import GatewayError
 from ezat_common.subjects import Subjects
 
 from . import metrics as m
@@ -25,6 +27,7 @@ from .call import Call
 from .core.admission import Admission, overloaded
 from .core.attribution import attribution
 from .core.body_bytes import BodyBytes
+from .core.hold import Worst
 from .core.inputs import refused_body
 from .core.model_access import ModelAccess
 from .core.model_label import ModelLabels
@@ -70,6 +73,7 @@ class Api:
     models: ModelLists
     model_labels: ModelLabels
     body_bytes: BodyBytes
+    worst: Worst
 
     async def create_message(self, request: web.Request) -> web.StreamResponse:
         return await self._model_call(request, "messages", "anthropic")
@@ -167,11 +171,43 @@ class Api:
             # Estimated input tokens (limits.py); count_tokens runs no model, so only its
             # request counts (RPM).
             limit_headers.update(await self.limiter.check_tokens(key, len(body), limit_headers))
-        env = envelopes.ClientRequest(
+        uid = new_uid()
+        held: list[str] = []
+        if api != "count_tokens" and self.budgets.limits(key):
+            # Its worst case held on its budgets (budgets.py), after every other refusal.
+            worst = self.worst.of(
+                self.model_labels.of(body), body, request.headers.get("x-ezat-cache") is not None
+            )
+            expiry = time.time() + cfg.budget_hold_seconds
+            held = await self.budgets.hold(self.nc, key, uid, worst, expiry)
+        env = self._envelope(request, rid, uid, api, key, received_at)
+        call = Call(request, rid, fmt, env, limit_headers, started, parent)
+        free = False  # refused with a client error: no model ran, nothing will be charged
+        try:
+            resp = await self._relayed(call, body, api, meter, span, started)
+            free = not resp.prepared and 400 <= resp.status < 500
+            return resp
+        except GatewayError as exc:
+            free = 400 <= exc.status < 500
+            raise
+        finally:
+            if held:
+                await self.budgets.ended(uid, held, free)
+
+    def _envelope(
+        self,
+        request: web.Request,
+        rid: str,
+        uid: str,
+        api: envelopes.Api,
+        key: ApiKey,
+        received_at: float,
+    ) -> envelopes.ClientRequest:
+        return envelopes.ClientRequest(
             request_id=rid,
             # The request's identity inside the gateway; ``rid`` may be chosen (and reused) by
             # clients, so it never identifies a request on its own.
-            uid=new_uid(),
+            uid=uid,
             api=api,
             key_id=key.id,
             reply_to="",
@@ -186,7 +222,16 @@ class Api:
             models=self.models.access.of(key).ids,
             attribution=attributed,
         )
-        call = Call(request, rid, fmt, env, limit_headers, started, parent)
+
+    async def _relayed(
+        self,
+        call: Call,
+        body: bytes,
+        api: envelopes.Api,
+        meter: m.ApiMeters,
+        span: Span | None,
+        started: float,
+    ) -> web.StreamResponse:
         if api == "count_tokens":  # no model runs: not in the latency series
             return await self.relay.run(call, body)
         label = self.model_labels.of(body)

@@ -127,7 +127,15 @@ RATE_LIMITED = LeanCounter(
 RATE_LIMITED_REQUESTS = RATE_LIMITED.labels("requests")
 RATE_LIMITED_TOKENS = RATE_LIMITED.labels("tokens")
 BUDGET_REFUSED = Counter(
-    "ezat_edge_budget_refused_total", "Requests refused 403: their key used its monthly budget"
+    "ezat_edge_budget_refused_total",
+    "Requests refused 403: their key's or team's monthly budget is used, or has too little left "
+    "for the request's worst case once the holds of requests in progress count",
+)
+BUDGET_HOLD_UNAVAILABLE = Counter(
+    "ezat_edge_budget_hold_unavailable_total",
+    "Requests with a budget that found the budget hold store (Redis) unreachable, by what "
+    "edge.budget_enforcement did: fail_closed (503) or fail_open (admitted)",
+    ["enforcement"],
 )
 AUTH_FAILURES = LeanCounter(
     "ezat_edge_auth_failures_total",

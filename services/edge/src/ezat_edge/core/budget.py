@@ -30,8 +30,31 @@ def team_over_budget(key: ApiKey, spent_micros: int, now: float) -> GatewayError
     return _refusal(f"this key's team `{team}` has", key.team_budget_micros, spent_micros, now)
 
 
-def _refusal(who: str, budget: int | None, spent_micros: int, now: float) -> GatewayError | None:
-    if budget is None or spent_micros < budget:
+def hold_refused(
+    key: ApiKey, team: bool, committed_micros: int, worst_micros: int, now: float
+) -> GatewayError:
+    """The 403 for a request whose worst case does not fit in what is left of its key's (or,
+    ``team``, its team's) budget once the month's spend and the holds of the requests in
+    progress (``committed_micros``) are counted: the message of ``over_budget``, saying what the
+    request could cost (docs/billing.md, "Budget holds")."""
+    if team:
+        who = f"this key's team `{key.team_name or key.team_id}` has"
+        budget = key.team_budget_micros or 0
+    else:
+        who, budget = "this key has", key.monthly_budget_micros or 0
+    error = _refusal(who, budget, committed_micros, now, force=True)
+    assert error is not None
+    error.reply.message += (
+        f" (this request could cost up to ${worst_micros / 1_000_000:,.4f}, more than is left; "
+        "spent counts the requests still in progress; a smaller max_tokens may fit)"
+    )
+    return error
+
+
+def _refusal(
+    who: str, budget: int | None, spent_micros: int, now: float, force: bool = False
+) -> GatewayError | None:
+    if budget is None or (spent_micros < budget and not force):
         return None
     _, resets = month_bounds(now)
     return GatewayError(

@@ -1,0 +1,106 @@
+"""The month's spend of each budget scope, counted in Redis by billing as it stores rows
+(docs/billing.md, "Budget holds").
+
+The edge admits a request only if its worst case fits in ``budget - month's spend - holds`` of
+every scope it belongs to (``key:<id>``, ``team:<id>``); reading the spend from PostgreSQL on
+every request would put a database round trip on the request path, so billing keeps a counter per
+scope and month in Redis: when it stores a row it runs ``COUNT`` once, which counts the row's cost
+at most once per uid (``SET NX`` of a per-uid marker), on the key's scope and on every scope the
+request's hold was on (the hold remembers them, so that billing needs no team lookup), and drops
+the hold: the hold is replaced by the row under the same uid, atomically.
+
+Rows a failure could not count are counted again with the next stored rows (up to
+``MAX_WAITING``), so that their holds are replaced soon after Redis is back. A counter lost with
+Redis is not trusted alone: the edge takes the larger of it and the month's spend billing's usage
+query last reported (cached, ``budgets.py``).
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from collections.abc import Sequence
+
+from redis import asyncio as aioredis
+
+from .redis_keys import RedisKeys
+
+log = logging.getLogger("ezat.spend_counter")
+
+Row = tuple[str, str, int, float]  # uid, key id, cost micros, received_at
+# Rows kept to be counted again after a failure (the oldest dropped beyond).
+MAX_WAITING = 10_000
+# A counter and a uid's marker outlive their month by enough for any late row of it.
+TTL_SECONDS = 70 * 24 * 3600
+
+# ARGV: prefix, uid, cost micros, month, the key's scope, ttl.
+COUNT = """
+local p, uid, cost, month, own, ttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+local scopes = {own}
+local listed = redis.call('GET', p .. ':holdof:' .. uid)
+if listed then
+  for s in string.gmatch(listed, '%S+') do
+    if s ~= own then scopes[#scopes + 1] = s end
+  end
+end
+for _, s in ipairs(scopes) do
+  redis.call('HDEL', p .. ':hold:' .. s, uid)
+  redis.call('ZREM', p .. ':holdexp:' .. s, uid)
+end
+redis.call('DEL', p .. ':holdof:' .. uid)
+if redis.call('SET', p .. ':counted:' .. uid, '1', 'NX', 'EX', ttl) then
+  for _, s in ipairs(scopes) do
+    local k = p .. ':spend:' .. s .. ':' .. month
+    redis.call('INCRBY', k, cost)
+    redis.call('EXPIRE', k, ttl)
+  end
+  return 1
+end
+return 0
+"""
+
+
+def month_of(at: float) -> str:
+    """The UTC month (``YYYYMM``) a spend at epoch ``at`` counts in."""
+    return datetime.datetime.fromtimestamp(at, datetime.UTC).strftime("%Y%m")
+
+
+def key_scope(key_id: str) -> str:
+    return f"key:{key_id}"
+
+
+def team_scope(team_id: str) -> str:
+    return f"team:{team_id}"
+
+
+class SpendCounter:
+    """Billing's side: count stored rows in their scopes' monthly counters, exactly once each."""
+
+    def __init__(self, redis: aioredis.Redis | None, keys: RedisKeys) -> None:
+        self._redis = redis
+        self._keys = keys
+        self._count = None if redis is None else redis.register_script(COUNT)
+        self._waiting: list[Row] = []
+
+    async def count(self, rows: Sequence[Row]) -> None:
+        """Count ``(uid, key id, cost micros, received_at)`` rows, in one pipeline, with those a
+        failure left waiting (up to ``MAX_WAITING``, counted again with the next call: a uid is
+        counted once however often it is sent). A failure is logged, never raised: the row is
+        stored, and the edge also reads billing's total."""
+        if self._count is None:
+            return
+        batch = [*self._waiting, *rows]
+        if not batch:
+            return
+        try:
+            async with self._redis.pipeline(transaction=False) as pipe:  # type: ignore[union-attr]
+                for uid, key_id, cost, at in batch:
+                    args: list[str | int] = [self._keys.prefix, uid, cost, month_of(at)]
+                    args += [key_scope(key_id), TTL_SECONDS]
+                    await self._count(args=args, client=pipe)
+                await pipe.execute()
+        except Exception as exc:
+            self._waiting = batch[-MAX_WAITING:]
+            log.warning("could not count %d stored rows in the spend counters: %r", len(batch), exc)
+        else:
+            self._waiting = []

@@ -1,0 +1,137 @@
+"""The budget hold store in Redis (docs/billing.md, "Budget holds"; keys: redis_keys.py).
+
+One Lua script, one round trip at admission: for every scope of the request (``key:<id>``,
+``team:<id>``) it drops the holds past their expiry, then admits the request only if its worst
+case fits in ``budget - month's spend - holds`` of every scope, and if so holds it on each, under
+the request's uid, until the request's deadline (so a holder that dies never leaks a hold). The
+month's spend is the larger of billing's counter (``ezat_common/spend_counter.py``) and the spend
+billing's usage query last reported (passed in). When the request ends, its hold is kept for
+``SETTLE_GRACE`` seconds more at most: billing replaces it with the row under the same uid
+(counting the row, dropping the hold) as soon as the row is stored; a request that leaves no row
+frees its hold then.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from ezat_common import kv
+from ezat_common.redis_keys import RedisKeys
+from msgspec import Struct
+from redis import asyncio as aioredis
+
+# Each admission waits on Redis at most this long (for a free connection, then the answer), on
+# at most HOLD_CONNECTIONS connections per edge.
+REDIS_TIMEOUT = 2.0
+HOLD_CONNECTIONS = 64
+# Seconds a finished request's hold may wait for billing to store its row (and replace it).
+SETTLE_GRACE = 30.0
+# Seconds a scope's hash and sorted set of holds outlive their latest hold.
+_IDLE = 86400
+
+# KEYS: per scope (holds, expiries, spend counter) then the uid's scope list.
+# ARGV: uid, amount, now, expiry, scope count, then per scope (budget, reported spend), scopes.
+RESERVE = """
+local uid, amount, now = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local expiry, n = tonumber(ARGV[4]), tonumber(ARGV[5])
+for i = 1, n do
+  local h, e, s = KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i]
+  local dead = redis.call('ZRANGEBYSCORE', e, '-inf', now)
+  for _, u in ipairs(dead) do redis.call('HDEL', h, u) end
+  if #dead > 0 then redis.call('ZREMRANGEBYSCORE', e, '-inf', now) end
+  local held = 0
+  for _, v in ipairs(redis.call('HVALS', h)) do held = held + tonumber(v) end
+  held = held - tonumber(redis.call('HGET', h, uid) or '0')
+  local spent = math.max(tonumber(redis.call('GET', s) or '0'), tonumber(ARGV[5 + 2 * i]))
+  if spent + held + amount > tonumber(ARGV[4 + 2 * i]) then
+    return {i, string.format('%.0f', spent), string.format('%.0f', held)}
+  end
+end
+for i = 1, n do
+  local h, e = KEYS[3 * i - 2], KEYS[3 * i - 1]
+  redis.call('HSET', h, uid, amount)
+  redis.call('ZADD', e, expiry, uid)
+  redis.call('EXPIRE', h, ARGV[7 + 2 * n])
+  redis.call('EXPIRE', e, ARGV[7 + 2 * n])
+end
+redis.call('SET', KEYS[3 * n + 1], ARGV[6 + 2 * n], 'EX', ARGV[7 + 2 * n])
+return {0, '0', '0'}
+"""
+
+# KEYS: per scope the holds and the expiries, then the uid's scope list. ARGV: uid, the latest
+# the hold may now last, "1" to drop it now (its request can cost nothing).
+SHORTEN = """
+local n = (#KEYS - 1) / 2
+for i = 1, n do
+  local h, e = KEYS[2 * i - 1], KEYS[2 * i]
+  if ARGV[3] == '1' then
+    redis.call('HDEL', h, ARGV[1])
+    redis.call('ZREM', e, ARGV[1])
+  else
+    local at = redis.call('ZSCORE', e, ARGV[1])
+    if at and tonumber(at) > tonumber(ARGV[2]) then redis.call('ZADD', e, ARGV[2], ARGV[1]) end
+  end
+end
+if ARGV[3] == '1' then redis.call('DEL', KEYS[#KEYS]) end
+return 0
+"""
+
+
+class Scope(Struct, frozen=True):
+    """One budget a request counts against: its name, limit and billing's reported spend."""
+
+    name: str
+    budget: int
+    reported: int
+
+
+class Refused(Struct, frozen=True):
+    """The scope a hold did not fit in, with its month's spend and what others hold on it."""
+
+    scope: Scope
+    spent: int
+    held: int
+
+
+class HoldStore:
+    @classmethod
+    def from_env(cls, keys: RedisKeys) -> HoldStore | None:
+        redis = kv.pooled_from_env(timeout=REDIS_TIMEOUT, connections=HOLD_CONNECTIONS)
+        return None if redis is None else cls(redis, keys)
+
+    def __init__(self, redis: aioredis.Redis, keys: RedisKeys) -> None:
+        self._keys = keys
+        self._reserve = redis.register_script(RESERVE)
+        self._shorten = redis.register_script(SHORTEN)
+
+    async def reserve(
+        self, uid: str, scopes: Sequence[Scope], amount: int, month: str, expiry: float
+    ) -> Refused | None:
+        """Hold ``amount`` on every scope until ``expiry`` (epoch seconds), or none of them and
+        the first scope it does not fit in. Raises when Redis does not answer."""
+        keys: list[str] = []
+        args: list[str | int | float] = [uid, amount, time.time(), expiry, len(scopes)]
+        for scope in scopes:
+            keys += [
+                self._keys.holds(scope.name),
+                self._keys.hold_expiries(scope.name),
+                self._keys.spend(scope.name, month),
+            ]
+            args += [scope.budget, scope.reported]
+        keys.append(self._keys.hold_scopes(uid))
+        args += [" ".join(s.name for s in scopes), int(max(expiry - time.time(), 0)) + _IDLE]
+        index, spent, held = await self._reserve(keys=keys, args=args)
+        if int(index) == 0:
+            return None
+        return Refused(scopes[int(index) - 1], int(spent), int(held))
+
+    async def ended(self, uid: str, scopes: Sequence[str], free: bool = False) -> None:
+        """The request ended: its hold lasts ``SETTLE_GRACE`` more seconds at most, or, ``free``
+        (it was refused before any model ran: nothing to charge), is dropped now."""
+        keys: list[str] = []
+        for name in scopes:
+            keys += [self._keys.holds(name), self._keys.hold_expiries(name)]
+        keys.append(self._keys.hold_scopes(uid))
+        args: list[str | float] = [uid, time.time() + SETTLE_GRACE, "1" if free else "0"]
+        await self._shorten(keys=keys, args=args)
