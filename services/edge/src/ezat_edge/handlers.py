@@ -180,7 +180,7 @@ class Api:
             )
             expiry = time.time() + cfg.budget_hold_seconds
             held = await self.budgets.hold(self.nc, key, uid, worst, expiry)
-        env = self._envelope(request, rid, uid, api, key, received_at)
+        env = self._envelope(request, rid, uid, api, key, received_at, attributed)
         call = Call(request, rid, fmt, env, limit_headers, started, parent)
         free = False  # refused with a client error: no model ran, nothing will be charged
         try:
@@ -202,6 +202,7 @@ class Api:
         api: envelopes.Api,
         key: ApiKey,
         received_at: float,
+        attributed: envelopes.Attribution,
     ) -> envelopes.ClientRequest:
         return envelopes.ClientRequest(
             request_id=rid,
