@@ -28,7 +28,7 @@ import openai
 from ezat_cli.infra import free_port, stop_process, wait_port
 from ezat_cli.stack import Stack
 from prometheus_client.parser import text_string_to_metric_families
-from support.clients import register
+from support.clients import register, track
 
 Kind = Literal["anthropic-stream", "anthropic-json", "openai-stream", "openai-json"]
 KINDS: tuple[Kind, ...] = ("anthropic-stream", "anthropic-json", "openai-stream", "openai-json")
@@ -79,16 +79,20 @@ class Gateway:
 
     def anthropic(self) -> anthropic.AsyncAnthropic:
         if "anthropic" not in self._clients:
-            self._clients["anthropic"] = anthropic.AsyncAnthropic(
-                base_url=self.url, api_key=self.key, max_retries=0
+            # Tracked as well: a Gateway made inside a test is gone before the test's end, and
+            # its clients must still be closed then, not left to the garbage collector.
+            self._clients["anthropic"] = track(
+                anthropic.AsyncAnthropic(base_url=self.url, api_key=self.key, max_retries=0)
             )
         client: anthropic.AsyncAnthropic = self._clients["anthropic"]
         return client
 
     def openai(self) -> openai.AsyncOpenAI:
         if "openai" not in self._clients:
-            self._clients["openai"] = openai.AsyncOpenAI(
-                base_url=self.url + "/openai/v1", api_key=self.key, max_retries=0
+            self._clients["openai"] = track(
+                openai.AsyncOpenAI(
+                    base_url=self.url + "/openai/v1", api_key=self.key, max_retries=0
+                )
             )
         client: openai.AsyncOpenAI = self._clients["openai"]
         return client

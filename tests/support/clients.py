@@ -45,7 +45,8 @@ def track(client: C) -> C:
 
 
 def register(owner: Closes) -> None:
-    """Have ``owner.aclose()`` called after every test (``owner`` is not kept alive by it)."""
+    """Have ``owner.aclose()`` called after every test (``owner`` is not kept alive by it, so an
+    owner made inside a test may be gone by then: it ``track``s the clients it makes too)."""
     _owners[id(owner)] = owner
 
 
