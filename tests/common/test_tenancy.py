@@ -1,11 +1,11 @@
 """The tenancy rules (ezat_common/tenancy.py): a key's models are its list intersected with its
-team's, and a key expires at its expires_at or at the end of a rotation's overlap."""
+team's (expiry is tests/edge/core/test_authorization.py's)."""
 
 from __future__ import annotations
 
 import pytest
 from ezat_common.db import ApiKey
-from ezat_common.tenancy import allowed_models, expired, may_use, rfc3339
+from ezat_common.tenancy import allowed_models, rfc3339
 
 
 def key(**fields: object) -> ApiKey:
@@ -29,26 +29,6 @@ def test_a_keys_models_are_its_list_intersected_with_its_teams(
 ) -> None:
     k = key(models=own, team_models=team)
     assert allowed_models(k) == (None if allowed is None else frozenset(allowed))
-    for model in ("a", "b", "c", "d"):
-        assert may_use(k, model) == (allowed is None or model in allowed)
-
-
-@pytest.mark.parametrize(
-    ("expires_at", "secret_valid_until", "now", "is_expired"),
-    [
-        (None, None, 1e12, False),
-        (100.0, None, 99.9, False),
-        (100.0, None, 100.0, True),
-        (None, 50.0, 49.0, False),
-        (None, 50.0, 50.0, True),
-        (100.0, 50.0, 60.0, True),
-    ],
-)
-def test_expiry(
-    expires_at: float | None, secret_valid_until: float | None, now: float, is_expired: bool
-) -> None:
-    k = key(expires_at=expires_at, secret_valid_until=secret_valid_until)
-    assert expired(k, now) is is_expired
 
 
 def test_rfc3339_is_utc_to_the_second() -> None:

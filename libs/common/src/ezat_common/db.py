@@ -170,8 +170,8 @@ def new_secret() -> str:
 
 
 # The key a secret names (its current one, or the one its last rotation replaced: valid while
-# the overlap lasts, then refused as rotated rather than unknown, tenancy.expired), with its
-# team's list and limits: one indexed query, run on a cache miss only.
+# the overlap lasts, then refused as rotated rather than unknown: the edge's
+# core/authorization.py), with its team's list and limits: one indexed query, on a cache miss.
 _FIND_KEY = """
 SELECT k.*, t.name AS team_name, t.models AS team_models, t.rpm AS team_rpm,
        t.tpm AS team_tpm, t.monthly_budget_micros AS team_budget_micros,

@@ -1,5 +1,6 @@
 """Tenancy rules every service applies the same way (docs/tenancy.md): which models a key may
-name, whether it has expired, and the broadcast that tells the edges a key or team changed.
+name, and the broadcast that tells the edges a key or team changed. Expiry and the end of a
+rotation's overlap are the edge's (ezat_edge/core/authorization.py).
 
 Pure: no I/O. A key's models are its own list intersected with its team's; ``None`` at a level
 means that level allows every model.
@@ -32,18 +33,6 @@ def allowed_models(key: ApiKey) -> frozenset[str] | None:
     if team is None:
         return frozenset(own)
     return frozenset(own) & frozenset(team)
-
-
-def may_use(key: ApiKey, model: str) -> bool:
-    allowed = allowed_models(key)
-    return allowed is None or model in allowed
-
-
-def expired(key: ApiKey, now: float) -> bool:
-    """Past its ``expires_at``, or presented with a secret whose rotation overlap has ended."""
-    if key.expires_at is not None and now >= key.expires_at:
-        return True
-    return key.secret_valid_until is not None and now >= key.secret_valid_until
 
 
 def rfc3339(epoch: float) -> str:
