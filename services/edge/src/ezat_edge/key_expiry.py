@@ -31,7 +31,15 @@ JUST_EXPIRED = 86400.0
 QUERY_TIMEOUT = 5.0
 # Seconds between looks for the pool while the edge is still connecting to PostgreSQL.
 POOL_WAIT = 1.0
-_DB_ERRORS = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
+# InternalClientError: a connection the server terminated while asyncpg was between states (seen
+# once in CI: "cannot switch to state 12"); it is not an InterfaceError.
+_DB_ERRORS = (
+    OSError,
+    TimeoutError,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
+)
 
 # One row per team (NULL: keys without a team), soonest first. Beyond the kept teams only the
 # first row matters (the folded teams' soonest), and a team named "none" may share the label of
