@@ -17,7 +17,11 @@ from ezat_billing import settle, store
 from ezat_common import envelopes, outbox
 from ezat_common.envelopes import Delivered
 from ezat_common.outbox import Outbox
+from ezat_common.redis_keys import RedisKeys
+from ezat_common.spend_counter import SpendCounter, key_scope, month_of, team_scope
 from ezat_common.subjects import Subjects
+from ezat_edge.holds import HoldStore, Scope
+from redis import asyncio as aioredis
 
 from .factories import record, row
 
@@ -164,3 +168,41 @@ def test_the_outbox_decoder_tells_records_from_confirmations() -> None:
     assert envelopes.decode_outbox(envelopes.encode(Delivered(uids=["a"]))) == Delivered(uids=["a"])
     with pytest.raises(msgspec.ValidationError):
         envelopes.decode_outbox(envelopes.encode(envelopes.HealthReply(service="x", ok=True)))
+
+
+async def test_a_record_settled_undelivered_no_longer_spends_its_budgets(
+    pool: asyncpg.Pool, key_id: str, redis_url: str
+) -> None:
+    """A complete record counted in its key's and team's monthly spend (the hold's scopes) is
+    taken back from both once it is settled undelivered; a confirmed one stays counted; a second
+    settling, or the row stored again, changes nothing (docs/billing.md, "Budget holds")."""
+    keys = RedisKeys(f"uncount{uuid.uuid4().hex[:8]}")
+    client = aioredis.from_url(redis_url)
+    try:
+        counter, holds = SpendCounter(client, keys), HoldStore(client, keys)
+        month = month_of(time.time())
+        scopes = [Scope(key_scope(key_id), 10**9, 0), Scope(team_scope("t1"), 10**9, 0)]
+        delivered = row(key_id=key_id, request_id="delivered", uid=uuid.uuid4().hex)
+        lost = row(key_id=key_id, request_id="lost", uid=uuid.uuid4().hex)
+        for r in (delivered, lost):
+            assert await holds.reserve(r.uid, scopes, 10**6, month, time.time() + 60) is None
+        stored = await store.insert_batch(pool, [delivered, lost])
+        counted = [(r.uid, key_id, stored[r.uid].cost_micros, r.received_at.timestamp())
+                   for r in (delivered, lost)]  # fmt: skip
+        await counter.count(counted)
+        both = delivered.cost_micros + lost.cost_micros
+
+        async def spend() -> list[int]:
+            values = [await client.get(keys.spend(s.name, month)) for s in scopes]
+            return [int(v or 0) for v in values]
+
+        assert await spend() == [both, both]
+        await settle.confirm(pool, [delivered.uid])
+        await age(pool, key_id, AFTER + 1)
+        assert await settle.settle_due(pool, AFTER, time.time(), uncount=counter.uncount) == (0, 1)
+        assert await spend() == [delivered.cost_micros, delivered.cost_micros]
+        await counter.uncount([counted[1]])  # taken back once
+        await counter.count([counted[1]])  # a late redelivery of its row: not counted again
+        assert await spend() == [delivered.cost_micros, delivered.cost_micros]
+    finally:
+        await client.aclose()

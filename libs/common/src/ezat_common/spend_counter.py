@@ -9,6 +9,11 @@ at most once per uid (``SET NX`` of a per-uid marker), on the key's scope and on
 request's hold was on (the hold remembers them, so that billing needs no team lookup), and drops
 the hold: the hold is replaced by the row under the same uid, atomically.
 
+A row settled ``undelivered`` (its cost voided: the client never got the answer) is taken back
+once (``UNCOUNT``) from the scopes it was counted on: the per-uid marker names them, so no team
+lookup is needed then either, and a row counted before markers named their scopes (``1``) is left
+counted (the counter errs on the budget's side).
+
 Rows a failure could not count are counted again with the next stored rows (up to
 ``MAX_WAITING``), so that their holds are replaced soon after Redis is back. A counter lost with
 Redis is not trusted alone: the edge takes the larger of it and the month's spend billing's usage
@@ -48,7 +53,7 @@ for _, s in ipairs(scopes) do
   redis.call('ZREM', p .. ':holdexp:' .. s, uid)
 end
 redis.call('DEL', p .. ':holdof:' .. uid)
-if redis.call('SET', p .. ':counted:' .. uid, '1', 'NX', 'EX', ttl) then
+if redis.call('SET', p .. ':counted:' .. uid, table.concat(scopes, ' '), 'NX', 'EX', ttl) then
   for _, s in ipairs(scopes) do
     local k = p .. ':spend:' .. s .. ':' .. month
     redis.call('INCRBY', k, cost)
@@ -57,6 +62,20 @@ if redis.call('SET', p .. ':counted:' .. uid, '1', 'NX', 'EX', ttl) then
   return 1
 end
 return 0
+"""
+
+# ARGV: prefix, uid, cost micros, month. The marker becomes "-" (taken back), keeping its TTL, so
+# that a second settling of the same uid, or a late redelivery of its row, changes nothing.
+UNCOUNT = """
+local p, uid, cost, month = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local marker = p .. ':counted:' .. uid
+local scopes = redis.call('GET', marker)
+if (not scopes) or scopes == '-' or scopes == '1' then return 0 end
+for s in string.gmatch(scopes, '%S+') do
+  redis.call('DECRBY', p .. ':spend:' .. s .. ':' .. month, cost)
+end
+redis.call('SET', marker, '-', 'KEEPTTL')
+return 1
 """
 
 
@@ -80,7 +99,9 @@ class SpendCounter:
         self._redis = redis
         self._keys = keys
         self._count = None if redis is None else redis.register_script(COUNT)
+        self._uncount = None if redis is None else redis.register_script(UNCOUNT)
         self._waiting: list[Row] = []
+        self._voided: list[Row] = []
 
     async def count(self, rows: Sequence[Row]) -> None:
         """Count ``(uid, key id, cost micros, received_at)`` rows, in one pipeline, with those a
@@ -104,3 +125,27 @@ class SpendCounter:
             log.warning("could not count %d stored rows in the spend counters: %r", len(batch), exc)
         else:
             self._waiting = []
+
+    async def uncount(self, rows: Sequence[Row]) -> None:
+        """Take back ``(uid, key id, counted cost micros, received_at)`` rows settled undelivered
+        from the scopes each was counted on, once per uid, with those a failure left waiting
+        (up to ``MAX_WAITING``). A failure is logged, never raised: the counter then errs on the
+        budget's side, and the edge also reads billing's total, which no longer charges them."""
+        if self._uncount is None:
+            return
+        batch = [*self._voided, *rows]
+        if not batch:
+            return
+        try:
+            async with self._redis.pipeline(transaction=False) as pipe:  # type: ignore[union-attr]
+                for uid, _key_id, cost, at in batch:
+                    args: list[str | int] = [self._keys.prefix, uid, cost, month_of(at)]
+                    await self._uncount(args=args, client=pipe)
+                await pipe.execute()
+        except Exception as exc:
+            self._voided = batch[-MAX_WAITING:]
+            log.warning(
+                "could not take %d voided rows back from the spend counters: %r", len(batch), exc
+            )
+        else:
+            self._voided = []

@@ -106,10 +106,14 @@ class Billing:
         self.drainer = Drain(nc, subjects, outbox, self.handlers.row_for, write, confirm)
         self.handlers.barrier = self.drainer.barrier
         drained = functools.partial(drained_before, nc, subjects)
+        # Rows settled undelivered no longer spend their budgets (docs/billing.md).
+        counter = SpendCounter(kv.from_env(timeout=SPEND_REDIS_TIMEOUT), redis_keys.from_env())
         self.settler = Periodic(
             "billing-settle",
             settle.SETTLE_EVERY,
-            functools.partial(settle.settle_round, pool, settings.delivery_confirm, drained),
+            functools.partial(
+                settle.settle_round, pool, settings.delivery_confirm, drained, counter.uncount
+            ),
         )
         self.backlog = backlog.Backlog(nc, subjects)
         self.backlog_reader = Periodic(

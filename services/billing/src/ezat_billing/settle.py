@@ -21,6 +21,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 
 import asyncpg
+from ezat_common.spend_counter import Row
 
 from . import ledger, metrics
 
@@ -34,6 +35,8 @@ UNDELIVERED = "undelivered"
 
 # Unix seconds before which every outbox message has been drained; None when unknown.
 DrainedBefore = Callable[[], Awaitable[float | None]]
+# Takes rows settled undelivered back from the budgets' spend counters (SpendCounter.uncount).
+Uncount = Callable[[Sequence[Row]], Awaitable[None]]
 
 _CLEAR = (
     "UPDATE usage_records r SET awaiting_delivery = false"
@@ -44,7 +47,8 @@ _CLEAR = (
 _KEEP = "INSERT INTO usage_deliveries (uid) SELECT unnest($1::text[]) ON CONFLICT (uid) DO NOTHING"
 _SETTLE = f"""
 WITH due AS (
-    SELECT r.uid, EXISTS (SELECT 1 FROM usage_deliveries d WHERE d.uid = r.uid) AS delivered
+    SELECT r.uid, r.cost_micros AS counted_cost,
+        EXISTS (SELECT 1 FROM usage_deliveries d WHERE d.uid = r.uid) AS delivered
     FROM usage_records r
     WHERE r.awaiting_delivery
       AND r.recorded_at < LEAST(now(), to_timestamp($2::float8)) - make_interval(secs => $1)
@@ -58,7 +62,7 @@ UPDATE usage_records r SET
     cost_micros = CASE WHEN due.delivered THEN r.cost_micros ELSE 0 END,
     error_type = CASE WHEN due.delivered THEN r.error_type ELSE '{UNDELIVERED}' END
 FROM due WHERE r.uid = due.uid
-RETURNING {ledger.RETURNING}, due.delivered
+RETURNING {ledger.RETURNING}, due.delivered, r.uid, r.key_id, due.counted_cost, r.received_at
 """
 _PRUNE = f"DELETE FROM usage_deliveries WHERE delivered_at < now() - interval '{KEEP_DELIVERIES}'"
 
@@ -79,24 +83,37 @@ async def confirm(pool: asyncpg.Pool, uids: Sequence[str], timeout: float = 5.0)
 
 
 async def settle_due(
-    pool: asyncpg.Pool, after: float, drained_before: float, timeout: float = 10.0
+    pool: asyncpg.Pool,
+    after: float,
+    drained_before: float,
+    timeout: float = 10.0,
+    uncount: Uncount | None = None,
 ) -> tuple[int, int]:
     """Settle the records whose confirmation time is up: stored more than ``after`` s before
     ``drained_before`` (Unix seconds; every confirmation published earlier has been applied) and
-    before now. Returns how many were (kept, voided)."""
+    before now; the voided ones go to ``uncount`` (their cost no longer spends a budget).
+    Returns how many were (kept, voided)."""
     kept = voided = 0
     while True:
         async with pool.acquire(timeout=timeout) as conn, conn.transaction():
             rows = await conn.fetch(_SETTLE, after, drained_before, timeout=timeout)
         ledger.count(rows)  # committed, with their final status and cost
-        batch_voided = sum(1 for r in rows if not r["delivered"])
-        kept += len(rows) - batch_voided
-        voided += batch_voided
+        lost = [
+            (r["uid"], r["key_id"], r["counted_cost"], r["received_at"].timestamp())
+            for r in rows
+            if not r["delivered"]
+        ]
+        if uncount is not None and lost:
+            await uncount(lost)
+        kept += len(rows) - len(lost)
+        voided += len(lost)
         if len(rows) < SETTLE_BATCH:
             return kept, voided
 
 
-async def settle_round(pool: asyncpg.Pool, after: float, drained: DrainedBefore) -> None:
+async def settle_round(
+    pool: asyncpg.Pool, after: float, drained: DrainedBefore, uncount: Uncount | None = None
+) -> None:
     """One round (billing runs it every ``SETTLE_EVERY`` s, ``periodic.Periodic``)."""
     drained_before = await drained()
     if drained_before is None:  # JetStream away: confirmations may be waiting there
@@ -108,7 +125,7 @@ async def settle_round(pool: asyncpg.Pool, after: float, drained: DrainedBefore)
             "settling held back: the usage outbox still holds messages of %.0f s ago", behind
         )
     try:
-        kept, voided = await settle_due(pool, after, drained_before)
+        kept, voided = await settle_due(pool, after, drained_before, uncount=uncount)
         await pool.execute(_PRUNE, timeout=10.0)
     except Exception as exc:  # PostgreSQL away: the next round settles what is due
         log.warning("settling delivered records failed: %r", exc)
