@@ -74,8 +74,9 @@ async def test_no_redis_url_is_no_client(monkeypatch: pytest.MonkeyPatch) -> Non
 async def test_a_pooled_client_waits_for_a_connection_within_its_bound(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.delenv("EZAT_BUDGET_REDIS_URL", raising=False)
     monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:1")
-    client = kv.pooled_from_env(timeout=0.3, connections=7)
+    client = kv.pooled_budget_store(timeout=0.3, connections=7)
     assert client is not None
     try:
         pool = client.connection_pool
@@ -85,4 +86,27 @@ async def test_a_pooled_client_waits_for_a_connection_within_its_bound(
     finally:
         await client.aclose()
     monkeypatch.setenv("REDIS_URL", "")
-    assert kv.pooled_from_env(timeout=0.3, connections=7) is None
+    assert kv.pooled_budget_store(timeout=0.3, connections=7) is None
+
+
+async def test_budgets_use_their_own_redis_when_one_is_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    """EZAT_BUDGET_REDIS_URL (one store every region shares: docs/billing.md, "Across regions")
+    serves the holds and spend counters; rate limits and the rest keep REDIS_URL."""
+    monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:1/0")
+    monkeypatch.setenv("EZAT_BUDGET_REDIS_URL", "redis://127.0.0.2:2/3")
+    clients = [
+        kv.from_env(timeout=0.5),
+        kv.from_env(timeout=0.5, budgets=True),
+        kv.pooled_budget_store(timeout=0.5, connections=2),
+    ]
+    try:
+        seen = []
+        for client in clients:
+            assert client is not None
+            kwargs = client.connection_pool.connection_kwargs
+            seen.append((kwargs["host"], kwargs["port"], kwargs["db"]))
+        assert seen == [("127.0.0.1", 1, 0), ("127.0.0.2", 2, 3), ("127.0.0.2", 2, 3)]
+    finally:
+        for client in clients:
+            if client is not None:
+                await client.aclose()

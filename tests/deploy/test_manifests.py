@@ -615,3 +615,20 @@ def test_backend_drains_fit_in_the_grace_period() -> None:
         pre_stop = float(command[1])
         # Cleanup after the deadline: the router's cancel grace and usage flush, NATS drain.
         assert spec["terminationGracePeriodSeconds"] >= pre_stop + drain + 10, svc
+
+
+@pytest.mark.parametrize("service", ["edge", "billing"])
+def test_the_budget_store_is_reachable_where_budgets_are_held_and_counted(service: str) -> None:
+    """The edge holds budgets and billing counts the rows that replace the holds, both in Redis
+    (docs/billing.md, "Budget holds"): each gets REDIS_URL, the optional shared budget Redis
+    (EZAT_BUDGET_REDIS_URL, "Across regions"), and egress to Redis's port."""
+    dep = next(d for p, d in ALL_DOCS if p.name == f"{service}.yaml" and d["kind"] == "Deployment")
+    env = {e["name"]: e for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["REDIS_URL"]["valueFrom"]["secretKeyRef"]["name"] == "ezat-redis"
+    budget = env["EZAT_BUDGET_REDIS_URL"]["valueFrom"]["secretKeyRef"]
+    assert (budget["name"], budget.get("optional")) == ("ezat-budget-redis", True)
+    policy = dict(_policies())[f"networkpolicies.yaml:ezat-{service}"]
+    egress_ports = {
+        p["port"] for rule in policy["spec"].get("egress") or [] for p in rule.get("ports", [])
+    }
+    assert 6379 in egress_ports

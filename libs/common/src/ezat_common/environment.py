@@ -21,6 +21,8 @@ NATS_URL = "NATS_URL"
 JETSTREAM_REPLICAS = "EZAT_JETSTREAM_REPLICAS"
 DATABASE_URL = "DATABASE_URL"
 REDIS_URL = "REDIS_URL"
+# The budget hold store and spend counters (docs/billing.md, "Across regions"); REDIS_URL if unset.
+BUDGET_REDIS_URL = "EZAT_BUDGET_REDIS_URL"
 LOG_LEVEL = "EZAT_LOG_LEVEL"
 DRAIN_DIR = "EZAT_DRAIN_DIR"
 TAKE_OVER_FROM = "EZAT_TAKE_OVER_FROM"
@@ -109,6 +111,12 @@ def database_url() -> str:
 def redis_url() -> str | None:
     """None (unset or empty): this process runs without Redis, which only degrades."""
     return _set(REDIS_URL)
+
+
+def budget_redis_url() -> str | None:
+    """The Redis of budget holds and spend counters, which every region's edges and billing must
+    share for a budget to hold across regions: ``EZAT_BUDGET_REDIS_URL``, else ``REDIS_URL``."""
+    return _set(BUDGET_REDIS_URL) or redis_url()
 
 
 def log_level() -> str:

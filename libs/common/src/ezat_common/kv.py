@@ -10,7 +10,7 @@ Each caller keeps its own bound, because the bound is what Redis trouble adds to
 the edge's limits 0.5 s (every limited request waits on it), the translator's thinking store
 0.25 s (a tool turn waits on it, and losing the thinking only degrades), the router
 ``router.redis_timeout`` (0.1 s by default; every session request reads its binding), the edge's
-budget holds 2 s on a waiting pool (``pooled_from_env``: a burst must not read as an outage where
+budget holds 2 s on a waiting pool (``pooled_budget_store``: a burst must not read as an outage where
 an outage refuses requests), billing's spend counters 0.5 s.
 """
 
@@ -41,17 +41,18 @@ def connect(url: str, *, timeout: float) -> aioredis.Redis:
     )
 
 
-def from_env(*, timeout: float) -> aioredis.Redis | None:
-    """A client for ``REDIS_URL``, or None when it is unset: the caller then runs without Redis."""
-    url = environment.redis_url()
+def from_env(*, timeout: float, budgets: bool = False) -> aioredis.Redis | None:
+    """A client for ``REDIS_URL`` (``budgets``: the budget store's, ``EZAT_BUDGET_REDIS_URL``
+    or else ``REDIS_URL``), or None when it is unset: the caller then runs without Redis."""
+    url = environment.budget_redis_url() if budgets else environment.redis_url()
     return connect(url, timeout=timeout) if url else None
 
 
-def pooled_from_env(*, timeout: float, connections: int) -> aioredis.Redis | None:
-    """``from_env``, but at most ``connections`` at once, a call beyond them waiting up to
-    ``timeout`` for one to be free (redis-py's default pool refuses the 101st call at once:
-    a burst must not read as Redis being down, where that refuses requests)."""
-    url = environment.redis_url()
+def pooled_budget_store(*, timeout: float, connections: int) -> aioredis.Redis | None:
+    """``from_env(budgets=True)``, but at most ``connections`` at once, a call beyond them
+    waiting up to ``timeout`` for one to be free (redis-py's default pool refuses the 101st call
+    at once: a burst must not read as Redis being down, where that refuses requests)."""
+    url = environment.budget_redis_url()
     if not url:
         return None
     bound = max(timeout, _SHORTEST)

@@ -107,7 +107,7 @@ class Billing:
         self.handlers.barrier = self.drainer.barrier
         drained = functools.partial(drained_before, nc, subjects)
         # Rows settled undelivered no longer spend their budgets (docs/billing.md).
-        counter = SpendCounter(kv.from_env(timeout=SPEND_REDIS_TIMEOUT), redis_keys.from_env())
+        counter = spend_counter()
         self.settler = Periodic(
             "billing-settle",
             settle.SETTLE_EVERY,
@@ -173,12 +173,19 @@ class Billing:
         await self.batcher.stop(timeout=STOP_TIMEOUT)
 
 
+def spend_counter() -> SpendCounter:
+    """The budgets' monthly spend counters, in the budget store (docs/billing.md)."""
+    return SpendCounter(
+        kv.from_env(timeout=SPEND_REDIS_TIMEOUT, budgets=True), redis_keys.from_env()
+    )
+
+
 def counted_insert(
     pool: asyncpg.Pool, timeout: float | None
 ) -> Callable[[Sequence[UsageRow]], Awaitable[dict[str, store.Stored]]]:
     """``store.insert_batch``, then each stored row counted once in its budget scopes' monthly
     spend in Redis, its hold dropped (docs/billing.md, "Budget holds")."""
-    counter = SpendCounter(kv.from_env(timeout=SPEND_REDIS_TIMEOUT), redis_keys.from_env())
+    counter = spend_counter()
 
     async def write(rows: Sequence[UsageRow]) -> dict[str, store.Stored]:
         stored = await store.insert_batch(pool, rows, timeout=timeout)

@@ -97,7 +97,7 @@ class Refused(Struct, frozen=True):
 class HoldStore:
     @classmethod
     def from_env(cls, keys: RedisKeys) -> HoldStore | None:
-        redis = kv.pooled_from_env(timeout=REDIS_TIMEOUT, connections=HOLD_CONNECTIONS)
+        redis = kv.pooled_budget_store(timeout=REDIS_TIMEOUT, connections=HOLD_CONNECTIONS)
         return None if redis is None else cls(redis, keys)
 
     def __init__(self, redis: aioredis.Redis, keys: RedisKeys) -> None:
