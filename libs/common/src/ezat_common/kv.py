@@ -10,8 +10,9 @@ Each caller keeps its own bound, because the bound is what Redis trouble adds to
 the edge's limits 0.5 s (every limited request waits on it), the translator's thinking store
 0.25 s (a tool turn waits on it, and losing the thinking only degrades), the router
 ``router.redis_timeout`` (0.1 s by default; every session request reads its binding), the edge's
-budget holds 2 s on a waiting pool (``pooled_budget_store``: a burst must not read as an outage where
-an outage refuses requests), billing's spend counters 0.5 s.
+budget holds 2 s on a waiting pool (``pooled_budget_store``: a burst must not read as an outage
+where an outage refuses requests), billing's spend counters 0.5 s. Budgets may have a Redis of
+their own, shared by every region (``EZAT_BUDGET_REDIS_URL``, docs/billing.md).
 """
 
 from __future__ import annotations
