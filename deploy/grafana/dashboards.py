@@ -21,8 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from grafana_foundation_sdk.builders import dashboard, prometheus, stat, timeseries
+from ezat_common.spend_store import spend_sql
+from grafana_foundation_sdk.builders import dashboard, prometheus, stat, table, timeseries
+from grafana_foundation_sdk.cog.builder import Builder
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.cog.runtime import UnknownDataquery
+from grafana_foundation_sdk.cog.variants import Dataquery
 from grafana_foundation_sdk.models.dashboard import DataSourceRef, VariableRefresh, VariableSort
 
 HERE = Path(__file__).resolve().parent
@@ -45,6 +49,9 @@ class Panel:
     unit: str
     queries: tuple[Query, ...]
     stat: bool = False
+    # A table of rows of the spend report (SQL on the PostgreSQL data source) instead of PromQL:
+    # a team or a key is never a metric label (docs/observability.md, "Money").
+    sql: str = ""
 
 
 @dataclass(frozen=True)
@@ -57,6 +64,23 @@ class Dashboard:
 
 def q(expr: str, legend: str) -> Query:
     return Query(" ".join(expr.split()), legend)
+
+
+# Grafana's PostgreSQL data source, chosen like the Prometheus one: a read-only role on the
+# gateway's database (docs/observability.md, "The spend panels' data source").
+PG_TYPE = "grafana-postgresql-datasource"
+PG_DATASOURCE = DataSourceRef(type_val=PG_TYPE, uid="${postgres}")
+
+
+def report_sql(group: str, order_by_cost: bool = False, limit: int | None = None) -> str:
+    """The spend report's statement (``GET /admin/v1/spend?group_by=<group>``,
+    ezat_common.spend_store) over the dashboard's time range, in dollars too."""
+    report = spend_sql([group]).replace("$1", "$__timeFrom()").replace("$2", "$__timeTo()")
+    order = f"cost_micros DESC, {group}" if order_by_cost else group
+    return (
+        f"SELECT {group}, requests, cost_micros, cost_micros::numeric / 1000000 AS cost_usd "
+        f"FROM ({report}) AS report ORDER BY {order}" + (f" LIMIT {limit}" if limit else "")
+    )
 
 
 def quantiles(metric: str, by: str, where: str = REGION) -> tuple[Query, ...]:
@@ -399,6 +423,39 @@ MONEY = Dashboard(
             ),
         ),
         (
+            "Budgets and spend",
+            (
+                Panel(
+                    "Budgets at each threshold",
+                    "How many keys and teams have spent 80 % and 100 % of their monthly budget "
+                    "(pending rows included)?",
+                    "short",
+                    (
+                        q(
+                            f"max by (scope, threshold) (ezat_billing_budget_scopes{{{REGION}}})",
+                            "{{scope}} >= {{threshold}}",
+                        ),
+                    ),
+                ),
+                Panel(
+                    "Spend per team",
+                    "How much did each team spend over the dashboard's time range (the spend "
+                    "report by team: charged rows)?",
+                    "short",
+                    (),
+                    sql=report_sql("team"),
+                ),
+                Panel(
+                    "Top keys",
+                    "Which 10 keys spent the most over the dashboard's time range (the spend "
+                    "report by key)?",
+                    "short",
+                    (),
+                    sql=report_sql("key", order_by_cost=True, limit=10),
+                ),
+            ),
+        ),
+        (
             "Records",
             (
                 Panel(
@@ -577,12 +634,27 @@ DASHBOARDS = (OVERVIEW, DEPLOYMENTS, MONEY, FETCHER_AND_LIMITS)
 WIDTH = 24  # Grafana's grid
 
 
-def _variables() -> list[Any]:
-    return [
+def _variables(sql: bool) -> list[Any]:
+    variables = [
         dashboard.DatasourceVariable("datasource").label("Data source").type("prometheus"),
         _label_variable("region", "Region", "ezat_edge_requests_total"),
         _label_variable("model", "Model", "ezat_edge_request_seconds_count"),
     ]
+    if sql:
+        variables.append(dashboard.DatasourceVariable("postgres").label("Spend").type(PG_TYPE))
+    return variables
+
+
+class _SqlTarget(Builder[Dataquery]):
+    """A PostgreSQL data source query (the SDK has no builder for it): a table of ``sql``."""
+
+    def __init__(self, sql: str) -> None:
+        self._sql = sql
+
+    def build(self) -> Dataquery:
+        ref = {"type": PG_TYPE, "uid": PG_DATASOURCE.uid}
+        raw = {"datasource": ref, "format": "table", "rawQuery": True, "editorMode": "code"}
+        return UnknownDataquery({**raw, "rawSql": self._sql, "refId": "A"})
 
 
 def _label_variable(name: str, label: str, metric: str) -> Any:
@@ -600,6 +672,10 @@ def _label_variable(name: str, label: str, metric: str) -> Any:
 
 
 def _panel(spec: Panel, width: int, id: int) -> Any:
+    if spec.sql:
+        sql = table.Panel().id(id).title(spec.title).description(spec.question)
+        sql = sql.datasource(PG_DATASOURCE).span(width).height(8)
+        return sql.with_target(_SqlTarget(spec.sql))
     builder = (stat.Panel() if spec.stat else timeseries.Panel()).id(id).title(spec.title)
     builder = builder.description(spec.question).unit(spec.unit).datasource(DATASOURCE)
     builder = builder.span(width).height(8)
@@ -627,7 +703,8 @@ def build(spec: Dashboard) -> dict[str, Any]:
         .timezone("browser")
         .readonly()
     )
-    for variable in _variables():
+    sql = any(panel.sql for _, panels in spec.rows for panel in panels)
+    for variable in _variables(sql):
         board = board.with_variable(variable)
     ids = iter(range(1, 1000))  # Grafana wants a unique id per panel, rows included
     for title, panels in spec.rows:
@@ -644,7 +721,18 @@ def expressions(model: dict[str, Any]) -> list[tuple[str, str]]:
         (panel["title"], target["expr"])
         for panel in model.get("panels", [])
         for target in panel.get("targets", [])
+        if "expr" in target
     ]
+
+
+def sql_panels(model: dict[str, Any]) -> dict[str, str]:
+    """Every SQL panel of a built dashboard: its title -> its statement."""
+    return {
+        panel["title"]: target["rawSql"]
+        for panel in model.get("panels", [])
+        for target in panel.get("targets", [])
+        if "rawSql" in target
+    }
 
 
 def rendered() -> dict[Path, str]:

@@ -89,6 +89,22 @@ def test_shipped_default_config_loads() -> None:
             "f.toml: (top level): Object contains unknown field `thinking`",
         ),
         ("not toml at all = = =", "f.toml: "),
+        (
+            MODEL + "[billing]\nbudget_check_seconds = 0\n",
+            "f.toml: billing.budget_check_seconds: must be positive",
+        ),
+        (
+            MODEL + "[billing]\nbudget_thresholds = [0.8, 0.8]\n",
+            "f.toml: billing.budget_thresholds: 1 to 10 distinct shares of a budget",
+        ),
+        (
+            MODEL + "[billing]\nbudget_thresholds = []\n",
+            "f.toml: billing.budget_thresholds: 1 to 10 distinct shares of a budget",
+        ),
+        (
+            MODEL + "[billing]\nbudget_thresholds = [0.8, 80]\n",
+            "f.toml: billing.budget_thresholds[1]: 80.0 is not a share of a budget above 0",
+        ),
     ],
 )
 def test_bad_config_names_file_and_key(text: str, message: str) -> None:
@@ -206,6 +222,8 @@ def test_defaults_fill_in() -> None:
     assert cfg.edge.body_bytes_in_flight_per_key == 64 * 1024 * 1024
     assert cfg.edge.unread_answer_grace == 10.0
     assert cfg.router.max_attempts == 3
+    assert cfg.billing.budget_check_seconds == 30.0
+    assert cfg.billing.budget_thresholds == [0.8, 1.0]
 
 
 @pytest.mark.parametrize(

@@ -59,10 +59,18 @@ def test_the_base_names_every_object_once() -> None:
     assert len(seen) == len(set(seen))
 
 
-def test_every_panel_queries_the_chosen_prometheus() -> None:
+PROMETHEUS = {"type": "prometheus", "uid": "${datasource}"}
+POSTGRES = {"type": "grafana-postgresql-datasource", "uid": "${postgres}"}
+
+
+def test_every_panel_queries_the_chosen_prometheus_or_postgresql() -> None:
+    """PromQL on the chosen Prometheus; the spend tables (a team or a key is no metric label)
+    SQL on the chosen PostgreSQL, a variable only the dashboards with such tables have."""
     for m in dashboard_maps():
         model = json.loads(next(iter(m["data"].values())))
-        assert [v["name"] for v in model["templating"]["list"]] == ["datasource", "region", "model"]
+        sql = dashboards.sql_panels(model)
+        names = ["datasource", "region", "model"] + (["postgres"] if sql else [])
+        assert [v["name"] for v in model["templating"]["list"]] == names
         ids = [p["id"] for p in model["panels"]]
         assert len(ids) == len(set(ids)), model["uid"]
         for panel in model["panels"]:
@@ -70,8 +78,14 @@ def test_every_panel_queries_the_chosen_prometheus() -> None:
                 continue
             assert panel["description"] and panel["targets"], panel["title"]
             for target in panel["targets"]:
-                assert target["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
-                assert target["expr"].strip()
+                if panel["title"] in sql:
+                    assert panel["type"] == "table" and target["datasource"] == POSTGRES
+                    assert target["format"] == "table" and target["rawSql"].strip()
+                else:
+                    assert target["datasource"] == PROMETHEUS
+                    assert target["expr"].strip()
+    money = dashboards.build(dashboards.MONEY)
+    assert set(dashboards.sql_panels(money)) == {"Spend per team", "Top keys"}
 
 
 def test_the_committed_dashboards_are_the_ones_built() -> None:

@@ -254,6 +254,14 @@ class BillingConfig(Struct, forbid_unknown_fields=True, kw_only=True):
     # Seconds a complete record waits for the edge's confirmation that its final event was
     # written; past them it is re-marked failed and not charged (docs/billing.md).
     delivery_confirm_seconds: float = 60.0
+    # Budget soft thresholds (docs/billing.md, "Soft thresholds"): every budget_check_seconds
+    # billing counts the keys and teams whose month's spend reached each share of their budget
+    # (ezat_billing_budget_scopes; the alert rules read 0.8 and 1.0).
+    budget_check_seconds: float = 30.0
+    budget_thresholds: list[float] = field(default_factory=lambda: [0.8, 1.0])
+
+
+MAX_BUDGET_THRESHOLDS = 10  # each one is a series per scope kind: a bounded label
 
 
 class FetcherConfig(Struct, forbid_unknown_fields=True, kw_only=True):
@@ -408,6 +416,7 @@ def _check(cfg: Config, file: str) -> None:
             f"{file}: billing.delivery_confirm_seconds: must be at least 1 (seconds); it must "
             "outlast the edge's confirmation of a delivered final event"
         )
+    _check_budget_thresholds(cfg.billing, file)
     for key, listen in [("edge.listen", cfg.edge.listen)] + [
         (f"simulators[{i}].listen", s.listen) for i, s in enumerate(cfg.simulators)
     ]:
@@ -415,6 +424,23 @@ def _check(cfg: Config, file: str) -> None:
             split_listen(listen)
         except ValueError as exc:
             raise ConfigError(f"{file}: {key}: {exc}") from None
+
+
+def _check_budget_thresholds(billing: BillingConfig, file: str) -> None:
+    if not billing.budget_check_seconds > 0:
+        raise ConfigError(f"{file}: billing.budget_check_seconds: must be positive")
+    shares = billing.budget_thresholds
+    if not 1 <= len(shares) <= MAX_BUDGET_THRESHOLDS or len(set(shares)) != len(shares):
+        raise ConfigError(
+            f"{file}: billing.budget_thresholds: 1 to {MAX_BUDGET_THRESHOLDS} distinct shares of "
+            "a budget, such as [0.8, 1.0]"
+        )
+    for i, share in enumerate(shares):
+        if not 0 < share <= 10:
+            raise ConfigError(
+                f"{file}: billing.budget_thresholds[{i}]: {share} is not a share of a budget "
+                "above 0 and at most 10 (1.0 is the whole budget)"
+            )
 
 
 def split_listen(listen: str) -> tuple[str, int]:

@@ -20,7 +20,7 @@ from ezat_common.spend_counter import SpendCounter
 from ezat_common.tasks import TaskSet, stop_task
 from nats.aio.msg import Msg
 
-from . import backlog, config, ledger, settle, store
+from . import backlog, budgets, config, ledger, settle, store
 from .batcher import Batcher
 from .core.rows import UsageRow
 from .drain import Drain
@@ -81,8 +81,8 @@ async def watch_database(check: Callable[[], Awaitable[str | None]]) -> None:
 
 class Billing:
     """Billing's NATS side, built with connected collaborators (PostgreSQL's pool, a running
-    batcher, NATS): the handlers, the outbox drain, the settlement rounds and the outbox's backlog
-    gauges."""
+    batcher, NATS): the handlers, the outbox drain, the settlement rounds, the outbox's backlog
+    gauges and the budget thresholds' gauge."""
 
     def __init__(
         self,
@@ -119,6 +119,12 @@ class Billing:
         self.backlog_reader = Periodic(
             "billing-outbox-backlog", backlog.READ_EVERY, self.backlog.read
         )
+        billing_cfg = settings.cfg.billing
+        self.budget_check = Periodic(
+            "billing-budget-check",
+            billing_cfg.budget_check_seconds,
+            budgets.BudgetCheck(pool, billing_cfg.budget_thresholds).run,
+        )
         self.tasks = TaskSet()
         self.subs: list[Any] = []
         self.drain: asyncio.Task[None] | None = None
@@ -128,6 +134,7 @@ class Billing:
         self.drain = asyncio.create_task(self.drainer.run(), name="billing-outbox-drain")
         self.settler.start()
         self.backlog_reader.start()
+        self.budget_check.start()
         nc, subjects, tasks, handlers = self.nc, self.subjects, self.tasks, self.handlers
         self.subs = [
             await nc.subscribe(
@@ -170,6 +177,7 @@ class Billing:
         await stop_task(self.drain)
         await self.settler.stop()
         await self.backlog_reader.stop()
+        await self.budget_check.stop()
         await self.batcher.stop(timeout=STOP_TIMEOUT)
 
 

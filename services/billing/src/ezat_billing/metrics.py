@@ -114,3 +114,15 @@ UNDELIVERED = Counter(
     "Complete records whose delivery was never confirmed, re-marked failed and not charged "
     "(a gateway process died before the final event reached the client)",
 )
+BUDGET_SCOPES = Gauge(
+    "ezat_billing_budget_scopes",
+    "Budget scopes (scope: key, active keys with a monthly budget; team, teams with one) whose "
+    "month's spend, pending rows included, reached threshold x their budget (threshold: each of "
+    "[billing] budget_thresholds), from the last budget check (budgets.py); which ones: "
+    "`ezat spend --by key` / `--by team`",
+    ["scope", "threshold"],
+)
+BUDGET_CHECK_FAILURES = Counter(
+    "ezat_billing_budget_check_failures_total",
+    "Budget checks that could not read the budgets and spend (the gauge keeps its last values)",
+)

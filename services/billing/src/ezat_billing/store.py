@@ -209,10 +209,15 @@ _RECORD_COLUMNS = (
 # not a charge (docs/billing.md, "Pending rows"), and counted apart.
 _SETTLED = "FILTER (WHERE NOT awaiting_delivery)"
 _SUMS = ", ".join(f"(sum({c}) {_SETTLED})::int8 AS {c}" for c in _COUNTS)
+_SETTLED_COST = f"(sum(cost_micros) {_SETTLED})::int8"
+_PENDING_COST = "(sum(cost_micros) FILTER (WHERE awaiting_delivery))::int8"
 _PENDING = (
     "count(*) FILTER (WHERE awaiting_delivery) AS pending_requests, "
-    "(sum(cost_micros) FILTER (WHERE awaiting_delivery))::int8 AS pending_cost_micros"
+    f"{_PENDING_COST} AS pending_cost_micros"
 )
+# What a budget counts of a group of rows: the totals' cost plus their pending cost, as the
+# edge reads the usage query (docs/billing.md, "Budget holds"); budgets.py groups it per key.
+BUDGET_SPENT = f"coalesce({_SETTLED_COST}, 0) + coalesce({_PENDING_COST}, 0)"
 
 
 async def query_usage(
@@ -247,7 +252,7 @@ async def query_usage(
     )
     totals_sql = (
         f"SELECT count(*) {_SETTLED} AS requests, {_SUMS}, "
-        f"(sum(cost_micros) {_SETTLED})::int8 AS cost_micros, {_PENDING} "
+        f"{_SETTLED_COST} AS cost_micros, {_PENDING} "
         f"FROM usage_records WHERE {where}"
     )
     days_sql = (
