@@ -13,8 +13,8 @@ from support.config import SONNET
 from .conftest import INSTANT, Admin
 
 KEY_FIELDS = {
-    "id", "name", "prefix", "team", "user", "models", "rpm", "tpm", "budget_usd", "expires_at",
-    "created_at", "updated_at", "revoked_at",
+    "id", "name", "prefix", "team", "user", "models", "rpm", "tpm", "budget_usd",
+    "budget_enforcement", "expires_at", "created_at", "updated_at", "revoked_at",
 }  # fmt: skip
 TEAM_FIELDS = {
     "id",
@@ -23,6 +23,7 @@ TEAM_FIELDS = {
     "rpm",
     "tpm",
     "budget_usd",
+    "budget_enforcement",
     "created_at",
     "updated_at",
     "keys",

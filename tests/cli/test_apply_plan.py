@@ -180,7 +180,7 @@ def test_converged_state_plans_nothing() -> None:
             ],
             [
                 "create key search/prod: user=alice, models=all, rpm=100, tpm=none, "
-                "budget_usd=$50.00, expires_at=2027-01-31T00:00:00Z"
+                "budget_usd=$50.00, budget_enforcement=none, expires_at=2027-01-31T00:00:00Z"
             ],
         ),
     ],
@@ -189,6 +189,28 @@ def test_differences_become_updates_naming_each_change(
     teams: list[dict[str, Any]], keys: list[dict[str, Any]], expected: list[str]
 ) -> None:
     assert described(plan(parse(FILE, "t"), teams, keys)) == expected
+
+
+def test_budget_enforcement_is_sent_compared_and_cleared_when_left_out() -> None:
+    data = {
+        "teams": [{**FILE["teams"][0], "budget_enforcement": "fail_closed"}, FILE["teams"][1]],
+        "keys": [{**FILE["keys"][0], "budget_enforcement": "fail_open"}, *FILE["keys"][1:]],
+    }
+    ops = plan(parse(data, "t"), [], [])
+    assert ops[0].body["budget_enforcement"] == "fail_closed"
+    assert ops[2].body["budget_enforcement"] == "fail_open"
+    assert "budget_enforcement" not in ops[1].body  # left out: the edge's default, not sent
+    teams = [{**CONVERGED_TEAMS[0], "budget_enforcement": "fail_closed"}, CONVERGED_TEAMS[1]]
+    keys = [{**CONVERGED_KEYS[0], "budget_enforcement": "fail_open"}, *CONVERGED_KEYS[1:]]
+    assert plan(parse(data, "t"), teams, keys) == []  # idempotent
+    flipped = [{**keys[0], "budget_enforcement": "fail_closed"}, *keys[1:]]
+    assert described(plan(parse(data, "t"), teams, flipped)) == [
+        "update key search/prod (key_p): budget_enforcement fail_closed -> fail_open"
+    ]
+    ops = plan(parse(FILE, "t"), teams, keys)  # the file without it: back to the default
+    assert [op.body for op in ops] == [{"budget_enforcement": None}] * 2
+    change = "budget_enforcement fail_closed -> none"
+    assert described(ops)[0] == f"update team search (team_s): {change}"
 
 
 def test_extra_teams_and_keys_stay_unless_pruned_then_keys_go_before_teams() -> None:

@@ -45,6 +45,33 @@ def test_budget_refuses_negative_and_non_numbers(text: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("text", "clearable", "expected"),
+    [
+        ("fail_closed", False, "fail_closed"),
+        ("fail_open", True, "fail_open"),
+        ("FAIL-OPEN", False, "fail_open"),
+        ("none", True, None),
+    ],
+)
+def test_enforcement(text: str, clearable: bool, expected: str | None) -> None:
+    assert arguments.enforcement("--enforcement", text, clearable=clearable) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "clearable", "message"),
+    [
+        ("closed", False, "--enforcement: `closed` is neither fail_closed nor fail_open"),
+        ("none", False, "--enforcement: `none` is neither fail_closed nor fail_open"),
+        ("x", True, "--enforcement: `x` is neither fail_closed nor fail_open, or none"),
+    ],
+)
+def test_enforcement_refuses_other_values(text: str, clearable: bool, message: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        arguments.enforcement("--enforcement", text, clearable=clearable)
+    assert str(caught.value) == message
+
+
+@pytest.mark.parametrize(
     ("text", "expected"),
     [("a,b", ["a", "b"]), (" a , b ,a,", ["a", "b"]), ("all", None), ("ALL", None)],
 )

@@ -45,6 +45,11 @@ def test_toml_datetimes_and_strings_are_both_times(tmp_path: Path) -> None:
             "Object contains unknown field `key` - at `$.keys[0]`",
         ),
         ({"team": []}, "Object contains unknown field `team`"),
+        (
+            {"teams": [{"name": "a", "budget_enforcement": "closed"}]},
+            "Invalid enum value 'closed' - at `$.teams[0].budget_enforcement` "
+            "(fail_closed or fail_open)",
+        ),
         ({"teams": [{"name": "a"}, {"name": "a"}]}, "team `a` is listed twice - at `$.teams[1]`"),
         (
             {"keys": [{"name": "k", "team": "x"}]},
@@ -89,6 +94,11 @@ def test_secret_manifest_is_a_kubernetes_secret_and_its_file_is_private(tmp_path
         ({"rpm": 0, "tpm": None, "budget_usd": 0.0}, "rpm=0 tpm=none budget=$0.00"),
         ({"rpm": None, "tpm": 10, "budget_usd": 12.5}, "rpm=none tpm=10 budget=$12.50"),
         ({}, "rpm=none tpm=none budget=none"),
+        (
+            {"budget_usd": 5, "budget_enforcement": "fail_open"},
+            "rpm=none tpm=none budget=$5.00 enforcement=fail_open",
+        ),
+        ({"budget_enforcement": None}, "rpm=none tpm=none budget=none"),  # the edge's default
     ],
 )
 def test_listings_print_limits_as_they_are(item: dict[str, Any], expected: str) -> None:

@@ -158,6 +158,42 @@ async def test_onboard_a_team_hand_out_rotate_and_revoke(gateway: Gateway, tmp_p
     assert team_id in out
 
 
+async def test_enforcement_is_set_changed_and_cleared_by_the_cli(
+    gateway: Gateway, tmp_path: Path
+) -> None:
+    made = await ok(
+        gateway, tmp_path, "teams", "create", "--name", "cli-enf", "--budget", "9",
+        "--enforcement", "fail_open", "--json",
+    )  # fmt: skip
+    team = json.loads(made)
+    assert team["budget_enforcement"] == "fail_open"
+    out = await ok(
+        gateway, tmp_path, "keys", "create", "--name", "cli-enf-key", "--team", "cli-enf",
+        "--budget", "1", "--enforcement", "fail_closed",
+    )  # fmt: skip
+    key_id = out.split()[1]
+    key = json.loads(await ok(gateway, tmp_path, "keys", "get", key_id, "--json"))
+    assert key["budget_enforcement"] == "fail_closed"
+    line = await ok(gateway, tmp_path, "keys", "get", key_id)
+    assert "budget=$1.00 enforcement=fail_closed" in line
+    await ok(gateway, tmp_path, "keys", "update", key_id, "--enforcement", "fail_open")
+    key = json.loads(await ok(gateway, tmp_path, "keys", "get", key_id, "--json"))
+    assert key["budget_enforcement"] == "fail_open"
+    cleared = await ok(
+        gateway, tmp_path, "keys", "update", key_id, "--enforcement", "none", "--json"
+    )
+    assert json.loads(cleared)["budget_enforcement"] is None
+    team = json.loads(
+        await ok(gateway, tmp_path, "teams", "update", "cli-enf", "--enforcement", "none", "--json")
+    )
+    assert team["budget_enforcement"] is None and team["budget_usd"] == 9.0
+    out = await ezat(gateway, tmp_path, "keys", "update", key_id, "--enforcement", "closed")
+    assert out.returncode == 2
+    assert out.stderr.strip() == (
+        "ezat: --enforcement: `closed` is neither fail_closed nor fail_open, or none"
+    )
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -209,6 +245,7 @@ name = "apply-{tag}"
 models = ["{model}"]
 rpm = {rpm}
 budget_usd = 100.0
+budget_enforcement = "fail_open"
 
 [[keys]]
 name = "svc"
@@ -221,6 +258,7 @@ expires_at = 2030-01-01T00:00:00Z
 name = "batch"
 team = "apply-{tag}"
 budget_usd = 5
+budget_enforcement = "fail_closed"
 """
 
 
@@ -257,6 +295,10 @@ async def test_apply_converges_once_and_dry_run_changes_nothing(
     assert await answers(gateway, svc) == 429  # tpm = 0: the file's limits reached the edge
     assert await ok(gateway, tmp_path, "apply", "-f", str(first)) == "no changes\n"
     after = await snapshot(gateway, tmp_path)
+    [team] = [t for t in after[0] if t["name"] == "apply-a"]
+    assert team["budget_enforcement"] == "fail_open"
+    enforced = {k["name"]: k["budget_enforcement"] for k in after[1] if k["team"] == team["id"]}
+    assert enforced == {"svc": None, "batch": "fail_closed"}
 
     second = tenancy(tmp_path, "a", rpm=301)
     plan = await ok(gateway, tmp_path, "apply", "-f", str(second), "--dry-run")

@@ -7,6 +7,7 @@ import datetime
 from dataclasses import dataclass
 from typing import cast
 
+import msgspec
 import pytest
 from ezat_common import bus, envelopes, kv, usage_page
 from ezat_common.db import ApiKey
@@ -134,3 +135,22 @@ async def test_fail_open_admits_on_the_months_spend_alone(billing: FakeBilling) 
     with pytest.raises(GatewayError) as caught:
         await budgets.hold(nc, KEY, "u2", 1, NOW + 60)
     assert caught.value.status == 403
+
+
+async def test_a_keys_own_enforcement_overrides_the_edges_default(billing: FakeBilling) -> None:
+    nc = cast(bus.Client, billing)
+    billing.answer(spent(0))
+    labels = {"enforcement": "fail_open"}
+    before = REGISTRY.get_sample_value("ezat_edge_budget_hold_unavailable_total", labels) or 0.0
+    open_key = msgspec.structs.replace(KEY, budget_enforcement="fail_open")
+    budgets = Budgets(Subjects("t"), clock=lambda: NOW, holds=unreachable())  # default closed
+    assert await budgets.hold(nc, open_key, "u1", 10, NOW + 60) == []
+    after = REGISTRY.get_sample_value("ezat_edge_budget_hold_unavailable_total", labels)
+    assert after == before + 1
+    closed_key = msgspec.structs.replace(KEY, budget_enforcement="fail_closed")
+    budgets = Budgets(
+        Subjects("t"), clock=lambda: NOW, holds=unreachable(), enforcement="fail_open"
+    )
+    with pytest.raises(GatewayError) as caught:
+        await budgets.hold(nc, closed_key, "u2", 10, NOW + 60)
+    assert caught.value.status == 503

@@ -23,7 +23,7 @@ from .arguments import rfc3339_time
 from .tenancy_file import KeySpec, TeamSpec, Tenancy
 
 Verb = Literal["create", "update", "revoke", "delete"]
-LIMITS = ("models", "rpm", "tpm", "budget_usd")
+LIMITS = ("models", "rpm", "tpm", "budget_usd", "budget_enforcement")
 KEY_FIELDS = ("user", *LIMITS, "expires_at")
 
 
@@ -197,7 +197,7 @@ def _shown(name: str, value: Any) -> str:
         return listings.model_list(value)
     if name == "budget_usd":
         return listings.money(value)
-    if name in ("user", "expires_at"):
+    if name in ("user", "expires_at", "budget_enforcement"):
         return "none" if value is None else str(value)
     return listings.shown(value)
 

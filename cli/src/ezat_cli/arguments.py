@@ -48,6 +48,22 @@ def budget(option: str, text: str, *, clearable: bool = False) -> float | None:
     return value
 
 
+ENFORCEMENTS = ("fail_closed", "fail_open")
+
+
+def enforcement(option: str, text: str, *, clearable: bool = False) -> str | None:
+    """``--enforcement``: what the scope's budget does while the hold store is unreachable,
+    ``fail_closed`` or ``fail_open``; ``none`` on `update`: the edge's default again."""
+    value = text.strip().lower().replace("-", "_")
+    if clearable and value == CLEAR:
+        return None
+    if value not in ENFORCEMENTS:
+        raise ValueError(
+            f"{option}: `{text}` is neither fail_closed nor fail_open{_or_none(clearable)}"
+        )
+    return value
+
+
 def models(option: str, text: str) -> list[str] | None:
     """``--models a,b``: the names, in order, without blanks or repeats; ``all``: every model."""
     if text.strip().lower() == EVERY_MODEL:

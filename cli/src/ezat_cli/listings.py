@@ -33,9 +33,12 @@ def model_list(value: Any) -> str:
 
 
 def limits(item: Mapping[str, Any]) -> str:
+    """The limits; the budget's enforcement only when set (else the edge's default)."""
+    enforcement = item.get("budget_enforcement")
     return (
         f"rpm={shown(item.get('rpm'))} tpm={shown(item.get('tpm'))}"
         f" budget={money(item.get('budget_usd'))}"
+        + (f" enforcement={enforcement}" if enforcement else "")
     )
 
 

@@ -66,6 +66,10 @@ def limit_fields(args: argparse.Namespace, *, update: bool) -> dict[str, Any]:
             body[name] = arguments.limit(f"--{name}", text, clearable=update)
     if args.budget is not None:
         body["budget_usd"] = arguments.budget("--budget", args.budget, clearable=update)
+    if args.enforcement is not None:
+        body["budget_enforcement"] = arguments.enforcement(
+            "--enforcement", args.enforcement, clearable=update
+        )
     return {k: v for k, v in body.items() if update or v is not None}
 
 
@@ -107,7 +111,8 @@ async def teams_update(args: argparse.Namespace, connect: Connect) -> int:
         body["name"] = args.name
     if not body:
         raise ValueError(
-            "teams update: nothing to change (--name, --models, --rpm, --tpm, --budget)"
+            "teams update: nothing to change (--name, --models, --rpm, --tpm, --budget, "
+            "--enforcement)"
         )
     async with connect() as api:
         team = await find_team(api, args.team)
@@ -184,7 +189,7 @@ async def keys_update(args: argparse.Namespace, connect: Connect) -> int:
     if not body and args.team is None:
         raise ValueError(
             "keys update: nothing to change (--name, --team, --user, --models, --rpm, --tpm, "
-            "--budget, --expires)"
+            "--budget, --enforcement, --expires)"
         )
     async with connect() as api:
         if args.team is not None:
@@ -267,6 +272,11 @@ def _limits(p: argparse.ArgumentParser, update: bool) -> None:
     p.add_argument("--rpm", help=f"requests per minute, 0 refuses all{none}")
     p.add_argument("--tpm", help=f"input tokens per minute{none}")
     p.add_argument("--budget", help=f"monthly spend limit in USD{none}")
+    default = " (none: the edge's default)" if update else " (default: the edge's)"
+    p.add_argument(
+        "--enforcement",
+        help=f"fail_closed|fail_open: the budget while Redis is unreachable{default}",
+    )
 
 
 def _leaf(

@@ -1,7 +1,8 @@
 """The file `ezat apply -f tenancy.toml` converges to (docs/tenancy.md, "Apply from git").
 
 Teams by name; keys by name within their team (a key's team must be one of the file's teams).
-A field left out means none: no limit, every model, no expiry. Secrets are never in the file.
+A field left out means none: no limit, every model, no expiry, the edge's budget enforcement
+(``budget_enforcement``: ``fail_closed`` or ``fail_open``). Secrets are never in the file.
 """
 
 from __future__ import annotations
@@ -9,13 +10,14 @@ from __future__ import annotations
 import datetime
 import tomllib
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import msgspec
 
 Name = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 Count = Annotated[int, msgspec.Meta(ge=0)]
 Usd = Annotated[float, msgspec.Meta(ge=0)]
+Enforcement = Literal["fail_closed", "fail_open"]  # left out: the edge's budget_enforcement
 
 
 class TeamSpec(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -24,6 +26,7 @@ class TeamSpec(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     rpm: Count | None = None
     tpm: Count | None = None
     budget_usd: Usd | None = None
+    budget_enforcement: Enforcement | None = None
 
 
 class KeySpec(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -34,6 +37,7 @@ class KeySpec(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     rpm: Count | None = None
     tpm: Count | None = None
     budget_usd: Usd | None = None
+    budget_enforcement: Enforcement | None = None
     expires_at: datetime.datetime | None = None
 
 
@@ -60,7 +64,8 @@ def parse(data: object, where: str) -> Tenancy:
     try:
         tenancy = msgspec.convert(data, Tenancy)
     except msgspec.ValidationError as exc:
-        raise FileError(f"{where}: {exc}") from None
+        hint = " (fail_closed or fail_open)" if "budget_enforcement`" in str(exc) else ""
+        raise FileError(f"{where}: {exc}{hint}") from None
     _check(tenancy, where)
     return tenancy
 

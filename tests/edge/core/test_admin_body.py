@@ -132,6 +132,22 @@ def test_patch_null_clears_and_empty_patch_is_refused() -> None:
     assert body.team_patch({"models": []}, resolve) == {"models": []}
 
 
+@pytest.mark.parametrize("value", ["closed", "FAIL_OPEN", "", 1, True, ["fail_open"]])
+def test_a_bad_budget_enforcement_is_refused_listing_the_two_values(value: Any) -> None:
+    for call, args in ((body.key_create, (resolve, NOW)), (body.team_create, (resolve,))):
+        message = refused(call, {"name": "k", "budget_enforcement": value}, *args)
+        assert message.startswith("budget_enforcement: must be ")
+        assert '"fail_closed"' in message and '"fail_open"' in message
+
+
+def test_budget_enforcement_is_stored_as_given_and_null_clears() -> None:
+    for value in ("fail_closed", "fail_open", None):
+        sent = {"budget_enforcement": value}
+        assert body.key_patch(sent, resolve, NOW) == sent
+        assert body.team_patch(sent, resolve) == sent
+        assert body.team_create({"name": "t", **sent}, resolve) == {"name": "t", **sent}
+
+
 def test_team_bodies_take_team_fields_only() -> None:
     assert body.team_create({"name": "ml", "budget_usd": Decimal("1.5")}, resolve) == {
         "name": "ml",

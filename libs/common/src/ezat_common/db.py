@@ -10,7 +10,7 @@ import datetime
 import hashlib
 import secrets
 from importlib import resources
-from typing import Any
+from typing import Any, Literal, get_args
 
 import asyncpg
 from msgspec import Struct
@@ -18,6 +18,10 @@ from msgspec import Struct
 from . import environment
 
 KEY_PREFIX = "ezat_sk_"
+# What a request held on a budget gets while the hold store is unreachable (docs/billing.md,
+# "Budget holds"): per key and per team, NULL (None) meaning the edge's configured default.
+Enforcement = Literal["fail_closed", "fail_open"]
+ENFORCEMENTS: tuple[Enforcement, ...] = get_args(Enforcement)
 _MIGRATION_LOCK = 7_424_011
 
 
@@ -86,6 +90,9 @@ class ApiKey(Struct, kw_only=True):
     expires_at: float | None = None  # Unix seconds; None: never
     # Set when the secret presented is the one a rotation replaced: valid until then (Unix s).
     secret_valid_until: float | None = None
+    # Per scope, when the hold store is unreachable; None: the edge's `[edge] budget_enforcement`.
+    budget_enforcement: Enforcement | None = None
+    team_budget_enforcement: Enforcement | None = None
 
 
 def hash_key(secret: str) -> bytes:
@@ -128,6 +135,8 @@ def _row_to_key(row: Any) -> ApiKey:
         team_budget_micros=row["team_budget_micros"] if team else None,
         expires_at=_epoch(row["expires_at"]),
         secret_valid_until=_epoch(row["previous_valid_until"]) if via_previous else None,
+        budget_enforcement=row["budget_enforcement"],
+        team_budget_enforcement=row["team_budget_enforcement"] if team else None,
     )
 
 
@@ -142,14 +151,15 @@ async def create_key(
     user: str | None = None,
     models: list[str] | None = None,
     expires_at: datetime.datetime | None = None,
+    budget_enforcement: Enforcement | None = None,
 ) -> tuple[ApiKey, str]:
     """Returns the stored key and its secret; the secret is not kept anywhere."""
     secret = new_secret()
     key_id = "key_" + secrets.token_hex(8)
     row = await conn.fetchrow(
         "INSERT INTO api_keys (id, name, key_hash, prefix, rpm, tpm, monthly_budget_micros,"
-        " team_id, user_name, models, expires_at)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING *",
+        " team_id, user_name, models, expires_at, budget_enforcement)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING *",
         key_id,
         name,
         hash_key(secret),
@@ -161,6 +171,7 @@ async def create_key(
         user,
         models,
         expires_at,
+        budget_enforcement,
     )
     return _row_to_key(row), secret
 
@@ -175,6 +186,7 @@ def new_secret() -> str:
 _FIND_KEY = """
 SELECT k.*, t.name AS team_name, t.models AS team_models, t.rpm AS team_rpm,
        t.tpm AS team_tpm, t.monthly_budget_micros AS team_budget_micros,
+       t.budget_enforcement AS team_budget_enforcement,
        k.key_hash <> $1 AS via_previous
 FROM api_keys k LEFT JOIN teams t ON t.id = k.team_id
 WHERE k.key_hash = $1

@@ -21,7 +21,9 @@ from . import audit, db
 from .errors import GatewayError
 
 AUDIT_LOCK = 7_424_027  # pg_advisory_xact_lock: one audit append at a time
-TEAM_COLUMNS = frozenset({"name", "models", "rpm", "tpm", "monthly_budget_micros"})
+TEAM_COLUMNS = frozenset(
+    {"name", "models", "rpm", "tpm", "monthly_budget_micros", "budget_enforcement"}
+)
 KEY_COLUMNS = TEAM_COLUMNS | {"team_id", "user_name", "expires_at"}
 
 Conn: TypeAlias = asyncpg.Connection
@@ -53,6 +55,7 @@ def team_json(row: Any) -> Json:
         "rpm": row["rpm"],
         "tpm": row["tpm"],
         "budget_usd": _usd(row["monthly_budget_micros"]),
+        "budget_enforcement": row["budget_enforcement"],
         "created_at": _time(row["created_at"]),
         "updated_at": _time(row["updated_at"]),
         "keys": row["keys"],
@@ -70,6 +73,7 @@ def key_json(row: Any) -> Json:
         "rpm": row["rpm"],
         "tpm": row["tpm"],
         "budget_usd": _usd(row["monthly_budget_micros"]),
+        "budget_enforcement": row["budget_enforcement"],
         "expires_at": _time(row["expires_at"]),
         "created_at": _time(row["created_at"]),
         "updated_at": _time(row["updated_at"]),
@@ -289,6 +293,7 @@ async def create_key(conn: Conn, columns: dict[str, Any], actor: str) -> tuple[J
             user=columns.get("user_name"),
             models=columns.get("models"),
             expires_at=columns.get("expires_at"),
+            budget_enforcement=columns.get("budget_enforcement"),
         )
         after = await key(conn, made.id)
         await append_audit(conn, actor, "key.create", made.id, None, after)

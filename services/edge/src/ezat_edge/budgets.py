@@ -5,17 +5,18 @@ is published, so a key over its budget or its team's never reaches a deployment.
 
 Before a request is admitted its worst case (core/hold.py) is held on its key's and its team's
 budget in Redis (holds.py), atomically across edges, so that concurrent requests cannot together
-overshoot a budget (docs/billing.md, "Budget holds"). What follows is the month's spend billing
-reports, which the holds take as a floor and which alone decides when Redis is not configured,
-or is unreachable and ``edge.budget_enforcement`` is "fail_open".
+overshoot a budget (docs/billing.md, "Budget holds"). When Redis is unreachable, each scope's
+``budget_enforcement`` (the key's, the team's; NULL: ``[edge] budget_enforcement``, fail_closed
+by default) decides, the stricter winning (core/enforcement.py): one fail_closed scope makes the
+request a 503; only if all are fail_open is it admitted on the month's spend alone.
 
 The month's spend is the ``totals.cost_micros`` plus ``totals.pending_cost_micros`` (rows
 awaiting their delivery confirmation count, as holds) of billing's usage query for the key (for a
 team: every key that belongs to it now) since the first of the month (UTC), cached per key and
-per team for ``ttl`` seconds. Requests in flight while a key
-crosses its budget still complete (the limit is checked at admission, not mid-stream), so a key
-can overshoot by what its concurrent requests and the cache age allow. When billing cannot
-answer, the last known spend is used; with none, the request is admitted (fail open).
+per team for ``ttl`` seconds; it is the floor the holds start from, and alone decides when no
+Redis is configured or a fail_open request is admitted without one. When billing cannot answer,
+the last known spend is used; with none, 0: billing's silence does not refuse a request (the
+holds still bound what requests in flight may spend, while Redis answers).
 """
 
 from __future__ import annotations
@@ -24,11 +25,10 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import Literal
 
 import msgspec
 from ezat_common import bus, envelopes, usage_page
-from ezat_common.db import ApiKey
+from ezat_common.db import ApiKey, Enforcement
 from ezat_common.errors import GatewayError
 from ezat_common.spend_counter import key_scope, month_of, team_scope
 from ezat_common.subjects import Subjects
@@ -36,6 +36,7 @@ from ezat_common.undecodable import undecodable
 
 from . import metrics as m
 from .core.budget import hold_refused, month_bounds, over_budget, team_over_budget
+from .core.enforcement import when_unreachable
 from .holds import HoldStore, Scope
 
 log = logging.getLogger("ezat.edge.budgets")
@@ -43,7 +44,6 @@ log = logging.getLogger("ezat.edge.budgets")
 TTL = 2.0
 QUERY_TIMEOUT = 1.0
 Owner = tuple[str | None, str | None]  # (key id, None) or (None, team id)
-Enforcement = Literal["fail_closed", "fail_open"]
 
 
 def unavailable() -> GatewayError:
@@ -116,9 +116,10 @@ class Budgets:
         try:
             refused = await self._holds.reserve(uid, scopes, worst, month_of(now), expiry)
         except Exception as exc:
-            m.BUDGET_HOLD_UNAVAILABLE.labels(self._enforcement).inc()
-            log.warning("budget hold store unreachable (%s): %r", self._enforcement, exc)
-            if self._enforcement == "fail_closed":
+            decided = when_unreachable(key, self._enforcement)
+            m.BUDGET_HOLD_UNAVAILABLE.labels(decided).inc()
+            log.warning("budget hold store unreachable (%s): %r", decided, exc)
+            if decided == "fail_closed":
                 raise unavailable() from None
             return []
         if refused is not None:

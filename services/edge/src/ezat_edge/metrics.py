@@ -133,8 +133,8 @@ BUDGET_REFUSED = Counter(
 )
 BUDGET_HOLD_UNAVAILABLE = Counter(
     "ezat_edge_budget_hold_unavailable_total",
-    "Requests with a budget that found the budget hold store (Redis) unreachable, by what "
-    "edge.budget_enforcement did: fail_closed (503) or fail_open (admitted)",
+    "Requests with a budget that found the budget hold store (Redis) unreachable, by what their "
+    "scopes' budget_enforcement decided: fail_closed (503) or fail_open (admitted)",
     ["enforcement"],
 )
 AUTH_FAILURES = LeanCounter(

@@ -13,13 +13,17 @@ from collections.abc import Callable
 from decimal import Decimal, DecimalException
 from typing import Any
 
+from ezat_common.db import ENFORCEMENTS, Enforcement
 from ezat_common.errors import GatewayError, invalid
 
 Resolve = Callable[[str], str | None]
 Columns = dict[str, Any]
 
-TEAM_FIELDS = ("name", "models", "rpm", "tpm", "budget_usd")
-KEY_FIELDS = ("name", "team", "user", "models", "rpm", "tpm", "budget_usd", "expires_at")
+TEAM_FIELDS = ("name", "models", "rpm", "tpm", "budget_usd", "budget_enforcement")
+KEY_FIELDS = (
+    "name", "team", "user", "models", "rpm", "tpm", "budget_usd", "budget_enforcement",
+    "expires_at",
+)  # fmt: skip
 # The column each body field is stored in (the others keep their name).
 COLUMN = {"budget_usd": "monthly_budget_micros", "team": "team_id", "user": "user_name"}
 
@@ -122,6 +126,17 @@ def budget_micros(value: Any, field: str = "budget_usd") -> int:
     return int(micros)
 
 
+def enforcement(value: Any) -> Enforcement:
+    """What the scope's budget does while the hold store is unreachable."""
+    for known in ENFORCEMENTS:
+        if value == known:
+            return known
+    choices = " or ".join(f'"{e}"' for e in ENFORCEMENTS)
+    raise invalid(
+        "budget_enforcement", f"must be {choices} (null: the edge's [edge] budget_enforcement)"
+    )
+
+
 def _models(value: Any, resolve: Resolve) -> list[str]:
     """Canonical ids, in the order given, each once; unknown names are refused."""
     if not isinstance(value, list):
@@ -170,6 +185,8 @@ def _value(field: str, value: Any, resolve: Resolve, now: datetime.datetime) -> 
             return _limit(field, value)
         case "budget_usd":
             return budget_micros(value)
+        case "budget_enforcement":
+            return enforcement(value)
         case "expires_at":
             return expires_at(value, now)
     raise AssertionError(field)
