@@ -6,7 +6,6 @@ the 403 with the budget message, and no hold is left once the rows are stored.""
 from __future__ import annotations
 
 import asyncio
-import datetime
 import random
 import secrets
 from collections.abc import Iterator
@@ -19,8 +18,8 @@ import openai
 import pytest
 from ezat_cli.infra import Infra, free_port
 from ezat_common import db
-from redis import asyncio as aioredis
 from support.config import SONNET, base_url, listen, one_simulator, write_config
+from support.holds import no_holds_left
 from support.stack import running
 
 # The issue asks 1,000; the two-core test machine runs 200 in a reasonable time (docs/billing.md
@@ -125,21 +124,6 @@ async def _stored(database_url: str, key_ids: list[str], admitted: int) -> int:
         await conn.close()
 
 
-async def _no_holds_left(stack: HoldStack, scopes: list[str]) -> dict[str, int]:
-    """Asserts Redis holds nothing for ``scopes``; their spend counters."""
-    redis = aioredis.from_url(stack.redis_url)
-    month = datetime.datetime.now(datetime.UTC).strftime("%Y%m")
-    try:
-        for scope in scopes:
-            assert await redis.hlen(f"{stack.prefix}:hold:{scope}") == 0, scope
-            assert await redis.zcard(f"{stack.prefix}:holdexp:{scope}") == 0, scope
-        assert not [k async for k in redis.scan_iter(f"{stack.prefix}:holdof:*")]
-        counted = [await redis.get(f"{stack.prefix}:spend:{s}:{month}") for s in scopes]
-        return {s: int(c or 0) for s, c in zip(scopes, counted, strict=True)}
-    finally:
-        await redis.aclose()
-
-
 async def _load(stack: HoldStack, secrets_: list[str]) -> tuple[int, int]:
     rng = random.Random(28)
     outcomes = await asyncio.gather(
@@ -160,7 +144,7 @@ async def test_a_key_budget_is_never_overshot(hold_stack: HoldStack) -> None:
     spent = await _stored(hold_stack.database_url, [key.id], admitted)
     assert 0 < spent <= BUDGET, (spent, BUDGET)
     print(f"key: {admitted} admitted, {refused} refused, spent {spent} of {BUDGET} µ$")
-    counters = await _no_holds_left(hold_stack, [f"key:{key.id}"])
+    counters = await no_holds_left(hold_stack.redis_url, hold_stack.prefix, [f"key:{key.id}"])
     assert counters == {f"key:{key.id}": spent}  # each row counted once
 
 
@@ -184,7 +168,7 @@ async def test_a_team_budget_shared_by_two_keys_is_never_overshot(hold_stack: Ho
     spent = await _stored(hold_stack.database_url, [one.id, two.id], admitted)
     assert 0 < spent <= BUDGET, (spent, BUDGET)
     print(f"team: {admitted} admitted, {refused} refused, spent {spent} of {BUDGET} µ$")
-    counters = await _no_holds_left(hold_stack, [f"team:{team_id}"])
+    counters = await no_holds_left(hold_stack.redis_url, hold_stack.prefix, [f"team:{team_id}"])
     assert counters == {f"team:{team_id}": spent}
 
 
@@ -199,4 +183,4 @@ async def test_a_request_refused_400_frees_its_hold_at_once(hold_stack: HoldStac
     ) as client:
         with pytest.raises(anthropic.BadRequestError):
             await client.messages.create(model=SONNET, max_tokens=16, messages=[])
-    await _no_holds_left(hold_stack, [f"key:{key.id}"])
+    await no_holds_left(hold_stack.redis_url, hold_stack.prefix, [f"key:{key.id}"])

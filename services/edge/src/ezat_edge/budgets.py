@@ -128,6 +128,15 @@ class Budgets:
             raise hold_refused(key, team, refused.spent + refused.held, worst, now)
         return [scope.name for scope in scopes]
 
+    async def moved(self, uid: str, new_uid: str, scopes: list[str], expiry: float) -> None:
+        """The request of ``uid`` is published again under ``new_uid``: its hold follows it."""
+        if self._holds is None or not scopes:
+            return
+        try:
+            await self._holds.moved(uid, new_uid, scopes, expiry)
+        except Exception as exc:  # the first uid's hold then ends with the request (ended)
+            log.warning("could not move the budget hold of a request published again: %r", exc)
+
     async def ended(self, uid: str, scopes: list[str], free: bool = False) -> None:
         """The request of ``uid`` ended: its hold waits for its row a short while at most, or,
         ``free`` (refused before any model ran), is dropped now."""

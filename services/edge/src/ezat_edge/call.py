@@ -4,6 +4,7 @@ any of its answer (``Committed``): relay.py's state, beside it so that the handl
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -38,6 +39,9 @@ class Call:
     traceparent: str | None = None
     # The trace this request belongs to, once tracing sets it: the exemplar of its latencies.
     trace_id: str | None = None
+    # Called with the old and the new uid before the request is published again under a new uid
+    # (its first holder died): its budget hold follows it (handlers.py).
+    republished: Callable[[str, str], Awaitable[None]] | None = None
     # When its first content event was written (0.0: not yet; docs/observability.md, "Edge").
     first_token: float = field(default=0.0, init=False)
     meter: m.ApiMeters = field(init=False)

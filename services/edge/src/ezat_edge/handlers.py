@@ -173,6 +173,7 @@ class Api:
             limit_headers.update(await self.limiter.check_tokens(key, len(body), limit_headers))
         uid = new_uid()
         held: list[str] = []
+        expiry = 0.0
         if api != "count_tokens" and self.budgets.limits(key):
             # Its worst case held on its budgets (budgets.py), after every other refusal.
             worst = self.worst.of(
@@ -182,6 +183,7 @@ class Api:
             held = await self.budgets.hold(self.nc, key, uid, worst, expiry)
         env = self._envelope(request, rid, uid, api, key, received_at, attributed)
         call = Call(request, rid, fmt, env, limit_headers, started, parent)
+        uids = self._hold_follows(call, held, expiry) if held else []
         free = False  # refused with a client error: no model ran, nothing will be charged
         try:
             resp = await self._relayed(call, body, api, meter, span, started)
@@ -191,8 +193,21 @@ class Api:
             free = 400 <= exc.status < 500
             raise
         finally:
-            if held:
-                await self.budgets.ended(uid, held, free)
+            for published in uids:
+                await self.budgets.ended(published, held, free)
+
+    def _hold_follows(self, call: Call, held: list[str], expiry: float) -> list[str]:
+        """The uids ``call`` is published under (each may hold, so each ends): a request
+        published again under a new uid moves its hold to it (budgets.moved), so that its row
+        replaces the hold and is counted on every scope held (docs/billing.md)."""
+        uids = [call.envelope.uid]
+
+        async def republished(first: str, new: str) -> None:
+            uids.append(new)
+            await self.budgets.moved(first, new, held, expiry)
+
+        call.republished = republished
+        return uids
 
     def _envelope(
         self,

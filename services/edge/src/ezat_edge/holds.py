@@ -78,6 +78,25 @@ return 0
 """
 
 
+# KEYS: per scope the holds and the expiries, then the new uid's scope list. ARGV: the first
+# uid, the new one, the scopes, the list's lifetime. Moves a hold still there as it was.
+MOVE = """
+local n = (#KEYS - 1) / 2
+for i = 1, n do
+  local h, e = KEYS[2 * i - 1], KEYS[2 * i]
+  local amount, at = redis.call('HGET', h, ARGV[1]), redis.call('ZSCORE', e, ARGV[1])
+  if amount and at then
+    redis.call('HDEL', h, ARGV[1])
+    redis.call('ZREM', e, ARGV[1])
+    redis.call('HSET', h, ARGV[2], amount)
+    redis.call('ZADD', e, at, ARGV[2])
+  end
+end
+redis.call('SET', KEYS[#KEYS], ARGV[3], 'EX', ARGV[4])
+return 0
+"""
+
+
 class Scope(Struct, frozen=True):
     """One budget a request counts against: its name, limit and billing's reported spend."""
 
@@ -104,6 +123,7 @@ class HoldStore:
         self._keys = keys
         self._reserve = redis.register_script(RESERVE)
         self._shorten = redis.register_script(SHORTEN)
+        self._move = redis.register_script(MOVE)
 
     async def reserve(
         self, uid: str, scopes: Sequence[Scope], amount: int, month: str, expiry: float
@@ -125,6 +145,17 @@ class HoldStore:
         if int(index) == 0:
             return None
         return Refused(scopes[int(index) - 1], int(spent), int(held))
+
+    async def moved(self, uid: str, new_uid: str, scopes: Sequence[str], expiry: float) -> None:
+        """The request of ``uid`` is published again under ``new_uid`` (its first holder died):
+        its hold goes with it, so that the row of the new uid replaces it and is counted on
+        every scope (``expiry``: the hold's deadline, for the new uid's scope list)."""
+        keys: list[str] = []
+        for name in scopes:
+            keys += [self._keys.holds(name), self._keys.hold_expiries(name)]
+        keys.append(self._keys.hold_scopes(new_uid))
+        ttl = int(max(expiry - time.time(), 0)) + _IDLE
+        await self._move(keys=keys, args=[uid, new_uid, " ".join(scopes), ttl])
 
     async def ended(self, uid: str, scopes: Sequence[str], free: bool = False) -> None:
         """The request ended: its hold lasts ``SETTLE_GRACE`` more seconds at most, or, ``free``

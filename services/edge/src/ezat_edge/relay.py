@@ -110,7 +110,9 @@ class Relay:
             # failed. The next publish is a request of its own, under a uid of its own, so that
             # neither its cancels nor its record are mistaken for the first one's.
             await self._cancel(call, "gateway")
-            call.envelope.uid = new_uid()
+            first, call.envelope.uid = call.envelope.uid, new_uid()
+            if call.republished is not None:
+                await call.republished(first, call.envelope.uid)
         raise AssertionError("unreachable: the last publish always answers")
 
     async def _attempt(
