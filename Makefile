@@ -26,15 +26,24 @@ run: install
 test: install prometheus-tools clients
 	$(VENV)/bin/pytest --ignore=tests/faults $(PYTEST_ARGS)
 
-# The real clients the e2e suite runs unchanged (tests/e2e/test_codex_cli.py): the Codex CLI, from
-# the npm registry, pinned. Without npm this fails, saying how to get it.
+# The real clients the e2e suite runs unchanged, from the npm registry, pinned: the Codex CLI
+# (tests/e2e/test_codex_cli.py) and Claude Code (tests/e2e/test_claude_code.py; its `claude` is the
+# native binary of the optional dependency @anthropic-ai/claude-code-linux-x64, Node not needed to
+# run it). Without npm this fails, saying how to get it.
+NPM_MISSING := echo "npm is missing: install Node.js and npm (Debian: apt-get install nodejs npm) to run the Codex CLI and Claude Code tests"; exit 1
 CODEX_VERSION := 0.171.0
 CODEX := $(TOOLS)/codex/node_modules/.bin/codex
-clients: $(CODEX)
+CLAUDE_CODE_VERSION := 2.1.332
+CLAUDE_CODE := $(TOOLS)/claude-code/node_modules/.bin/claude
+clients: $(CODEX) $(CLAUDE_CODE)
 $(CODEX):
-	@command -v npm >/dev/null || { echo "npm is missing: install Node.js and npm (Debian: apt-get install nodejs npm) to run the Codex CLI test"; exit 1; }
+	@command -v npm >/dev/null || { $(NPM_MISSING); }
 	npm install --prefix $(TOOLS)/codex --no-audit --no-fund --loglevel=error @openai/codex@$(CODEX_VERSION)
 	@$(CODEX) --version | grep -q '$(CODEX_VERSION)'
+$(CLAUDE_CODE):
+	@command -v npm >/dev/null || { $(NPM_MISSING); }
+	npm install --prefix $(TOOLS)/claude-code --no-audit --no-fund --loglevel=error @anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION)
+	@$(CLAUDE_CODE) --version | grep -q '$(CLAUDE_CODE_VERSION)'
 
 # promtool (the alert rule tests, tests/deploy) from Debian's `prometheus` package, installed with
 # apt-get when missing and apt-get is usable (as root, or through sudo without a password).

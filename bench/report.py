@@ -106,6 +106,10 @@ def render(results: dict[str, Any]) -> str:
     heads += ["gw events/s", "errors d/g"]
     out += [_table(heads, _latency_rows(results, "stream")), ""]
     out += [_resources(results), ""]
+    if "budget" in results["apis"]:
+        out += [_holds(results), ""]
+    if results.get("redis"):
+        out += [_redis(results["redis"]), ""]
     if results.get("kinds"):
         out += [_kinds(results["kinds"]), ""]
     if results.get("floors"):
@@ -170,6 +174,51 @@ def _cpu_vs_floor(results: dict[str, Any]) -> str:
             rows.append(row)
     text = "CPU ms per request: the gateway (services, NATS, PostgreSQL, Redis) and the floor\n"
     return text + _table(["mode", "conc", *apis], rows)
+
+
+def hold_cost(results: dict[str, Any], mode: str, conc: int, metric: str) -> float | None:
+    """The budgeted key's latency minus the unbudgeted key's, same API, mode and level."""
+    phases = results["phases"]
+    plain = phases.get(key(mode, "anthropic", conc), {}).get(metric)
+    held = phases.get(key(mode, "budget", conc), {}).get(metric)
+    return None if plain is None or held is None else round(float(held) - float(plain), 3)
+
+
+def _holds(results: dict[str, Any]) -> str:
+    rows = []
+    for mode in ("json", "stream"):
+        metrics = ("p50_ms", "p99_ms") if mode == "json" else ("ttft_p50_ms", "ttft_p99_ms")
+        for conc in results["levels"]:
+            plain = results["phases"].get(key(mode, "anthropic", conc), {})
+            held = results["phases"].get(key(mode, "budget", conc), {})
+            row: list[Any] = [mode, conc]
+            for m in metrics:
+                row += [plain.get(m), held.get(m), hold_cost(results, mode, conc, m)]
+            row += [plain.get("per_s"), held.get("per_s")]
+            row += [p.get("cpu_ms_per_request", {}).get(name) for p in (plain, held)
+                    for name in ("edge", "redis")]  # fmt: skip
+            rows.append(row)
+    heads = ["mode", "conc", "no budget p50", "budget p50", "hold p50", "no budget p99"]
+    heads += ["budget p99", "hold p99", "no budget req/s", "budget req/s"]
+    heads += ["edge CPU", "redis CPU", "edge CPU budget", "redis CPU budget"]
+    text = (
+        "Budget holds: the Anthropic API with a key without a budget and with one (ms; stream: "
+        "TTFT; hold = budget - no budget, measured in separate phases; CPU: ms per request)\n"
+    )
+    return text + _table(heads, rows)
+
+
+def _redis(redis: dict[str, Any]) -> str:
+    rows = [
+        [name, row["plain"], row["budget"], row["added"]] for name, row in redis["commands"].items()
+    ]
+    rows.append(["all processes", "", "", redis["added_per_request"]])
+    n = redis["requests"]
+    text = (
+        f"Redis commands per request (MONITOR, Lua scripts' inner commands not counted; "
+        f"{n['plain']} and {n['budget']} non-streaming requests at c=8)\n"
+    )
+    return text + _table(["process: command", "no budget", "budget", "added"], rows)
 
 
 def _kinds(kinds: dict[str, Any]) -> str:
@@ -281,6 +330,11 @@ def targets(results: dict[str, Any]) -> list[list[Any]]:
             gap = _gap(results, mode, metric)
             label = f"responses: added {metric[:-3]} c=1 within 0.3 ms of openai's ({mode})"
             check(label, gap, gap is not None and gap <= 0.3, " ms")
+    redis = results.get("redis")
+    if redis:
+        v = redis["admission_added_per_request"]
+        label = "a budget hold adds <= 1 Redis round trip to admission"
+        check(label, v, v is not None and v <= 1.0, " per request")
     for mode, row in ((m, results.get("kinds", {}).get(m)) for m in ("json", "stream")):
         if row:
             v = row["cpu_ratio"]

@@ -10,8 +10,10 @@
    and concurrency level, one load generator (``loadgen.py``) drives the direct simulator, then
    the gateway's Anthropic API, then its OpenAI API, then the simulator's Bedrock face alone and
    the Anthropic API to a Bedrock-kind deployment, each time-boxed after a warm-up. CPU seconds
-   per service are read around each gateway phase and RSS is sampled throughout. Then both
-   deployment kinds at the same paced rate (``kinds.py``), for CPU per request like for like.
+   per service are read around each gateway phase and RSS is sampled throughout. "budget" is the
+   Anthropic API with a key that has a budget (each request holds in Redis). Then both
+   deployment kinds at the same paced rate (``kinds.py``), for CPU per request like for like;
+   then the Redis commands per request of each key, under MONITOR (``redis_trips.py``).
 3. 1,000 slow streams held open at once through the gateway: the whole stack's RSS.
    Then ``floor.py`` (the same hops doing no work, or only the mandatory work, on the same NATS,
    simulator and billing) in the same modes and levels, each after the direct simulator again
@@ -53,12 +55,15 @@ import kind_phases as kinds  # noqa: E402
 import loadgen  # noqa: E402
 import memory  # noqa: E402
 import profile_services  # noqa: E402
+import redis_trips  # noqa: E402
 import report  # noqa: E402
 from procstat import Sampler, cpu_delta, rss_mb  # noqa: E402
 from stackrun import BEDROCK_MODEL, MODEL, MODES, SERVICES, STACK_GROUPS, Systems  # noqa: E402
 
-# The gateway's phases: the three client APIs, and the Anthropic API to a Bedrock-kind deployment.
-APIS = ("anthropic", "openai", "responses", "bedrock")
+# The gateway's phases: the three client APIs, the Anthropic API with a key that has a budget
+# ("budget": each request holds its worst case in Redis), and the Anthropic API to a Bedrock-kind
+# deployment.
+APIS = ("anthropic", "budget", "openai", "responses", "bedrock")
 OPENAI_PATHS = {"openai": "/openai/v1/chat/completions", "responses": "/openai/v1/responses"}
 
 OUTBOX_STREAM = from_env().outbox_stream
@@ -179,7 +184,8 @@ class Bench:
         path = OPENAI_PATHS.get(api, "/v1/messages")
         # "bedrock": the Anthropic API to a Bedrock-kind deployment (event-stream decoding).
         wire = api if api in OPENAI_PATHS else "anthropic"
-        headers = loadgen.headers_for(wire, self.sys.key)
+        key = self.sys.budget_key if api == "budget" else self.sys.key
+        headers = loadgen.headers_for(wire, key)
         return loadgen.Target(self.sys.gateway_url + path, headers, body, stream, wire)
 
     async def probe(self) -> None:
@@ -284,6 +290,26 @@ class Bench:
             lambda p, name: p.get("cpu_ms_per_request", {}).get(name),
         )
 
+    async def redis_phase(self) -> None:
+        """Redis commands per request (``redis_trips.py``) of the Anthropic API, non-streaming
+        at c=8, with the unbudgeted key, then with the budgeted one."""
+        assert self.sys.stack is not None and self.sys.stack.infra is not None
+        url = self.sys.stack.infra.redis_url
+        if not url:
+            return
+        n = 50 if self.args.quick else 400
+        counts = []
+        for api in ("anthropic", "budget"):
+
+            async def send(api: str = api) -> int:
+                done = await loadgen.run_phase(self.target(api, "json"), 8, 120.0, 0, requests=n)
+                return int(done["ok"])
+
+            counts.append(
+                await redis_trips.count(url, self.group.roots, send, self._outbox_drained)
+            )
+        self.results["redis"] = redis_trips.summary(*counts)
+
     async def floor_phases(self) -> None:
         """The floors, in a pass of their own after the open streams: the billed floor's records
         grow PostgreSQL and the outbox, which must not count in the gateway's memory."""
@@ -302,6 +328,8 @@ class Bench:
         if "bedrock" in self.results["apis"]:
             print("the deployment kinds at the same rate:", flush=True)
             await self.kind_phases()
+        print("Redis commands per request, without and with a budget ...", flush=True)
+        await self.redis_phase()
         await memory.open_streams(self)
         if self.results["floors"]:
             print("the floors (direct again, then each floor):", flush=True)

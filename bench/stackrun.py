@@ -3,7 +3,9 @@ identical simulator alone (the direct baseline, with a Bedrock face checking the
 key), each on free ports under one temporary folder.
 
 ``Systems.start()`` writes a TOML config, starts ``ezat_cli.stack.Stack`` (embedded NATS,
-PostgreSQL and Redis, the config's simulator, the five services), creates an API key, and starts
+PostgreSQL and Redis, the config's simulator, the five services), creates two API keys (one
+with a budget it never reaches, so that each of its requests holds: docs/billing.md, "Budget
+holds"), and starts
 ``python -m ezat_simulator`` on its own port. ``stop()`` leaves no process behind.
 """
 
@@ -94,6 +96,9 @@ AWS_ENV = {
     "EZAT_BENCH_BEDROCK_API_KEY": BEDROCK_API_KEY,
 }
 
+# The budgeted key's monthly budget: $1,000,000,000, never reached (a request holds ~4,000 µ$).
+BUDGET_MICROS = 10**15
+
 # The services in the order the tables list them, and the two request modes of every phase.
 SERVICES = ["edge", "translator", "router", "billing", "fetcher"]
 assert sorted(SERVICES) == sorted(STACK_SERVICES)
@@ -108,6 +113,7 @@ class Systems:
     stack: Stack | None = None
     direct: subprocess.Popen[bytes] | None = None
     key: str = ""
+    budget_key: str = ""  # a key with a budget far beyond the run's spend: every request holds
     ports: dict[str, int] = field(default_factory=dict)
     with_floor: bool = False  # also start ``floor.py``'s three processes on the same NATS
     bedrock_auth: str = "sigv4"  # or "key": the bench-bedrock deployment's auth
@@ -165,7 +171,9 @@ class Systems:
             self.stop()
             raise
         assert self.stack.infra is not None
-        self.key = asyncio.run(_create_key(self.stack.infra.database_url))
+        url = self.stack.infra.database_url
+        self.key = asyncio.run(_create_key(url, "bench"))
+        self.budget_key = asyncio.run(_create_key(url, "bench-budget", BUDGET_MICROS))
         if self.with_floor:
             try:
                 self._start_floor()
@@ -207,10 +215,10 @@ class Systems:
             self.stack.stop()
 
 
-async def _create_key(database_url: str) -> str:
+async def _create_key(database_url: str, name: str, budget: int | None = None) -> str:
     conn = await asyncpg.connect(database_url)
     try:
-        _, secret = await db.create_key(conn, "bench")
+        _, secret = await db.create_key(conn, name, monthly_budget_micros=budget)
     finally:
         await conn.close()
     return secret
