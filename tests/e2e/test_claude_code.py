@@ -41,7 +41,7 @@ async def rows_of(database_url: str, key_name: str, at_least: int) -> list[async
     try:
         for _ in range(100):
             rows = await conn.fetch(
-                "SELECT u.client, u.session FROM usage_records u"
+                "SELECT u.client, u.session, u.user_name FROM usage_records u"
                 " JOIN api_keys k ON k.id = u.key_id WHERE k.name = $1",
                 key_name,
             )
@@ -86,7 +86,7 @@ async def test_claude_code_print_runs_its_tool_and_answers(
     if not CLAUDE.exists():
         pytest.fail("Claude Code is missing: run `make clients` (needs npm)")
     name = f"claude-code-{uuid.uuid4().hex[:8]}"
-    secret = await create_key(gateway.database_url, name)
+    secret = await create_key(gateway.database_url, name, user="dev-ana")
     session = str(uuid.uuid4())
     done = run_claude(gateway.url, secret, session, tmp_path)
     said = done.stdout + done.stderr
@@ -118,3 +118,5 @@ async def test_claude_code_print_runs_its_tool_and_answers(
     rows = await rows_of(gateway.database_url, name, 2)
     assert len(rows) == 2 and {row["client"] for row in rows} == {"claude-code"}, rows
     assert {row["session"] for row in rows} == {session}, rows
+    # Its metadata.user_id is a device/session envelope, not a user: the key's user stays.
+    assert {row["user_name"] for row in rows} == {"dev-ana"}, rows

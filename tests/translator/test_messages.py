@@ -239,7 +239,12 @@ def test_without_url_images_the_body_is_encoded() -> None:
 @pytest.mark.parametrize(
     ("metadata", "user"),
     [(None, None), ({}, None), ({"user_id": None}, None), ({"user_id": ""}, None),
-     ({"user_id": "end-user-42"}, "end-user-42")],
+     ({"user_id": "end-user-42"}, "end-user-42"),
+     # Claude Code's envelope is no user name: its account, else the key's user (None here).
+     ({"user_id": '{"device_id":"d1","account_uuid":"","session_id":"s1"}'}, None),
+     ({"user_id": '{"device_id":"d1","account_uuid":"acct-7","session_id":"s1"}'}, "acct-7"),
+     ({"user_id": '{"not": "claude code"}'}, '{"not": "claude code"}'),
+     ({"user_id": "{not json"}, "{not json")],
 )  # fmt: skip
 def test_metadata_user_id_is_kept_for_attribution(metadata: Any, user: str | None) -> None:
     body = META if metadata is None else META | {"metadata": metadata}

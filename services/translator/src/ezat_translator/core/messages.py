@@ -276,9 +276,24 @@ def prepare_create(
 
 
 def _user_id(data: dict[str, Any]) -> str | None:
+    """The user a row is attributed to, from ``metadata.user_id`` (docs/billing.md,
+    "Attribution"). Claude Code sends a JSON object there (``{"device_id", "account_uuid",
+    "session_id"}``), not a user name: its non-empty ``account_uuid`` is the user, else none (the
+    key's user stays), so that spend by user does not split into one user per machine and
+    session."""
     metadata = data.get("metadata")  # checked by _check_metadata: an object or None
     user = metadata.get("user_id") if isinstance(metadata, dict) else None
-    return user if isinstance(user, str) and user else None
+    if not isinstance(user, str) or not user:
+        return None
+    if user.startswith("{"):
+        try:
+            envelope = msgspec.json.decode(user)
+        except msgspec.DecodeError:
+            return user
+        if isinstance(envelope, dict) and "device_id" in envelope:
+            account = envelope.get("account_uuid")
+            return account if isinstance(account, str) and account else None
+    return user
 
 
 def _prefix_hash(model_id: str, data: dict[str, Any]) -> str:
