@@ -5,9 +5,6 @@ the 403 with the budget message, and no hold is left once the rows are stored.""
 
 from __future__ import annotations
 
-import asyncio
-import datetime
-import random
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -15,11 +12,17 @@ from pathlib import Path
 
 import anthropic
 import asyncpg
-import openai
 import pytest
 from ezat_cli.infra import Infra, free_port
 from ezat_common import db
-from redis import asyncio as aioredis
+from support.budget_load import (
+    AVERAGE_WORST,
+    CLIENT_TIMEOUT,
+    counts,
+    load,
+    no_holds_left,
+    stored,
+)
 from support.config import SONNET, base_url, listen, one_simulator, write_config
 from support.stack import running
 
@@ -27,13 +30,7 @@ from support.stack import running
 # has the 1,000 run). Raise it to try.
 REQUESTS = 200
 FITS = 50  # the budget is worth about this many average worst cases
-MAX_TOKENS = (16, 256)
-# $3 / $15 per million tokens (support/config.py): the average worst case is about 60 input
-# tokens (the body's bytes / 4) x 3 µ$ + 136 output tokens x 15 µ$.
-AVERAGE_WORST = 60 * 3 + sum(MAX_TOKENS) // 2 * 15
 BUDGET = FITS * AVERAGE_WORST
-CLIENT_TIMEOUT = 120.0
-ROWS_TIMEOUT = 90.0
 
 
 @dataclass
@@ -55,97 +52,9 @@ def hold_stack(infra: Infra, database_url: str, data_dir: Path) -> Iterator[Hold
         yield HoldStack(base_url(edge), database_url, infra.redis_url, prefix)
 
 
-async def _send(url: str, secret: str, n: int, rng: random.Random) -> str:
-    """One request, kind ``n % 4``: "ok", or "refused" for the budget's 403."""
-    max_tokens = rng.randint(*MAX_TOKENS)
-    # The simulator answers exactly max_tokens tokens: the output is the worst case.
-    text = f"[sim:tokens={max_tokens}] Hello {n}"
-    messages = [{"role": "user", "content": text}]
-    try:
-        if n % 4 < 2:
-            async with anthropic.AsyncAnthropic(
-                base_url=url, api_key=secret, max_retries=0, timeout=CLIENT_TIMEOUT
-            ) as a:
-                if n % 2:
-                    async with a.messages.stream(
-                        model=SONNET,
-                        max_tokens=max_tokens,
-                        messages=messages,  # type: ignore[arg-type]
-                    ) as stream:
-                        await stream.get_final_message()
-                else:
-                    await a.messages.create(
-                        model=SONNET,
-                        max_tokens=max_tokens,
-                        messages=messages,  # type: ignore[arg-type]
-                    )
-            return "ok"
-        async with openai.AsyncOpenAI(
-            base_url=url + "/openai/v1", api_key=secret, max_retries=0, timeout=CLIENT_TIMEOUT
-        ) as o:
-            if n % 2:
-                chunks = await o.chat.completions.create(
-                    model=SONNET,
-                    max_tokens=max_tokens,
-                    messages=messages,  # type: ignore[arg-type]
-                    stream=True,
-                )
-                async for _ in chunks:
-                    pass
-            else:
-                await o.chat.completions.create(
-                    model=SONNET,
-                    max_tokens=max_tokens,
-                    messages=messages,  # type: ignore[arg-type]
-                )
-        return "ok"
-    except (anthropic.PermissionDeniedError, openai.PermissionDeniedError) as exc:
-        assert exc.status_code == 403
-        assert "monthly budget" in str(exc), exc
-        return "refused"
-
-
-async def _stored(database_url: str, key_ids: list[str], admitted: int) -> int:
-    """The stored spend of ``key_ids`` once all ``admitted`` rows are stored."""
-    conn = await asyncpg.connect(database_url)
-    try:
-        deadline = asyncio.get_running_loop().time() + ROWS_TIMEOUT
-        while True:
-            row = await conn.fetchrow(
-                "SELECT count(*) AS n, coalesce(sum(cost_micros), 0)::int8 AS cost"
-                " FROM usage_records WHERE key_id = ANY($1::text[])",
-                key_ids,
-            )
-            assert row is not None
-            if row["n"] >= admitted or asyncio.get_running_loop().time() > deadline:
-                assert row["n"] == admitted, (row["n"], admitted)
-                return int(row["cost"])
-            await asyncio.sleep(0.5)
-    finally:
-        await conn.close()
-
-
-async def _no_holds_left(stack: HoldStack, scopes: list[str]) -> dict[str, int]:
-    """Asserts Redis holds nothing for ``scopes``; their spend counters."""
-    redis = aioredis.from_url(stack.redis_url)
-    month = datetime.datetime.now(datetime.UTC).strftime("%Y%m")
-    try:
-        for scope in scopes:
-            assert await redis.hlen(f"{stack.prefix}:hold:{scope}") == 0, scope
-            assert await redis.zcard(f"{stack.prefix}:holdexp:{scope}") == 0, scope
-        assert not [k async for k in redis.scan_iter(f"{stack.prefix}:holdof:*")]
-        counted = [await redis.get(f"{stack.prefix}:spend:{s}:{month}") for s in scopes]
-        return {s: int(c or 0) for s, c in zip(scopes, counted, strict=True)}
-    finally:
-        await redis.aclose()
-
-
 async def _load(stack: HoldStack, secrets_: list[str]) -> tuple[int, int]:
-    rng = random.Random(28)
-    outcomes = await asyncio.gather(
-        *(_send(stack.url, secrets_[n % len(secrets_)], n, rng) for n in range(REQUESTS))
-    )
-    return outcomes.count("ok"), outcomes.count("refused")
+    found = counts(await load([stack.url], secrets_, REQUESTS))
+    return found.get("ok", 0), found.get("refused", 0)
 
 
 async def test_a_key_budget_is_never_overshot(hold_stack: HoldStack) -> None:
@@ -157,10 +66,10 @@ async def test_a_key_budget_is_never_overshot(hold_stack: HoldStack) -> None:
     admitted, refused = await _load(hold_stack, [secret])
     assert admitted + refused == REQUESTS
     assert refused > 0 and admitted >= FITS // 2, (admitted, refused)
-    spent = await _stored(hold_stack.database_url, [key.id], admitted)
+    spent = await stored(hold_stack.database_url, [key.id], admitted)
     assert 0 < spent <= BUDGET, (spent, BUDGET)
     print(f"key: {admitted} admitted, {refused} refused, spent {spent} of {BUDGET} µ$")
-    counters = await _no_holds_left(hold_stack, [f"key:{key.id}"])
+    counters = await no_holds_left(hold_stack.redis_url, hold_stack.prefix, [f"key:{key.id}"])
     assert counters == {f"key:{key.id}": spent}  # each row counted once
 
 
@@ -181,10 +90,10 @@ async def test_a_team_budget_shared_by_two_keys_is_never_overshot(hold_stack: Ho
     admitted, refused = await _load(hold_stack, [first, second])
     assert admitted + refused == REQUESTS
     assert refused > 0 and admitted >= FITS // 2, (admitted, refused)
-    spent = await _stored(hold_stack.database_url, [one.id, two.id], admitted)
+    spent = await stored(hold_stack.database_url, [one.id, two.id], admitted)
     assert 0 < spent <= BUDGET, (spent, BUDGET)
     print(f"team: {admitted} admitted, {refused} refused, spent {spent} of {BUDGET} µ$")
-    counters = await _no_holds_left(hold_stack, [f"team:{team_id}"])
+    counters = await no_holds_left(hold_stack.redis_url, hold_stack.prefix, [f"team:{team_id}"])
     assert counters == {f"team:{team_id}": spent}
 
 
@@ -199,4 +108,4 @@ async def test_a_request_refused_400_frees_its_hold_at_once(hold_stack: HoldStac
     ) as client:
         with pytest.raises(anthropic.BadRequestError):
             await client.messages.create(model=SONNET, max_tokens=16, messages=[])
-    await _no_holds_left(hold_stack, [f"key:{key.id}"])
+    await no_holds_left(hold_stack.redis_url, hold_stack.prefix, [f"key:{key.id}"])
