@@ -340,10 +340,11 @@ async def serves_again(t: Gateway, within: float = 20.0) -> History:
 
 
 @contextlib.contextmanager
-def another_edge(t: Gateway, name: str, **edge: int) -> Iterator[Gateway]:
-    """One more edge on ``t``'s stack, with ``[edge]`` settings of its own (a config file beside
-    the stack's, which it otherwise copies); the Gateway it yields calls it, and its ``metrics``
-    has its /metrics under ``name``. Stopped, and no longer supervised, afterwards."""
+def another_edge(t: Gateway, name: str, **edge: int | float | str) -> Iterator[Gateway]:
+    """One more edge on ``t``'s stack, with ``[edge]`` settings of its own (TOML values: a string
+    in its quotes), in a config file beside the stack's, which it otherwise copies; the Gateway it
+    yields calls it, and its ``metrics`` has its /metrics under ``name``. Stopped, and no longer
+    supervised, afterwards."""
     port = free_port()
     settings = "".join(f"{key} = {value}\n" for key, value in edge.items())
     text = re.sub(
