@@ -115,3 +115,48 @@ async def test_rows_a_failure_could_not_count_are_counted_with_the_next(
         await client.aclose()
         server.terminate()
         server.wait(timeout=10)
+
+
+async def test_rows_a_failure_could_not_count_are_retried_without_a_next_row(
+    keys: RedisKeys, tmp_path: Path
+) -> None:
+    """After an outage at the end of a burst no next row comes: billing's retry (every second)
+    counts the waiting rows, and drops the holds they replace."""
+    port = free_port()
+    client = kv.connect(f"redis://127.0.0.1:{port}", timeout=0.5)
+    counter = SpendCounter(client, keys)
+    await counter.retry()  # nothing waits: no call, no error
+    await counter.count([("u1", "k", 7, time.time())])  # nothing listens: kept
+    _, server = start_redis(tmp_path, port)  # Redis is back
+    try:
+        store = HoldStore(client, keys)
+        await client.hset(keys.holds("key:k"), "u1", 7)  # as the edge held it
+        await counter.retry()
+        assert await client.get(keys.spend("key:k", MONTH)) == b"7"
+        assert await client.hlen(keys.holds("key:k")) == 0
+        await counter.retry()  # nothing waits any more: counted once
+        assert await client.get(keys.spend("key:k", MONTH)) == b"7"
+        assert await store.reserve("u2", [Scope("key:k", 10, 0)], 3, MONTH, later()) is None
+    finally:
+        await client.aclose()
+        server.terminate()
+        server.wait(timeout=10)
+
+
+async def test_a_voided_hold_is_dropped_and_never_made_later(
+    redis: aioredis.Redis, keys: RedisKeys
+) -> None:
+    """The edge gave up waiting on a hold (Redis frozen) and answered without one: its VOID drops
+    the hold if Redis made it, and, if the RESERVE is still queued (run after the VOID once Redis
+    thaws), that RESERVE holds nothing (docs/billing.md, "Enforcement")."""
+    store = HoldStore(redis, keys)
+    key = Scope("key:k", 1_000, 0)
+    assert await store.reserve("made", [key], 600, MONTH, later()) is None
+    await store.void("made", ["key:k"], 60)
+    await store.void("queued", ["key:k"], 60)
+    with pytest.raises(RuntimeError, match="voided"):
+        await store.reserve("queued", [key], 600, MONTH, later())
+    assert await redis.hlen(keys.holds("key:k")) == 0
+    assert not await redis.exists(keys.hold_scopes("made"), keys.hold_scopes("queued"))
+    assert 0 < await redis.ttl(keys.hold_void("queued")) <= 61
+    assert await store.reserve("next", [key], 1_000, MONTH, later()) is None  # all of it again

@@ -43,6 +43,11 @@ class RedisKeys(Struct, frozen=True):
         """edge/billing: the budget scopes one request's hold is on (space-separated)."""
         return f"{self.prefix}:holdof:{uid}"
 
+    def hold_void(self, uid: str) -> str:
+        """edge: a request whose hold's outcome was unknown (Redis did not answer in time) and
+        that was then answered without one: a late run of its hold script holds nothing."""
+        return f"{self.prefix}:holdvoid:{uid}"
+
     def spend(self, scope: str, month: str) -> str:
         """billing: a budget scope's stored spend in one UTC month (``YYYYMM``), micro-dollars."""
         return f"{self.prefix}:spend:{scope}:{month}"

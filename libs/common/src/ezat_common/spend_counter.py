@@ -14,10 +14,10 @@ once (``UNCOUNT``) from the scopes it was counted on: the per-uid marker names t
 lookup is needed then either, and a row counted before markers named their scopes (``1``) is left
 counted (the counter errs on the budget's side).
 
-Rows a failure could not count are counted again with the next stored rows (up to
-``MAX_WAITING``), so that their holds are replaced soon after Redis is back. A counter lost with
-Redis is not trusted alone: the edge takes the larger of it and the month's spend billing's usage
-query last reported (cached, ``budgets.py``).
+Rows a failure could not count are counted again with the next stored rows, and every second
+by ``retry`` (up to ``MAX_WAITING``), so that their holds are replaced soon after Redis is back.
+A counter lost with Redis is not trusted alone: the edge takes the larger of it and the month's
+spend billing's usage query last reported (cached, ``budgets.py``).
 """
 
 from __future__ import annotations
@@ -110,7 +110,9 @@ class SpendCounter:
         stored, and the edge also reads billing's total."""
         if self._count is None:
             return
-        batch = [*self._waiting, *rows]
+        # Taken, not read: calls run concurrently (the live path, the drain, the retry), and one
+        # that succeeds must not drop what another's failure put back meanwhile.
+        batch, self._waiting = [*self._waiting, *rows], []
         if not batch:
             return
         try:
@@ -121,10 +123,16 @@ class SpendCounter:
                     await self._count(args=args, client=pipe)
                 await pipe.execute()
         except Exception as exc:
-            self._waiting = batch[-MAX_WAITING:]
+            self._waiting = [*batch, *self._waiting][-MAX_WAITING:]
             log.warning("could not count %d stored rows in the spend counters: %r", len(batch), exc)
-        else:
-            self._waiting = []
+
+    async def retry(self) -> None:
+        """Count and take back what failures left waiting, if anything (billing calls it every
+        second: after an outage no next row may come to carry them)."""
+        if self._waiting:
+            await self.count([])
+        if self._voided:
+            await self.uncount([])
 
     async def uncount(self, rows: Sequence[Row]) -> None:
         """Take back ``(uid, key id, counted cost micros, received_at)`` rows settled undelivered
@@ -133,7 +141,7 @@ class SpendCounter:
         budget's side, and the edge also reads billing's total, which no longer charges them."""
         if self._uncount is None:
             return
-        batch = [*self._voided, *rows]
+        batch, self._voided = [*self._voided, *rows], []
         if not batch:
             return
         try:
@@ -143,9 +151,7 @@ class SpendCounter:
                     await self._uncount(args=args, client=pipe)
                 await pipe.execute()
         except Exception as exc:
-            self._voided = batch[-MAX_WAITING:]
+            self._voided = [*batch, *self._voided][-MAX_WAITING:]
             log.warning(
                 "could not take %d voided rows back from the spend counters: %r", len(batch), exc
             )
-        else:
-            self._voided = []

@@ -33,6 +33,8 @@ STOP_TIMEOUT = 10.0
 OPTIONAL = ("postgresql", "outbox")
 # Each count of stored rows in the budget scopes' spend counters waits on Redis at most this long.
 SPEND_REDIS_TIMEOUT = 0.5
+# Seconds between retries of the spend counts a Redis failure left waiting (none: no call).
+SPEND_RETRY_EVERY = 1.0
 
 
 def spawning(
@@ -92,14 +94,17 @@ class Billing:
         batcher: Batcher,
         nc: bus.Client,
         ready: readiness.Readiness | None = None,
+        counter: SpendCounter | None = None,
     ) -> None:
         self.ready = ready or readiness.Readiness("billing", optional=OPTIONAL)
+        # One counter for the live path, the drain and settling, so one retry serves them all.
+        counter = counter or spend_counter()
         self.settings = settings
         self.subjects = subjects
         self.batcher = batcher
         self.nc = nc
         outbox = Outbox(nc, subjects)
-        write = counted_insert(pool, settings.write_timeout)
+        write = counted_insert(pool, settings.write_timeout, counter)
         confirm = functools.partial(settle.confirm, pool)
         self.handlers = Handlers(settings, batcher, pool, outbox)
         ledger.publish_prices(settings.prices)
@@ -107,7 +112,6 @@ class Billing:
         self.handlers.barrier = self.drainer.barrier
         drained = functools.partial(drained_before, nc, subjects)
         # Rows settled undelivered no longer spend their budgets (docs/billing.md).
-        counter = spend_counter()
         self.settler = Periodic(
             "billing-settle",
             settle.SETTLE_EVERY,
@@ -115,6 +119,10 @@ class Billing:
                 settle.settle_round, pool, settings.delivery_confirm, drained, counter.uncount
             ),
         )
+        # Counts a failure left waiting are retried on their own, not only with the next rows:
+        # after an outage at the end of a burst no next row may come, and the holds the rows
+        # should have replaced would keep budget back until their deadline.
+        self.spend_retry = Periodic("billing-spend-retry", SPEND_RETRY_EVERY, counter.retry)
         self.backlog = backlog.Backlog(nc, subjects)
         self.backlog_reader = Periodic(
             "billing-outbox-backlog", backlog.READ_EVERY, self.backlog.read
@@ -133,6 +141,7 @@ class Billing:
         """Drain the outbox, settle, take usage records and queries, answer health probes."""
         self.drain = asyncio.create_task(self.drainer.run(), name="billing-outbox-drain")
         self.settler.start()
+        self.spend_retry.start()
         self.backlog_reader.start()
         self.budget_check.start()
         nc, subjects, tasks, handlers = self.nc, self.subjects, self.tasks, self.handlers
@@ -176,6 +185,7 @@ class Billing:
         await self.drainer.flush(timeout=2.0)
         await stop_task(self.drain)
         await self.settler.stop()
+        await self.spend_retry.stop()
         await self.backlog_reader.stop()
         await self.budget_check.stop()
         await self.batcher.stop(timeout=STOP_TIMEOUT)
@@ -189,11 +199,10 @@ def spend_counter() -> SpendCounter:
 
 
 def counted_insert(
-    pool: asyncpg.Pool, timeout: float | None
+    pool: asyncpg.Pool, timeout: float | None, counter: SpendCounter
 ) -> Callable[[Sequence[UsageRow]], Awaitable[dict[str, store.Stored]]]:
     """``store.insert_batch``, then each stored row counted once in its budget scopes' monthly
     spend in Redis, its hold dropped (docs/billing.md, "Budget holds")."""
-    counter = spend_counter()
 
     async def write(rows: Sequence[UsageRow]) -> dict[str, store.Stored]:
         stored = await store.insert_batch(pool, rows, timeout=timeout)
@@ -208,10 +217,12 @@ def counted_insert(
     return write
 
 
-def started_batcher(settings: config.Settings, pool: asyncpg.Pool) -> Batcher:
+def started_batcher(
+    settings: config.Settings, pool: asyncpg.Pool, counter: SpendCounter
+) -> Batcher:
     """The group-commit writer of usage rows, running (it needs no connection to start)."""
     batcher = Batcher(
-        counted_insert(pool, settings.write_timeout),
+        counted_insert(pool, settings.write_timeout, counter),
         functools.partial(store.probe_stored, pool, timeout=settings.write_timeout),
         deadline=settings.ack_deadline,
         max_batch=settings.max_batch,
@@ -240,13 +251,14 @@ async def serve(stop: asyncio.Event, settings: config.Settings | None = None) ->
     ready = readiness.Readiness("billing", optional=OPTIONAL)
     # min_size=0: creating the pool never needs the server, every acquire (re)connects on demand.
     pool = await db.pool(min_size=0, max_size=10)
-    batcher = started_batcher(settings, pool)
+    counter = spend_counter()
+    batcher = started_batcher(settings, pool, counter)
     check = database_check(pool, batcher)
     watcher = asyncio.create_task(watch_database(check))
     nc = await bus.connect("billing")
     # After the connection: a replacement waits there for its predecessor (router/app.py).
     readiness.serve(settings.cfg.billing.metrics_listen, ready)
-    billing = Billing(settings, subjects, pool, batcher, nc, ready)
+    billing = Billing(settings, subjects, pool, batcher, nc, ready, counter)
     await billing.start(check)
     log.info("billing serving on %s", subjects.usage_record)
     await stop.wait()

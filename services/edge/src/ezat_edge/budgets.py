@@ -42,6 +42,11 @@ from .holds import HoldStore, Scope
 log = logging.getLogger("ezat.edge.budgets")
 
 TTL = 2.0
+# A hold whose call got no answer is voided in the background: tried every VOID_EVERY seconds,
+# VOID_TRIES times at most (a Redis that stays away longer ran none of the calls queued to it,
+# or ran them and the holds last until their deadline: safe, only longer).
+VOID_EVERY = 1.0
+VOID_TRIES = 120
 QUERY_TIMEOUT = 1.0
 Owner = tuple[str | None, str | None]  # (key id, None) or (None, team id)
 
@@ -74,6 +79,7 @@ class Budgets:
         # (key id, None) or (None, team id) -> (month start epoch, spent micros, fetched at)
         self._cache: dict[Owner, tuple[float, int, float]] = {}
         self._inflight: dict[Owner, asyncio.Future[int | None]] = {}
+        self._voiding: set[asyncio.Future[None]] = set()
 
     @staticmethod
     def limits(key: ApiKey) -> bool:
@@ -119,6 +125,9 @@ class Budgets:
             decided = when_unreachable(key, self._enforcement)
             m.BUDGET_HOLD_UNAVAILABLE.labels(decided).inc()
             log.warning("budget hold store unreachable (%s): %r", decided, exc)
+            # Redis may still run the call once it answers again (a frozen or slow server):
+            # the hold it would make belongs to a request that goes on without one.
+            self._void_later(uid, [scope.name for scope in scopes], expiry - now)
             if decided == "fail_closed":
                 raise unavailable() from None
             return []
@@ -127,6 +136,25 @@ class Budgets:
             team = refused.scope.name.startswith("team:")
             raise hold_refused(key, team, refused.spent + refused.held, worst, now)
         return [scope.name for scope in scopes]
+
+    def _void_later(self, uid: str, scopes: list[str], lifetime: float) -> None:
+        """Void ``uid``'s hold in the background, retrying until Redis answers (VOID_TRIES)."""
+
+        async def void() -> None:
+            assert self._holds is not None
+            for _ in range(VOID_TRIES):
+                try:
+                    await self._holds.void(uid, scopes, lifetime)
+                    return
+                except Exception:
+                    await asyncio.sleep(VOID_EVERY)
+            log.warning(
+                "could not void a budget hold Redis may still make; it lasts until its deadline"
+            )
+
+        task = asyncio.ensure_future(void())
+        self._voiding.add(task)
+        task.add_done_callback(self._voiding.discard)
 
     async def moved(self, uid: str, new_uid: str, scopes: list[str], expiry: float) -> None:
         """The request of ``uid`` is published again under ``new_uid``: its hold follows it."""

@@ -30,11 +30,13 @@ SETTLE_GRACE = 30.0
 # Seconds a scope's hash and sorted set of holds outlive their latest hold.
 _IDLE = 86400
 
-# KEYS: per scope (holds, expiries, spend counter) then the uid's scope list.
+# KEYS: per scope (holds, expiries, spend counter), the uid's scope list, the uid's void marker.
 # ARGV: uid, amount, now, expiry, scope count, then per scope (budget, reported spend), scopes.
+# A voided uid (VOID ran first: this call had been given up on) holds nothing.
 RESERVE = """
 local uid, amount, now = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local expiry, n = tonumber(ARGV[4]), tonumber(ARGV[5])
+if redis.call('EXISTS', KEYS[3 * n + 2]) == 1 then return {-1, '0', '0'} end
 for i = 1, n do
   local h, e, s = KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i]
   local dead = redis.call('ZRANGEBYSCORE', e, '-inf', now)
@@ -97,6 +99,21 @@ return 0
 """
 
 
+# KEYS: per scope the holds and the expiries, the uid's scope list, its void marker. ARGV: uid,
+# the marker's lifetime. Drops whatever hold the uid has and marks it void, so that a RESERVE of
+# it that Redis runs later (sent before the edge gave up waiting) holds nothing either.
+VOID = """
+local n = (#KEYS - 2) / 2
+for i = 1, n do
+  redis.call('HDEL', KEYS[2 * i - 1], ARGV[1])
+  redis.call('ZREM', KEYS[2 * i], ARGV[1])
+end
+redis.call('DEL', KEYS[#KEYS - 1])
+redis.call('SET', KEYS[#KEYS], '1', 'EX', ARGV[2])
+return 0
+"""
+
+
 class Scope(Struct, frozen=True):
     """One budget a request counts against: its name, limit and billing's reported spend."""
 
@@ -124,6 +141,7 @@ class HoldStore:
         self._reserve = redis.register_script(RESERVE)
         self._shorten = redis.register_script(SHORTEN)
         self._move = redis.register_script(MOVE)
+        self._void = redis.register_script(VOID)
 
     async def reserve(
         self, uid: str, scopes: Sequence[Scope], amount: int, month: str, expiry: float
@@ -139,11 +157,13 @@ class HoldStore:
                 self._keys.spend(scope.name, month),
             ]
             args += [scope.budget, scope.reported]
-        keys.append(self._keys.hold_scopes(uid))
+        keys += [self._keys.hold_scopes(uid), self._keys.hold_void(uid)]
         args += [" ".join(s.name for s in scopes), int(max(expiry - time.time(), 0)) + _IDLE]
         index, spent, held = await self._reserve(keys=keys, args=args)
         if int(index) == 0:
             return None
+        if int(index) < 0:  # a uid is new at admission: only a retry of a given-up call is void
+            raise RuntimeError(f"budget hold of {uid} was voided")
         return Refused(scopes[int(index) - 1], int(spent), int(held))
 
     async def moved(self, uid: str, new_uid: str, scopes: Sequence[str], expiry: float) -> None:
@@ -156,6 +176,16 @@ class HoldStore:
         keys.append(self._keys.hold_scopes(new_uid))
         ttl = int(max(expiry - time.time(), 0)) + _IDLE
         await self._move(keys=keys, args=[uid, new_uid, " ".join(scopes), ttl])
+
+    async def void(self, uid: str, scopes: Sequence[str], lifetime: float) -> None:
+        """``uid``'s hold had no answer in time and its request went on without one (refused
+        503, or admitted fail-open): drop any hold Redis made of it and keep any later one from
+        being made, for ``lifetime`` seconds (the hold's own at most)."""
+        keys: list[str] = []
+        for name in scopes:
+            keys += [self._keys.holds(name), self._keys.hold_expiries(name)]
+        keys += [self._keys.hold_scopes(uid), self._keys.hold_void(uid)]
+        await self._void(keys=keys, args=[uid, int(lifetime) + 1])
 
     async def ended(self, uid: str, scopes: Sequence[str], free: bool = False) -> None:
         """The request ended: its hold lasts ``SETTLE_GRACE`` more seconds at most, or, ``free``
