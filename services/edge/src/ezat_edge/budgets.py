@@ -24,7 +24,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 import msgspec
 from ezat_common import bus, envelopes, usage_page
@@ -79,7 +80,7 @@ class Budgets:
         # (key id, None) or (None, team id) -> (month start epoch, spent micros, fetched at)
         self._cache: dict[Owner, tuple[float, int, float]] = {}
         self._inflight: dict[Owner, asyncio.Future[int | None]] = {}
-        self._voiding: set[asyncio.Future[None]] = set()
+        self._background: set[asyncio.Future[None]] = set()
 
     @staticmethod
     def limits(key: ApiKey) -> bool:
@@ -152,9 +153,24 @@ class Budgets:
                 "could not void a budget hold Redis may still make; it lasts until its deadline"
             )
 
-        task = asyncio.ensure_future(void())
-        self._voiding.add(task)
-        task.add_done_callback(self._voiding.discard)
+        self._spawn(void())
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(work)
+        self._background.add(task)  # referenced until done: the loop keeps weak references only
+        task.add_done_callback(self._background.discard)
+
+    def ending(self, uids: list[str], scopes: list[str], free: bool = False) -> None:
+        """``ended`` for each of ``uids``, in the background: the answer is not held back by
+        a Redis round trip (a JSON answer is written only once its handler returns)."""
+        if self._holds is None or not scopes:
+            return
+
+        async def end() -> None:
+            for uid in uids:
+                await self.ended(uid, scopes, free)
+
+        self._spawn(end())
 
     async def moved(self, uid: str, new_uid: str, scopes: list[str], expiry: float) -> None:
         """The request of ``uid`` is published again under ``new_uid``: its hold follows it."""

@@ -193,8 +193,7 @@ class Api:
             free = 400 <= exc.status < 500
             raise
         finally:
-            for published in uids:
-                await self.budgets.ended(published, held, free)
+            self.budgets.ending(uids, held, free)
 
     def _hold_follows(self, call: Call, held: list[str], expiry: float) -> list[str]:
         """The uids ``call`` is published under (each may hold, so each ends): a request
