@@ -60,6 +60,7 @@ class RequestLog:
         self._flusher = Periodic("request-log", FLUSH_INTERVAL, self.flush)
         self._pool: asyncpg.Pool | None = None
         self._pruned = 0.0
+        self._failing = False
 
     def add(self, entry: Entry) -> None:
         self._pending.append(entry)
@@ -113,8 +114,13 @@ class RequestLog:
                     timeout=WRITE_TIMEOUT,
                 )
         except _DB_ERRORS as exc:
-            health.info("request log: not stored yet: %s", type(exc).__name__)
+            if not self._failing:  # once per outage, not once per flush
+                health.warning("request log: entries not stored yet: %s", type(exc).__name__)
+            self._failing = True
             return
+        if self._failing:
+            health.info("request log: entries stored again")
+        self._failing = False
         del self._unstored[: len(entries)]
 
     async def _prune(self) -> None:
