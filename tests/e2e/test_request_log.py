@@ -223,3 +223,24 @@ async def test_no_log_line_holds_a_prompt_or_a_secret(
     for needle in forbidden:
         hits = [line[:200] for line in lines if needle in line]
         assert not hits, f"a log line holds what must never be logged: {hits[:3]}"
+
+
+async def test_a_client_that_leaves_is_logged_as_closed(
+    gateway: Gateway, http: aiohttp.ClientSession, clean_sims: None
+) -> None:
+    for sim in (gateway.sim_a, gateway.sim_b):
+        await gateway.sim_faults(sim, delay_ms=3000, count=-1)
+    rid = f"reqlog-left-{uuid.uuid4().hex[:8]}"
+    body = {"model": MODEL, "max_tokens": 8, "messages": [{"role": "user", "content": "wait"}]}
+    headers = {"x-api-key": gateway.key, "x-request-id": rid}
+    with pytest.raises(TimeoutError):
+        async with http.post(
+            gateway.url + "/v1/messages",
+            json=body,
+            headers=headers,
+            timeout=aiohttp.ClientTimeout(total=0.5),
+        ) as r:
+            await r.read()
+    entry = await entry_of(gateway, http, rid)
+    assert (entry["status"], entry["error_type"]) == (499, "client_closed")
+    assert entry["key_id"].startswith("key_") and entry["latency_ms"] >= 400

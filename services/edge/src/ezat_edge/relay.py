@@ -252,6 +252,9 @@ class Relay:
             # The client went away (aiohttp raises ConnectionResetError, or RuntimeError on a
             # closed transport).
             call.meter.disconnects.inc()
+            if call.entry is not None:  # its 200 had left: the entry says it was cut short
+                call.entry.error_type = "client_closed"
+                call.entry.error_reason = "the client closed the connection mid-stream"
             self._delivered(call)  # an early close is billed as the router records it
             await self._cancel(call)
         except Exception:
