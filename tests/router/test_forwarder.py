@@ -336,7 +336,12 @@ async def test_400_is_relayed_without_failover(nats_url: str) -> None:
         up.scripts["b"] = up.sse(STREAM_WRITES)
         replies = await stack.send(stack.request())
         assert [msgspec.structs.replace(r, headers={}) for r in replies] == [
-            ReplyError(status=400, type="invalid_request_error", message="tools.0: bad")
+            ReplyError(
+                status=400,
+                type="invalid_request_error",
+                message="tools.0: bad",
+                upstream_status=400,  # the deployment's own 400, for the request log
+            )
         ]
         assert up.calls_to("b") == []
         assert stack.service.shared.health("a").failures == 0

@@ -167,7 +167,9 @@ def test_a_429_and_all_rate_limited_deployments_say_the_same() -> None:
         message=f"the deployments of `{MODEL}` are rate limited; retry after 12 seconds",
         retry_after=12.0,
     )
-    assert from_status(429, b"", "12", MODEL, cooldown_default=COOLDOWN).error == limited
+    # The same words; the one from a deployment also names its status (the request log's).
+    said = from_status(429, b"", "12", MODEL, cooldown_default=COOLDOWN).error
+    assert said == msgspec.structs.replace(limited, upstream_status=429)
     assert all_down(MODEL, 12.0, all_limited=True) == limited
     assert all_down(MODEL, 3.0, all_limited=False) == ReplyError(
         status=529,
@@ -196,3 +198,15 @@ def test_all_down_says_the_wait_as_the_retry_after_header_does(
     reply = all_down(MODEL, wait, all_limited=all_limited)
     assert reply.message.endswith(f"retry after {told} seconds")
     assert http_headers(reply)["retry-after"] == told
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 422, 429, 500, 502, 503, 529])
+def test_an_upstream_answer_names_its_status_for_the_request_log(status: int) -> None:
+    failure = from_status(status, b"", None, MODEL, cooldown_default=COOLDOWN)
+    assert failure.error.upstream_status == status
+
+
+def test_no_upstream_answer_names_no_status() -> None:
+    for kind in ("connect", "timeout", "stalled", "dropped", "protocol"):
+        assert from_transport(kind, MODEL, 5.0).error.upstream_status is None  # type: ignore[arg-type]
+    assert all_down(MODEL, 3.0, all_limited=False).upstream_status is None

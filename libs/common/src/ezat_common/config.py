@@ -93,6 +93,10 @@ class EdgeConfig(Struct, forbid_unknown_fields=True, kw_only=True):
     # still running then no longer holds its worst case; its row counts when it is stored).
     budget_enforcement: Literal["fail_closed", "fail_open"] = "fail_closed"
     budget_hold_seconds: float = 3600.0
+    # The request log's table (docs/observability.md, "Request log"): entries older than this
+    # many days, and beyond the newest request_log_rows, are deleted (every minute, by each edge).
+    request_log_days: float = 7.0
+    request_log_rows: int = 1_000_000
 
 
 class Price(Struct, forbid_unknown_fields=True, kw_only=True):

@@ -187,6 +187,10 @@ class ReplyError(Struct, kw_only=True, tag_field="t", tag="error"):
     code: str | None = None
     retry_after: float | None = None
     headers: dict[str, str] = {}
+    # The deployment's HTTP status behind this error (the router's upstream answer of the last
+    # attempt), for the request log (docs/observability.md); None: no upstream answered (the
+    # gateway's own refusal, unreachable, timed out), or an older router.
+    upstream_status: int | None = None
 
     def with_headers(self, headers: dict[str, str]) -> ReplyError:
         """This error with ``headers`` added over its own; itself when there are none (the

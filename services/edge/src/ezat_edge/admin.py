@@ -28,7 +28,7 @@ from ezat_common.tenancy import Changed
 
 from .auth import Authenticator
 from .core import admin_body as body
-from .core import spend
+from .core import request_log, spend
 from .responses import JSON
 from .status import authorise
 
@@ -250,6 +250,15 @@ class Admin:
             )
         return _json({"object": "list", "group_by": q.group_by, "data": spend.to_json_rows(rows)})
 
+    # ---- request log (docs/observability.md, "Request log") ---------------------------------
+
+    async def requests(self, request: web.Request) -> web.Response:
+        self._actor(request)
+        q = request_log.to_query(request.query)
+        sql, args = request_log.to_sql(q)
+        rows = await self._run(_fetch, sql, args)
+        return _json(request_log.to_page(rows, q.limit))
+
     async def close(self) -> None:
         if self.pool is not None:
             await self.pool.close()
@@ -269,4 +278,10 @@ ROUTES: tuple[tuple[str, str, str], ...] = (
     ("POST", PREFIX + "/keys/{key_id}/revoke", "revoke_key"),
     ("GET", PREFIX + "/audit", "audit"),
     ("GET", PREFIX + "/spend", "spend_report"),
+    ("GET", PREFIX + "/requests", "requests"),
 )
+
+
+async def _fetch(conn: asyncpg.Connection, sql: str, args: list[Any]) -> list[asyncpg.Record]:
+    rows: list[asyncpg.Record] = await conn.fetch(sql, *args)
+    return rows

@@ -44,6 +44,7 @@ from .middleware import Handler, errors_mw, on_prepare
 from .operations import Operations
 from .protocol import ConnectionGuard, EdgeRunner, close_gently, connection_budget
 from .relay import Relay
+from .request_log import RequestLog, request_log_mw
 from .status import StackStatus
 from .stored_responses import StoredResponses
 
@@ -72,6 +73,7 @@ class Edge:
     stored: StoredResponses
     key_expiry: KeyExpiry
     admin: admin_api.Admin
+    request_log: RequestLog
 
     async def stop(self) -> None:
         await self.ops.readiness.stop()
@@ -80,6 +82,7 @@ class Edge:
         # Usage of requests whose client left is still being confirmed: NATS must stay up.
         await self.relay.holder.settle()
         await self.deliveries.stop()
+        await self.request_log.stop()
         await self.nc.drain()
         for pool in (self.auth.pool, self.stored.pool):
             if pool is not None:
@@ -180,6 +183,8 @@ async def connect(cfg: Config, subjects: Subjects) -> Edge:
     # the edge back for longer.
     await asyncio.wait({pool_task}, timeout=DB_WAIT)
     admin = admin_api.Admin(nc, subjects, catalogue, auth)
+    request_log = RequestLog(cfg.edge.request_log_days, cfg.edge.request_log_rows)
+    request_log.start()
     return Edge(
         nc,
         relay,
@@ -194,6 +199,7 @@ async def connect(cfg: Config, subjects: Subjects) -> Edge:
         stored,
         key_expiry,
         admin,
+        request_log,
     )
 
 
@@ -219,7 +225,9 @@ def build(edge: Edge) -> web.Application:
     cfg = edge.api.cfg
     # Outermost: what errors_mw answers is written within the deadline too.
     written = answers_mw(cfg.unread_answer_grace, cfg.body_min_rate)
-    app = web.Application(middlewares=[written, errors_mw], client_max_size=1024**3)
+    # Outermost of all: a request's log entry ends once its answer is written.
+    logged = request_log_mw(edge.request_log)
+    app = web.Application(middlewares=[logged, written, errors_mw], client_max_size=1024**3)
     app.on_response_prepare.append(on_prepare)
     app.add_routes([web.route(method, path, get(edge)) for method, path, get in ROUTES])
     return app

@@ -37,6 +37,7 @@ from ezat_common.undecodable import undecodable
 
 from . import metrics as m
 from .core.authorization import refusal
+from .request_log import entry_of
 
 log = logging.getLogger("ezat.edge.auth")
 
@@ -120,6 +121,8 @@ class Authenticator:
                 if key is not None and not key.revoked and key.id in self._revoked:
                     key = msgspec.structs.replace(key, revoked=True)
                 self._store(digest, key, None if changes != self._changes else now)
+        if key is not None:
+            _named(request, key)
         if key is None or key.revoked:
             (m.AUTH_INVALID if key is None else m.AUTH_REVOKED).inc()
             raise GatewayError(
@@ -246,3 +249,12 @@ def _forget(lookup: asyncio.Future[db.ApiKey | None]) -> None:
     """A lookup its request stopped waiting for may still fail: nobody reads that."""
     if not lookup.cancelled():
         lookup.exception()
+
+
+def _named(request: web.Request, key: db.ApiKey) -> None:
+    """The request log's entry names the key (its id, never its secret) and its team: a refusal
+    of a revoked, expired or rotated key too."""
+    entry = entry_of(request)
+    if entry is not None:
+        entry.key_id = key.id
+        entry.team_id = key.team_id

@@ -11,6 +11,7 @@ from aiohttp import web
 from ezat_common import envelopes
 
 from . import metrics as m
+from .core.request_log import Entry
 from .responses import Format
 from .streams import Outlet, SseResponse
 
@@ -44,6 +45,8 @@ class Call:
     republished: Callable[[str, str], Awaitable[None]] | None = None
     # When its first content event was written (0.0: not yet; docs/observability.md, "Edge").
     first_token: float = field(default=0.0, init=False)
+    # Its request-log entry (request_log.py), filled in with what the relay learns.
+    entry: Entry | None = field(default=None, init=False)
     meter: m.ApiMeters = field(init=False)
 
     def __post_init__(self) -> None:

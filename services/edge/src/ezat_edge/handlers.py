@@ -37,6 +37,7 @@ from .limits import RateLimiter
 from .middleware import error_answer
 from .protocol import RID
 from .relay import Relay
+from .request_log import entry_of
 from .responses import JSON
 from .streams import SseResponse
 from .usage import usage_query
@@ -110,7 +111,13 @@ class Api:
             raise
         except Exception as exc:
             resp = error_answer(request, exc)
-        sent = resp.sent if isinstance(resp, SseResponse) else resp.content_length or 0
+        if isinstance(resp, SseResponse):
+            sent = resp.sent
+            entry = entry_of(request)
+            if entry is not None:
+                entry.stream = True
+        else:
+            sent = resp.content_length or 0
         meter.answered(resp.status, sent)
         if span is not None:
             spans.answered(span, resp.status)
@@ -184,6 +191,7 @@ class Api:
         env = self._envelope(request, rid, uid, api, key, received_at, attributed)
         call = Call(request, rid, fmt, env, limit_headers, started, parent)
         uids = self._hold_follows(call, held, expiry) if held else []
+        call.entry = entry_of(request)
         free = False  # refused with a client error: no model ran, nothing will be charged
         try:
             resp = await self._relayed(call, body, api, meter, span, started)
@@ -247,9 +255,11 @@ class Api:
         span: Span | None,
         started: float,
     ) -> web.StreamResponse:
+        label = self.model_labels.of(body)
+        if call.entry is not None:
+            call.entry.model = label
         if api == "count_tokens":  # no model runs: not in the latency series
             return await self.relay.run(call, body)
-        label = self.model_labels.of(body)
         if span is not None:
             span.set_attribute("gen_ai.request.model", label)
             call.trace_id = spans.trace_id(span)
@@ -261,6 +271,8 @@ class Api:
             raise
         first = call.first_token
         model.observe(time.monotonic() - started, first - started if first else None, call.trace_id)
+        if call.entry is not None:
+            call.entry.first_token = first
         return resp
 
     async def list_models(self, request: web.Request) -> web.Response:

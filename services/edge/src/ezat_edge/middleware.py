@@ -18,6 +18,7 @@ from .core.inputs import refused_header
 from .core.routes import MODEL_CALLS, api_format, refusal_message
 from .ids import request_id
 from .protocol import RID, SERVER
+from .request_log import begin, entry_of
 from .responses import from_gateway_error
 
 log = logging.getLogger("ezat.edge")
@@ -29,6 +30,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 async def errors_mw(request: web.Request, handler: Handler) -> web.StreamResponse:
     rid = request_id(request.headers.get("x-request-id"))
     request[RID] = rid
+    begin(request, rid)
     token = logs.request_id.set(rid)
     try:
         # Before any handler: every endpoint refuses a header it reads that it cannot decode.
@@ -46,29 +48,34 @@ def error_answer(request: web.Request, exc: Exception) -> web.StreamResponse:
     """The answer to what a handler raised, in the error format of the API the client called;
     called from the ``except`` that caught it (the model calls answer their own errors, to count
     them: handlers.py). An ``HTTPException`` below 400 (a redirect) is raised on."""
-    rid = request[RID]
-    fmt = api_format(request.path)
+    err, close = _gateway_error(request, exc)
+    resp = from_gateway_error(api_format(request.path), request[RID], err)
+    if close:
+        resp.force_close()
+    entry = entry_of(request)
+    if entry is not None:
+        entry.failed(err.reply)
+    return resp
+
+
+def _gateway_error(request: web.Request, exc: Exception) -> tuple[GatewayError, bool]:
+    """What the client is told of ``exc``, and whether its connection is closed after."""
     if isinstance(exc, GatewayError):
-        resp = from_gateway_error(fmt, rid, exc)
-        if exc.status == 408:
-            resp.force_close()  # the rest of the body may still be on its way
-        return resp
+        return exc, exc.status == 408  # the rest of the body may still be on its way
     if isinstance(exc, web.HTTPException):
         if exc.status >= 400:
             message = refusal_message(exc.status, request.method, request.path, exc.reason)
-            return from_gateway_error(fmt, rid, GatewayError(exc.status, message))
+            return GatewayError(exc.status, message), False
         raise exc
     if isinstance(exc, asyncio.IncompleteReadError):
-        return from_gateway_error(fmt, rid, GatewayError(400, "request body: is incomplete"))
+        return GatewayError(400, "request body: is incomplete"), False
     if isinstance(exc, RequestPayloadError | http_exceptions.HttpProcessingError):
         # The body's framing was broken (bad chunked encoding, say); never its bytes.
         log.info("malformed request body: %s", type(exc).__name__)
-        resp = from_gateway_error(fmt, rid, GatewayError(400, "request body: is malformed"))
-        resp.force_close()
-        return resp
+        return GatewayError(400, "request body: is malformed"), True
     # Never aiohttp's text/plain 500: the client gets the error format of its API.
     log.exception("request failed")
-    return from_gateway_error(fmt, rid, GatewayError(500, "internal error; retry"))
+    return GatewayError(500, "internal error; retry"), False
 
 
 def _refused_head(request: web.Request, refused: GatewayError) -> web.StreamResponse:

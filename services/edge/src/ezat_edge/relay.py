@@ -49,7 +49,7 @@ from .call import Committed
 from .deliveries import Deliveries
 from .first_reply import FirstReplies, OwnerLost, decode, nobody_took
 from .ids import new_uid
-from .responses import JSON, error_response, reply_frame, reply_response, stream_error_frame
+from .responses import JSON, reply_frame, reply_response, stream_error_frame
 from .streams import (
     SSE_HEADERS,
     Collector,
@@ -188,6 +188,8 @@ class Relay:
                 return await self._stream(call, first, queue, held)
             case ReplyBody():
                 arrived = time.monotonic()
+                if call.entry is not None:
+                    call.entry.usage = first.usage
                 if first.usage and not await self.holder.durable(queue, held, first.usage):
                     return self._reply_error(call, UNRECORDED)
                 data = await self._claim(self.claims.unpack(first.data, first.data_ref))
@@ -252,6 +254,9 @@ class Relay:
             # The client went away (aiohttp raises ConnectionResetError, or RuntimeError on a
             # closed transport).
             call.meter.disconnects.inc()
+            if call.entry is not None:  # its 200 had left: the entry says it was cut short
+                call.entry.error_type = "client_closed"
+                call.entry.error_reason = "the client closed the connection mid-stream"
             self._delivered(call)  # an early close is billed as the router records it
             await self._cancel(call)
         except Exception:
@@ -263,6 +268,8 @@ class Relay:
             dog.cancel()
             if handed_back is None:
                 m.ACTIVE_STREAMS.dec()
+            if state.error is not None and call.entry is not None:
+                call.entry.failed(state.error)
         return resp if handed_back is None else handed_back
 
     async def _write_replies(
@@ -305,6 +312,8 @@ class Relay:
                     if state.lost == "owner":  # ("part" is counted where it is found)
                         m.OWNER_LOST_BY("stream_ended").inc()
                 if end is not None:
+                    if call.entry is not None:
+                        call.entry.usage = end.usage
                     # Held until its usage is durable; then written with what preceded it.
                     durable = await self.holder.durable(queue, held, end.usage)
                     data += end.data if durable else _unrecorded_frame(call, state)
@@ -367,6 +376,8 @@ class Relay:
         frame = stream_error_frame(
             call.fmt, _named(call), 408, "invalid_request_error", message, state.events
         )
+        if call.entry is not None:
+            call.entry.failed(ReplyError(status=408, type="invalid_request_error", message=message))
         await outlet.cut(frame)
         self._delivered(call)
         await self._cancel(call)
@@ -386,10 +397,12 @@ class Relay:
             log.warning("could not broadcast the cancellation")
 
     def _reply_error(self, call: Call, err: ReplyError) -> web.Response:
+        if call.entry is not None:
+            call.entry.failed(err)
         return reply_response(call.fmt, call.rid, err, call.extra_headers)
 
     def _error(self, call: Call, status: int, type: str, message: str) -> web.Response:
-        return error_response(call.fmt, call.rid, status, type, message, headers=call.extra_headers)
+        return self._reply_error(call, ReplyError(status=status, type=type, message=message))
 
 
 def _unrecorded_frame(call: Call, state: StreamState) -> bytes:

@@ -143,6 +143,7 @@ class Collector:
     def error_frame(self, err: ReplyError) -> bytes:
         """``err`` as its stream's error event: after the events written and those collected
         for this write (a Responses stream's failure carries the next sequence number)."""
+        self.state.error = err
         sent = self.state.events
         if self.fmt == "responses":
             sent += sum(p.count(RESPONSES_EVENT) for p in self._parts)

@@ -259,6 +259,8 @@ class Router:
             if failure is not None and failure.reason == counting.CANNOT_COUNT:
                 self._note_cannot_count(endpoint)
             self._record_health(dep.name, failure, state)
+            if failure is not None:
+                _log_failed_attempt(dep.name, state.attempts, failure)
             if failure is None or not failure.retryable or state.head_sent:
                 return failure, dep.name
         return failure, None
@@ -345,3 +347,23 @@ class Router:
 
     async def _publish(self, req: RouteRequest, reply: Reply) -> None:
         await self._nc.publish(req.reply_to, envelopes.encode(reply))
+
+
+def _log_failed_attempt(deployment: str, attempt: int, failure: AttemptFailure) -> None:
+    """One line per failed attempt (docs/observability.md, "Router"): the deployment, the
+    upstream's status (None: it never answered) and the reason; never the body."""
+    err = failure.error
+    log.info(
+        "attempt failed",
+        extra={
+            "fields": {
+                "deployment": deployment,
+                "attempt": attempt,
+                "upstream_status": err.upstream_status,
+                "reason": failure.reason,
+                "error_type": err.type,
+                "status": err.status,
+                "retryable": failure.retryable,
+            }
+        },
+    )

@@ -58,6 +58,8 @@ class StreamState:
     complete: bool = False  # its final event is durable and goes out with the last write
     answered: bool = False  # some of the answer (not only pings) is in what was collected
     events: int = 0  # Responses events written (their sequence numbers): counted for that API
+    # The error its error event carried (the request log's error type and reason).
+    error: ReplyError | None = None
 
 
 def has_token(fmt: Format, data: bytes) -> bool:

@@ -58,6 +58,15 @@ def from_status(
 ) -> AttemptFailure:
     """An upstream response that is not 2xx. A 429 without retry-after rests the deployment for
     ``cooldown_default`` (``[router] cooldown_default_seconds``), and the client is told so."""
+    failure = _from_status(status, body, retry_after, model, cooldown_default=cooldown_default)
+    # The request log names the deployment's status behind the client's (docs/observability.md).
+    error = msgspec.structs.replace(failure.error, upstream_status=status)
+    return msgspec.structs.replace(failure, error=error)
+
+
+def _from_status(
+    status: int, body: bytes, retry_after: str | None, model: str, *, cooldown_default: float
+) -> AttemptFailure:
     wait = parse_retry_after(retry_after)
     if status == 429:
         return AttemptFailure(

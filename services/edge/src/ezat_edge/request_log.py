@@ -1,0 +1,171 @@
+"""The request log (docs/observability.md, "Request log"): one structured line per client request,
+and its entry in PostgreSQL's bounded ``request_log`` table, which ``GET /admin/v1/requests``
+reads from any edge.
+
+``add`` is all a request pays: one list append once it is answered (its ``Entry`` was filled in
+on the way: core/request_log.py). A task writes what gathered every ``FLUSH_INTERVAL``: the log
+lines first (through the batched log handler: ezat_common.logs), then the rows in one ``COPY`` on
+a connection of its own. PostgreSQL away: the rows wait, at most ``MAX_PENDING`` of them (the
+oldest are dropped beyond), the lines do not. Every ``PRUNE_INTERVAL`` an edge deletes the entries
+older than ``[edge] request_log_days`` and those beyond the newest ``[edge] request_log_rows``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+import asyncpg
+from aiohttp import web
+from aiohttp.typedefs import Middleware
+from ezat_common import db
+from ezat_common.periodic import Periodic
+
+from .core.request_log import CLIENT_CLOSED, COLUMNS, Entry, api_of, log_fields, row
+
+log = logging.getLogger("ezat.edge.requests")
+health = logging.getLogger("ezat.edge")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+ENTRY = web.RequestKey("request_log_entry", Entry)
+FLUSH_INTERVAL = 0.1
+PRUNE_INTERVAL = 60.0
+WRITE_TIMEOUT = 5.0
+MAX_PENDING = 50_000
+_DB_ERRORS = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
+
+
+def begin(request: web.Request, rid: str) -> Entry | None:
+    """The request's entry, kept on it; None for a request without one (health, admin)."""
+    api = api_of(request.path)
+    if api is None:
+        return None
+    entry = Entry(at=time.time(), started=time.monotonic(), request_id=rid, api=api)
+    request[ENTRY] = entry
+    return entry
+
+
+def entry_of(request: web.Request) -> Entry | None:
+    return request.get(ENTRY)
+
+
+class RequestLog:
+    def __init__(self, days: float, rows: int) -> None:
+        self.days = days
+        self.rows = rows
+        self._pending: list[Entry] = []  # answered, not logged yet
+        self._unstored: list[Entry] = []  # logged, not in PostgreSQL yet
+        self._flusher = Periodic("request-log", FLUSH_INTERVAL, self.flush)
+        self._pool: asyncpg.Pool | None = None
+        self._pruned = 0.0
+        self._failing = False
+
+    def add(self, entry: Entry) -> None:
+        self._pending.append(entry)
+
+    def start(self) -> None:
+        self._flusher.start()
+
+    async def stop(self) -> None:
+        await self._flusher.stop()
+        try:
+            await asyncio.wait_for(self.flush(), WRITE_TIMEOUT)
+        except TimeoutError:
+            health.warning("request log: %d entries not stored at shutdown", len(self._unstored))
+        if self._pool is not None:
+            await self._pool.close()
+
+    async def flush(self) -> None:
+        entries, self._pending = self._pending, []
+        for e in entries:
+            e.resolve()
+            log.info("request", extra={"request_id": e.request_id, "fields": log_fields(e)})
+        self._unstored += entries
+        if len(self._unstored) > MAX_PENDING:
+            dropped = len(self._unstored) - MAX_PENDING
+            del self._unstored[:dropped]
+            health.warning("request log: %d entries not stored (database away)", dropped)
+        if self._unstored:
+            await self._store()
+        if time.monotonic() - self._pruned > PRUNE_INTERVAL:
+            await self._prune()
+
+    async def _connection_pool(self) -> asyncpg.Pool | None:
+        if self._pool is None:
+            try:
+                self._pool = await asyncio.wait_for(db.pool(min_size=1, max_size=1), WRITE_TIMEOUT)
+            except _DB_ERRORS:
+                return None
+        return self._pool
+
+    async def _store(self) -> None:
+        pool = await self._connection_pool()
+        if pool is None:
+            return
+        entries = self._unstored
+        try:
+            async with pool.acquire(timeout=WRITE_TIMEOUT) as conn:
+                await conn.copy_records_to_table(
+                    "request_log",
+                    records=[row(e) for e in entries],
+                    columns=COLUMNS,
+                    timeout=WRITE_TIMEOUT,
+                )
+        except _DB_ERRORS as exc:
+            if not self._failing:  # once per outage, not once per flush
+                health.warning("request log: entries not stored yet: %s", type(exc).__name__)
+            self._failing = True
+            return
+        if self._failing:
+            health.info("request log: entries stored again")
+        self._failing = False
+        del self._unstored[: len(entries)]
+
+    async def _prune(self) -> None:
+        pool = await self._connection_pool()
+        if pool is None:
+            return
+        self._pruned = time.monotonic()
+        try:
+            async with pool.acquire(timeout=WRITE_TIMEOUT) as conn:
+                await conn.execute(PRUNE_SQL, self.days, self.rows, timeout=WRITE_TIMEOUT)
+        except _DB_ERRORS as exc:
+            health.info("request log: not pruned: %s", type(exc).__name__)
+
+
+# The entries older than $1 days, and those beyond the newest $2 (by id: the order they were
+# stored in).
+PRUNE_SQL = """
+DELETE FROM request_log
+WHERE at < now() - make_interval(secs => $1::float8 * 86400)
+   OR id <= (SELECT id FROM request_log ORDER BY id DESC OFFSET $2 LIMIT 1)
+"""
+
+
+def request_log_mw(request_log: RequestLog) -> Middleware:
+    """The outermost middleware: a request's entry (begun by errors_mw) ends with its answer, or
+    with its client gone (``CLIENT_CLOSED``), and is handed to ``request_log``."""
+
+    @web.middleware
+    async def logged(request: web.Request, handler: Handler) -> web.StreamResponse:
+        try:
+            resp = await handler(request)
+        except asyncio.CancelledError:
+            _end(request_log, request, CLIENT_CLOSED)
+            raise
+        except web.HTTPException as exc:  # a redirect, raised on by errors_mw
+            _end(request_log, request, exc.status)
+            raise
+        _end(request_log, request, resp.status)
+        return resp
+
+    return logged
+
+
+def _end(request_log: RequestLog, request: web.Request, status: int) -> None:
+    entry = request.get(ENTRY)
+    if entry is not None:
+        entry.ended(status, time.monotonic())
+        request_log.add(entry)
