@@ -215,10 +215,13 @@ def cmd_top(args: argparse.Namespace) -> int:
     else:
         config = args.config or environment.config_path() or DEFAULT_CONFIG
         try:
-            targets = top.targets_of(load_config(config))
+            cfg = load_config(config)
         except ConfigError as exc:
             print(f"ezat: configuration error: {exc}", file=sys.stderr)
             return 2
+        targets = top.targets_of(cfg)
+        for line in top.unread(cfg, config):
+            print(line, file=sys.stderr)
     try:
         asyncio.run(top.run(targets, interval=args.interval, window=args.window, once=args.once))
     except KeyboardInterrupt:
