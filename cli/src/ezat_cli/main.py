@@ -17,7 +17,7 @@ from ezat_common.config import Config, ConfigError, load_config
 from ezat_common.subjects import from_env
 
 from . import check as check_mod
-from . import folder, reaper, tenancy_cmds, top, usage_view
+from . import exports, folder, reaper, tenancy_cmds, top, usage_view
 from . import infra as infra_mod
 from .stack import MODULES, SERVICES, Stack, saved_infra
 
@@ -96,7 +96,8 @@ def _up(args: argparse.Namespace, config: Path, cfg: Config, folder_: Path) -> i
         print(f"  Key: {secret}")
         print(f"  ({kept}, kept in {folder_ / folder.UP_KEY_FILE}; revoke it for a new one)")
         print(f"  Operator token (GET /api/status): {stack.operator_token}")
-        print(f"  logs: {stack.data_dir / 'logs'}   (Ctrl-C stops everything)", flush=True)
+        print(f"  logs: {stack.data_dir / 'logs'}   (Ctrl-C stops everything)")
+        print(exports.export_lines(stack.edge_url, secret), flush=True)
         while True:
             stack.supervise_once()
             time.sleep(0.2)
