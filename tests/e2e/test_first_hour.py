@@ -6,94 +6,26 @@ the docs, without a key; `ezat top`, piped, reads every service and cuts no colu
 from __future__ import annotations
 
 import json
-import os
 import re
-import shlex
-import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
-from support.stack import free_port
+from ezat_common.config import load_config
+from support.up import EZAT, ROOT, Up, ezat_up
 
-ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
-EZAT = str(Path(sys.executable).parent / "ezat")
 BROWSER = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
 
 pytestmark = pytest.mark.timeout(240)
 
 
-@dataclass
-class Up:
-    config: Path
-    exports: dict[str, str]  # what the printed `export` lines set
-    env: dict[str, str]  # a shell's environment after pasting them
-
-
-def shipped_config_on_free_ports(path: Path) -> Path:
-    """config/ezat.toml with every loopback port replaced by a free one (the same port, the same
-    replacement: a simulator's listen and the deployments' base_url stay together)."""
-    text = (ROOT / "config" / "ezat.toml").read_text()
-    ports: dict[str, int] = {}
-
-    def moved(m: re.Match[str]) -> str:
-        return f"127.0.0.1:{ports.setdefault(m.group(1), free_port())}"
-
-    path.write_text(re.sub(r"127\.0\.0\.1:(\d+)", moved, text))
-    return path
-
-
-def read_exports(proc: subprocess.Popen[str], timeout: float) -> tuple[dict[str, str], list[str]]:
-    """The `export NAME=VALUE` lines `ezat up` prints once it is up (parsed as a shell would)."""
-    exports: dict[str, str] = {}
-    lines: list[str] = []
-    deadline = time.monotonic() + timeout
-    assert proc.stdout is not None
-    while time.monotonic() < deadline and "EZAT_API_KEY" not in exports:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        lines.append(line)
-        if line.strip().startswith("export "):
-            name, _, value = shlex.split(line)[1].partition("=")
-            exports[name] = value
-    return exports, lines
-
-
 @pytest.fixture(scope="module")
 def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Up]:
-    folder = tmp_path_factory.mktemp("first-hour")
-    config = shipped_config_on_free_ports(folder / "ezat.toml")
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("NATS_URL", "DATABASE_URL", "REDIS_URL", "EZAT_URL", "EZAT_API_KEY")
-    }
-    env["EZAT_DATA_DIR"] = str(folder / "data")
-    proc = subprocess.Popen(
-        [EZAT, "up", "--config", str(config)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        exports, lines = read_exports(proc, 150)
-        assert set(exports) == {"EZAT_URL", "EZAT_API_KEY"}, "".join(lines)
-        yield Up(config, exports, {**env, **exports})
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
+    with ezat_up(tmp_path_factory.mktemp("first-hour")) as (started, _):
+        yield started
 
 
 def readme_python_blocks() -> list[str]:
@@ -102,9 +34,8 @@ def readme_python_blocks() -> list[str]:
 
 def test_the_exports_name_the_printed_url_and_key(up: Up) -> None:
     assert up.exports["EZAT_API_KEY"].startswith("ezat_sk_")
-    port = re.search(r"127\.0\.0\.1:(\d+)", re.search(r"\[edge\]\n.*", up.config.read_text())[0])
-    assert port is not None
-    assert up.exports["EZAT_URL"] == f"http://127.0.0.1:{port[1]}"
+    listen = load_config(str(up.config)).edge.listen
+    assert up.exports["EZAT_URL"] == f"http://{listen}"
 
 
 @pytest.mark.parametrize("index", range(len(readme_python_blocks())))
