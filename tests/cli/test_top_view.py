@@ -134,3 +134,28 @@ def test_a_deployment_is_up_only_when_every_router_replica_takes_it() -> None:
     (a, b) = v.deployments
     assert a.up and not a.breaker_open
     assert not b.up and b.breaker_open and b.cooldown == 12
+
+
+def _screen() -> list[str]:
+    before = reading(0.0, edge=exposition(100, 0, TTFT_0, 0), router=ROUTER % (10, 0))
+    after = reading(10.0, edge=exposition(190, 10, TTFT_1, 6_000_000), router=ROUTER % (100, 20))
+    return render(view(before, after), None)
+
+
+def test_without_a_width_every_column_is_printed_whole() -> None:
+    lines = _screen()
+    header = next(line for line in lines if line.startswith("model"))
+    assert header.split() == ["model", "req/s", "TTFT", "p50", "TTFT", "p99", "tokens/s", "$/min"]
+    row = next(line for line in lines if line.startswith(SONNET))
+    assert row.split()[-1] == "36.0000"  # $/min: $6 in 10 s
+    assert not any(line.startswith("(cut") for line in lines)
+
+
+def test_a_narrow_terminal_says_which_columns_it_cut() -> None:
+    before = reading(0.0, edge=exposition(100, 0, TTFT_0, 0), router=ROUTER % (10, 0))
+    after = reading(10.0, edge=exposition(190, 10, TTFT_1, 6_000_000), router=ROUTER % (100, 20))
+    lines = render(view(before, after), 80)
+    assert all(len(line) <= 80 for line in lines[:-1])
+    assert lines[-1] == "(cut to 80 columns: tokens/s, $/min)"
+    wide = render(view(before, after), 200)
+    assert wide == _screen()  # wide enough: nothing cut, nothing said

@@ -33,16 +33,17 @@ def test_unknown_names_do_not_resolve(name: str) -> None:
 
 
 def test_resolve_or_404_gives_the_model_or_the_error_the_client_sees() -> None:
-    assert Catalogue(CFG).resolve_or_404(" Claude-Sonnet-5-5 ").id == SONNET
+    assert Catalogue(CFG).resolve_or_404(" Claude-Sonnet-5-5 ", api="messages").id == SONNET
     with pytest.raises(GatewayError) as short:
-        Catalogue(CFG).resolve_or_404("")
+        Catalogue(CFG).resolve_or_404("", api="messages")
     assert (short.value.status, str(short.value)) == (400, "model: must be 1 to 128 characters")
     with pytest.raises(GatewayError) as unknown:
-        Catalogue(CFG).resolve_or_404("claude-sonnet")
+        Catalogue(CFG).resolve_or_404("claude-sonnet", api="messages")
     assert unknown.value.status == 404
     assert unknown.value.reply.code == "model_not_found"
     assert str(unknown.value) == (
-        "The model `claude-sonnet` does not exist or you do not have access to it."
+        "The model `claude-sonnet` does not exist or you do not have access to it. "
+        "GET /v1/models lists the models you can use."
     )
 
 
@@ -78,12 +79,12 @@ def test_openai_list_shape() -> None:
 
 def test_a_model_outside_the_allowed_ids_is_the_unknown_models_404() -> None:
     cat = Catalogue(CFG)
-    assert cat.resolve_or_404("claude-sonnet-5.5", {SONNET}).id == SONNET
+    assert cat.resolve_or_404("claude-sonnet-5.5", {SONNET}, api="chat").id == SONNET
     outside = pytest.raises(GatewayError)
     with outside as refused:
-        cat.resolve_or_404("claude-sonnet-5.5", set())
+        cat.resolve_or_404("claude-sonnet-5.5", set(), api="chat")
     with pytest.raises(GatewayError) as unknown:
-        cat.resolve_or_404("claude-sonnet-5.5-ghost")
+        cat.resolve_or_404("claude-sonnet-5.5-ghost", api="chat")
     assert (refused.value.status, refused.value.code) == (unknown.value.status, unknown.value.code)
     assert str(refused.value) == str(unknown.value).replace("-ghost", "")
     assert cat.permits("claude-sonnet-5-5", [SONNET]) and cat.permits("anything", None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from ezat_common import envelopes
-from ezat_common.envelopes import UNRECORDED, ReplyError
+from ezat_common.envelopes import UNRECORDED, Api, ReplyError
 from ezat_common.errors import (
     ANTHROPIC,
     OPENAI,
@@ -75,18 +75,39 @@ def test_openai_renders_every_status(status: int) -> None:
 
 
 def test_openai_body_names_param_and_code_but_its_stream_event_does_not() -> None:
-    reply = model_not_found("m").reply
+    reply = model_not_found("m", "chat").reply
+    message = (
+        b"The model `m` does not exist or you do not have access to it. "
+        b"GET /openai/v1/models lists the models you can use."
+    )
     assert OPENAI.body(reply, RID) == (
-        b'{"error":{"message":"The model `m` does not exist or you do not have access to it.",'
+        b'{"error":{"message":"' + message + b'",'
         b'"type":"invalid_request_error","param":"model","code":"model_not_found"}}'
     )
     assert OPENAI.event(reply, RID) == (
-        b'data: {"error":{"message":"The model `m` does not exist or you do not have access to'
-        b' it.","type":"invalid_request_error","param":null,"code":null}}\n\ndata: [DONE]\n\n'
+        b'data: {"error":{"message":"' + message + b'",'
+        b'"type":"invalid_request_error","param":null,"code":null}}\n\ndata: [DONE]\n\n'
     )
-    assert ANTHROPIC.body(reply, RID) == anthropic_json(
-        "not_found_error", "The model `m` does not exist or you do not have access to it."
+
+
+@pytest.mark.parametrize(
+    ("api", "listed", "other"),
+    [
+        ("messages", "GET /v1/models", "/openai/"),
+        ("count_tokens", "GET /v1/models", "/openai/"),
+        ("chat", "GET /openai/v1/models", "GET /v1/models"),
+        ("responses", "GET /openai/v1/models", "GET /v1/models"),
+    ],
+)
+def test_the_unknown_model_names_its_own_apis_model_list_and_not_the_others(
+    api: Api, listed: str, other: str
+) -> None:
+    message = model_not_found("m", api).message
+    assert message == (
+        f"The model `m` does not exist or you do not have access to it. "
+        f"{listed} lists the models you can use."
     )
+    assert other not in message
 
 
 def test_an_explicit_type_is_kept_in_anthropic_and_mapped_from_the_status_in_openai() -> None:

@@ -244,6 +244,7 @@ async def test_sdk_error_class_for_unknown_model(gateway: Gateway) -> None:
     assert isinstance(body, dict)
     assert body["error"]["type"] == "not_found_error"
     assert body["error"]["message"] == (
-        "The model `gpt-9` does not exist or you do not have access to it."
+        "The model `gpt-9` does not exist or you do not have access to it. "
+        "GET /v1/models lists the models you can use."
     )
     assert body["request_id"] == info.value.response.headers["request-id"]

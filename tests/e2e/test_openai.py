@@ -300,7 +300,8 @@ async def test_unknown_model_is_404_model_not_found(gateway: Gateway) -> None:
             model="gpt-9", messages=[{"role": "user", "content": "hi"}]
         )
     assert info.value.body == {  # type: ignore[comparison-overlap]
-        "message": "The model `gpt-9` does not exist or you do not have access to it.",
+        "message": "The model `gpt-9` does not exist or you do not have access to it. "
+        "GET /openai/v1/models lists the models you can use.",
         "type": "invalid_request_error",
         "param": "model",
         "code": "model_not_found",

@@ -500,7 +500,10 @@ async def test_unknown_model_is_404(nats_url: str) -> None:
         [reply] = await stack.send(stack.request(model="anthropic/nope", response_model="nope"))
         assert isinstance(reply, ReplyError)
         assert (reply.status, reply.type, reply.code) == (404, "not_found_error", "model_not_found")
-        assert reply.message == "The model `nope` does not exist or you do not have access to it."
+        assert reply.message == (
+            "The model `nope` does not exist or you do not have access to it. "
+            "GET /v1/models lists the models you can use."
+        )
 
 
 async def test_unacknowledged_usage_fails_the_request(nats_url: str) -> None:

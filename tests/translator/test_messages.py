@@ -121,6 +121,7 @@ def test_unknown_model_error_carries_code() -> None:
         prepare_create(enc({"model": "gpt-9", "max_tokens": 1, "messages": MSGS}), CAT)
     assert info.value.code == "model_not_found"
     assert info.value.type == "not_found_error"
+    assert info.value.message.endswith("GET /v1/models lists the models you can use.")
 
 
 def test_count_tokens_ignores_max_tokens_and_stream() -> None:

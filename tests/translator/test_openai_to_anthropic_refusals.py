@@ -654,8 +654,9 @@ def test_unknown_model_keeps_the_name_as_sent() -> None:
     with pytest.raises(GatewayError) as info:
         translate(request(model="GPT-9 "))
     assert info.value.code == "model_not_found"
-    assert (
-        info.value.message == "The model `GPT-9 ` does not exist or you do not have access to it."
+    assert info.value.message == (
+        "The model `GPT-9 ` does not exist or you do not have access to it. "
+        "GET /openai/v1/models lists the models you can use."
     )
 
 

@@ -489,6 +489,7 @@ def test_model_required_and_unknown_model() -> None:
         translate(request(model="gpt-9"))
     assert info.value.status == 404
     assert info.value.code == "model_not_found"
+    assert info.value.message.endswith("GET /openai/v1/models lists the models you can use.")
 
 
 def test_a_refused_tool_is_named_even_beside_a_valid_loop() -> None:

@@ -17,7 +17,7 @@ from ezat_common.config import Config, ConfigError, load_config
 from ezat_common.subjects import from_env
 
 from . import check as check_mod
-from . import folder, reaper, tenancy_cmds, top, usage_view
+from . import exports, folder, reaper, reload, tenancy_cmds, top, usage_view
 from . import infra as infra_mod
 from .stack import MODULES, SERVICES, Stack, saved_infra
 
@@ -84,6 +84,8 @@ def _up(args: argparse.Namespace, config: Path, cfg: Config, folder_: Path) -> i
     # Python then keeps it ignored; Ctrl-C and a container stop must both drain and stop.
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGINT, _interrupt)
+    hangups: list[int] = []  # SIGHUP (`ezat reload`): reload the config, in this thread
+    signal.signal(signal.SIGHUP, lambda signum, frame: hangups.append(signum))
     try:
         print("ezat: starting infrastructure and services...", flush=True)
         stack.start(timeout=args.timeout)
@@ -96,9 +98,13 @@ def _up(args: argparse.Namespace, config: Path, cfg: Config, folder_: Path) -> i
         print(f"  Key: {secret}")
         print(f"  ({kept}, kept in {folder_ / folder.UP_KEY_FILE}; revoke it for a new one)")
         print(f"  Operator token (GET /api/status): {stack.operator_token}")
-        print(f"  logs: {stack.data_dir / 'logs'}   (Ctrl-C stops everything)", flush=True)
+        print(f"  logs: {stack.data_dir / 'logs'}   (Ctrl-C stops everything)")
+        print(exports.export_lines(stack.edge_url, secret), flush=True)
         while True:
             stack.supervise_once()
+            if hangups:
+                hangups.clear()
+                reload.apply(stack)
             time.sleep(0.2)
     except KeyboardInterrupt:
         print("\nezat: stopping (draining open streams)...", flush=True)
@@ -122,6 +128,20 @@ def cmd_check(args: argparse.Namespace) -> int:
     for line in found.problems:
         print(f"problem: {line}")
     return 1 if found.problems else 0
+
+
+def cmd_reload(args: argparse.Namespace) -> int:
+    """Reload the config of the `ezat up` running with the data folder (reload.py)."""
+    try:
+        outcome = reload.request(data_dir().resolve(), args.timeout)
+    except (LookupError, TimeoutError) as exc:
+        print(f"ezat: {exc}", file=sys.stderr)
+        return 1
+    if not outcome.ok:
+        print(f"ezat: reload refused, the running config stays: {outcome.reason}", file=sys.stderr)
+        return 1
+    print("ezat: reloaded: every service runs the new config")
+    return 0
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -215,10 +235,13 @@ def cmd_top(args: argparse.Namespace) -> int:
     else:
         config = args.config or environment.config_path() or DEFAULT_CONFIG
         try:
-            targets = top.targets_of(load_config(config))
+            cfg = load_config(config)
         except ConfigError as exc:
             print(f"ezat: configuration error: {exc}", file=sys.stderr)
             return 2
+        targets = top.targets_of(cfg)
+        for line in top.unread(cfg, config):
+            print(line, file=sys.stderr)
     try:
         asyncio.run(top.run(targets, interval=args.interval, window=args.window, once=args.once))
     except KeyboardInterrupt:
@@ -284,6 +307,12 @@ def parser() -> argparse.ArgumentParser:
     top_.add_argument("--window", type=float, default=10.0, help="seconds the rates cover")
     top_.add_argument("--once", action="store_true", help="print one screen after two readings")
     top_.set_defaults(func=cmd_top)
+
+    reload_ = sub.add_parser(
+        "reload", help="reload the config of the running ezat up (models, deployments, prices)"
+    )
+    reload_.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for it")
+    reload_.set_defaults(func=cmd_reload)
     return p
 
 

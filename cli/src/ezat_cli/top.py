@@ -21,14 +21,40 @@ CLEAR = "\x1b[H\x1b[2J"
 READ_TIMEOUT = 0.8  # a target slower than this reads as not answering this second
 
 
+SERVICES = ("translator", "router", "billing", "fetcher")  # the edge's /metrics is on `listen`
+# What top shows from each service's own series.
+SHOWS = {
+    "translator": "whether it answers",
+    "router": "the deployments' health and attempts",
+    "billing": "tokens/s and $/min",
+    "fetcher": "whether it answers",
+}
+
+
 def targets_of(cfg: Config) -> dict[str, str]:
     """name -> /metrics URL of every service the config gives an address to."""
     found = {"edge": local_url(cfg.edge.listen) + "/metrics"}
-    for name in ("translator", "router", "billing", "fetcher"):
+    for name in SERVICES:
         listen = getattr(cfg, name).metrics_listen
         if listen:
             found[name] = local_url(listen) + "/metrics"
     return found
+
+
+def screen_width() -> int | None:
+    """The terminal's width, to cut lines at (render names the columns it cut); None when the
+    output is not a terminal (a pipe, a file): every column is printed whole."""
+    return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+
+
+def unread(cfg: Config, config: str) -> list[str]:
+    """A line per service the config gives no ``metrics_listen``: top cannot read its series, and
+    says so instead of showing an empty table."""
+    return [
+        f"ezat top: [{name}] has no metrics_listen in {config}, so top cannot show {SHOWS[name]}"
+        for name in SERVICES
+        if not getattr(cfg, name).metrics_listen
+    ]
 
 
 async def read(session: aiohttp.ClientSession, targets: dict[str, str]) -> Reading:
@@ -54,7 +80,7 @@ async def run(targets: dict[str, str], *, interval: float, window: float, once: 
             while readings[-1].at - readings[0].at > window and len(readings) > 2:
                 readings.popleft()
             if len(readings) >= 2:
-                lines = render(view(readings[0], readings[-1]), shutil.get_terminal_size().columns)
+                lines = render(view(readings[0], readings[-1]), screen_width())
                 if once:
                     print("\n".join(lines))
                     return

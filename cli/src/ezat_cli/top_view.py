@@ -225,8 +225,40 @@ def _seconds(value: float | None) -> str:
     return "-" if value is None else f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
 
 
-def render(v: View, width: int = 100) -> list[str]:
-    """The screen, line by line."""
+# The two tables' columns, (title, width) in order; a column is separated from the one before it
+# by one space. The first is left-aligned, the others right-aligned.
+MODEL_COLUMNS = (
+    ("model", 40),
+    ("req/s", 8),
+    ("TTFT p50", 10),
+    ("TTFT p99", 10),
+    ("tokens/s", 10),
+    ("$/min", 9),
+)
+DEPLOYMENT_COLUMNS = (("deployment", 32), ("health", 16), ("attempts/s", 10), ("failed/s", 9))
+
+
+def _row(columns: tuple[tuple[str, int], ...], cells: list[str]) -> str:
+    (_, first), *rest = columns
+    return " ".join(
+        [cells[0][:first].ljust(first)]
+        + [c.rjust(w) for (_, w), c in zip(rest, cells[1:], strict=True)]
+    )
+
+
+def cut_columns(columns: tuple[tuple[str, int], ...], width: int) -> list[str]:
+    """The titles of the columns that do not fit whole in ``width`` characters."""
+    end, cut = -1, []
+    for title, w in columns:
+        end += 1 + w
+        if end > width:
+            cut.append(title)
+    return cut
+
+
+def render(v: View, width: int | None = None) -> list[str]:
+    """The screen, line by line: every line whole (``width`` None: piped, a file, a script), or
+    cut at ``width`` (a terminal) with a last line naming the columns that were cut."""
     answering = sum(v.targets.values())
     down = ", ".join(sorted(t for t, ok in v.targets.items() if not ok))
     share = v.errors / v.requests if v.requests else 0.0
@@ -237,18 +269,21 @@ def render(v: View, width: int = 100) -> list[str]:
         f"4xx {v.client_errors:6.1f}/s   streams {v.streams:.0f}   in flight {v.in_flight:.0f}",
         f"time to first token   p50 {_seconds(v.ttft_p50)}   p99 {_seconds(v.ttft_p99)}",
         "",
-        f"{'model':<40} {'req/s':>8} {'TTFT p50':>10} {'TTFT p99':>10} {'tokens/s':>10}"
-        f" {'$/min':>9}",
+        _row(MODEL_COLUMNS, [title for title, _ in MODEL_COLUMNS]),
     ]
     for m in v.models:
-        lines.append(
-            f"{m.model[:40]:<40} {m.requests:8.1f} {_seconds(m.ttft_p50):>10} "
-            f"{_seconds(m.ttft_p99):>10} {m.tokens:10.0f} {m.dollars_per_minute:9.4f}"
-        )
-    lines += ["", f"{'deployment':<32} {'health':<16} {'attempts/s':>10} {'failed/s':>9}"]
+        cells = [m.model, f"{m.requests:.1f}", _seconds(m.ttft_p50), _seconds(m.ttft_p99)]
+        cells += [f"{m.tokens:.0f}", f"{m.dollars_per_minute:.4f}"]
+        lines.append(_row(MODEL_COLUMNS, cells))
+    lines += ["", _row(DEPLOYMENT_COLUMNS, [title for title, _ in DEPLOYMENT_COLUMNS])]
     for d in v.deployments:
         health = "up" if d.up else "breaker open" if d.breaker_open else "resting"
         if d.cooldown > 0:
             health += f" {d.cooldown:.0f}s"
-        lines.append(f"{d.deployment[:32]:<32} {health:<16} {d.attempts:10.1f} {d.failed:9.1f}")
-    return [line[:width] for line in lines]
+        cells = [d.deployment, health.ljust(16), f"{d.attempts:.1f}", f"{d.failed:.1f}"]
+        lines.append(_row(DEPLOYMENT_COLUMNS, cells))
+    if width is None or all(len(line) <= width for line in lines):
+        return lines
+    cut = cut_columns(MODEL_COLUMNS, width) + cut_columns(DEPLOYMENT_COLUMNS, width)
+    note = f"(cut to {width} columns: " + (", ".join(cut) if cut else "long lines") + ")"
+    return [line[:width] for line in lines] + [note]

@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 
 from .config import Config, ModelConfig, Price
+from .envelopes import Api
 from .errors import invalid, model_not_found
 from .names import name_problem, normalise, valid_model_name
 from .prices import Prices as Prices  # its home before usage records carried it
@@ -79,18 +80,20 @@ class Catalogue:
             return None
         return self._by_name.get(normalise(name))
 
-    def resolve_or_404(self, name: str, allowed: Collection[str] | None = None) -> ModelConfig:
+    def resolve_or_404(
+        self, name: str, allowed: Collection[str] | None = None, *, api: Api
+    ) -> ModelConfig:
         """The model a request names, or the error it gets: 400 ``model: …`` if the name breaks
         the rule, 404 ``model_not_found`` if no model has it or, with ``allowed`` (the canonical
         ids the calling key may use; None: all), if the key may not use it: the same 404, so
         that a key cannot tell a model it may not use from one that does not exist
-        (docs/tenancy.md)."""
+        (docs/tenancy.md); its message points to ``api``'s own model list."""
         problem = name_problem(name)
         if problem is not None:
             raise invalid("model", problem)
         model = self.resolve(name)
         if model is None or (allowed is not None and model.id not in allowed):
-            raise model_not_found(name)
+            raise model_not_found(name, api)
         return model
 
     def permits(self, name: str, allowed: Collection[str] | None) -> bool:

@@ -16,7 +16,7 @@ from typing import Literal, NamedTuple
 
 import msgspec
 
-from .envelopes import ReplyError
+from .envelopes import Api, ReplyError
 
 Format = Literal["anthropic", "openai", "responses"]
 
@@ -116,10 +116,23 @@ def invalid(param: str, problem: str) -> GatewayError:
     return GatewayError(400, f"{param}: {problem}", param=param)
 
 
-def model_not_found(name: str) -> GatewayError:
+# Where each API lists the models the calling key may use: the unknown model's 404 points there,
+# in the API's own terms, and never at the other API's list.
+MODEL_LISTS: dict[Api, str] = {
+    "messages": "GET /v1/models",
+    "count_tokens": "GET /v1/models",
+    "chat": "GET /openai/v1/models",
+    "responses": "GET /openai/v1/models",
+}
+
+
+def model_not_found(name: str, api: Api) -> GatewayError:
+    """The 404 of a model that does not exist or that the key may not use (the same answer, so
+    that a key cannot tell them apart), pointing to ``api``'s own model list."""
     return GatewayError(
         404,
-        f"The model `{name}` does not exist or you do not have access to it.",
+        f"The model `{name}` does not exist or you do not have access to it. "
+        f"{MODEL_LISTS[api]} lists the models you can use.",
         param="model",
         code="model_not_found",
     )

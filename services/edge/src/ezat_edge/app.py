@@ -13,7 +13,7 @@ import errno
 import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import asyncpg
 from aiohttp import web
@@ -36,6 +36,7 @@ from .core.deadlines import first_reply_timeout
 from .core.hold import Worst
 from .core.model_label import ModelLabels
 from .deliveries import Deliveries
+from .front import Front
 from .handlers import Api, ModelLists
 from .holds import HoldStore
 from .key_expiry import KeyExpiry
@@ -74,6 +75,7 @@ class Edge:
     key_expiry: KeyExpiry
     admin: admin_api.Admin
     request_log: RequestLog
+    front: Front = field(default_factory=Front)  # GET / and /openapi.yaml: no connection
 
     async def stop(self) -> None:
         await self.ops.readiness.stop()
@@ -109,6 +111,9 @@ ROUTES: tuple[tuple[str, str, Callable[[Edge], Handler]], ...] = (
     ("GET", "/readyz", lambda e: e.ops.readyz),
     ("GET", "/metrics", lambda e: e.ops.metrics_endpoint),
     *((verb, path, lambda e, n=name: getattr(e.admin, n)) for verb, path, name in admin_api.ROUTES),
+    # For whoever opens the edge's address: no key, no token (front.py).
+    ("GET", "/", lambda e: e.front.index),
+    ("GET", "/openapi.yaml", lambda e: e.front.openapi_yaml),
 )
 
 

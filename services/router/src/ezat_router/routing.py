@@ -148,7 +148,7 @@ class Router:
         body = await self._claims.unpack(req.body, req.body_ref)
         deployments = self._deployments.get(req.model)
         if not deployments:
-            await self._publish(req, model_not_found(req.response_model).reply)
+            await self._publish(req, model_not_found(req.response_model, req.api).reply)
             state.final_sent = True
             return "no_deployment"
         if req.api == "count_tokens":

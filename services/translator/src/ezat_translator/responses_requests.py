@@ -96,7 +96,7 @@ class ResponsesRequests:
             if not self.catalogue.permits(found.model, req.models):
                 # Made with a model the key may no longer use: as if that model did not exist
                 # (docs/tenancy.md, "How a request is authorized").
-                raise model_not_found(found.model)
+                raise model_not_found(found.model, "responses")
             if self.tokens is not None:
                 # Sent upstream with the body, so counted like it (the edge saw the body only).
                 await self.tokens.charge(

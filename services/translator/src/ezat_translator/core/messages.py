@@ -16,6 +16,7 @@ import msgspec
 from ezat_common.bodies import TOO_DEEP, decode_object
 from ezat_common.catalogue import Catalogue
 from ezat_common.config import ModelConfig
+from ezat_common.envelopes import Api
 from ezat_common.errors import GatewayError, invalid
 from msgspec import Struct
 
@@ -73,16 +74,20 @@ def largest_cache_ttl(node: Any) -> str | None:
 
 
 def resolve_model(
-    data: dict[str, Any], catalogue: Catalogue, allowed: Collection[str] | None = None
+    data: dict[str, Any],
+    catalogue: Catalogue,
+    allowed: Collection[str] | None = None,
+    api: Api = "messages",
 ) -> tuple[ModelConfig, str]:
     """The model the body names; ``allowed``: the canonical ids the key may use (None: all),
-    any other being the unknown model's 404 (docs/tenancy.md)."""
+    any other being the unknown model's 404 (docs/tenancy.md), which names ``api``'s model
+    list."""
     if "model" not in data:
         raise invalid("model", "Field required")
     name = data["model"]
     if not isinstance(name, str):
         raise invalid("model", "must be a string such as `anthropic/claude-sonnet-5-5`")
-    return catalogue.resolve_or_404(name, allowed), name
+    return catalogue.resolve_or_404(name, allowed, api=api), name
 
 
 def _check_messages(data: dict[str, Any]) -> None:
@@ -237,7 +242,8 @@ def _checked(
         data = pieces.decode_object(body, "messages")
     else:
         data = decode_object(body)
-    model, name = resolve_model(data, catalogue, allowed)
+    api: Api = "messages" if max_tokens else "count_tokens"  # only create reads max_tokens
+    model, name = resolve_model(data, catalogue, allowed, api)
     if max_tokens:
         _check_max_tokens(data)
     _check_messages(data)

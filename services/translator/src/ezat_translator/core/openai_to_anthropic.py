@@ -58,7 +58,7 @@ def to_messages_request(
     """``in_pieces``: decode ``messages`` one at a time (a large body, pieces.py); ``allowed``:
     the canonical ids the key may use (None: all; docs/tenancy.md)."""
     req = decode_chat_request(body, in_pieces)
-    model = catalogue.resolve_or_404(req.model, allowed)
+    model = catalogue.resolve_or_404(req.model, allowed, api="chat")
     refuse_unsupported(req)
     max_tokens = output_limit(req, model)
 

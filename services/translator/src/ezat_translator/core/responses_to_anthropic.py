@@ -101,7 +101,7 @@ def translate_request(
     ``previous_response_id`` names (``stored_turns``), read before ``input``, their sealed
     thinking opened with ``open_stored``; ``allowed``: the canonical ids the key may use (None:
     all; docs/tenancy.md)."""
-    model = catalogue.resolve_or_404(req.model, allowed)
+    model = catalogue.resolve_or_404(req.model, allowed, api="responses")
     refuse_unsupported(req)
     check_metadata(req.metadata)
     max_tokens = to_max_tokens([("max_output_tokens", req.max_output_tokens)], model)
