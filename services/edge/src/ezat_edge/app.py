@@ -25,7 +25,7 @@ from ezat_common.tasks import stop_task
 from nats.aio.msg import Msg
 
 from . import admin as admin_api
-from . import listener
+from . import console_web, listener
 from . import metrics as m
 from .answers import answers_mw
 from .auth import Authenticator
@@ -72,6 +72,7 @@ class Edge:
     stored: StoredResponses
     key_expiry: KeyExpiry
     admin: admin_api.Admin
+    console: console_web.Console
 
     async def stop(self) -> None:
         await self.ops.readiness.stop()
@@ -106,6 +107,11 @@ ROUTES: tuple[tuple[str, str, Callable[[Edge], Handler]], ...] = (
     ("GET", "/readyz", lambda e: e.ops.readyz),
     ("GET", "/metrics", lambda e: e.ops.metrics_endpoint),
     *((verb, path, lambda e, n=name: getattr(e.admin, n)) for verb, path, name in admin_api.ROUTES),
+    # The operators' web console (console_web.py, docs/console.md).
+    *(
+        (verb, path, lambda e, n=name: getattr(e.console, n))
+        for verb, path, name in console_web.ROUTES
+    ),
 )
 
 
@@ -194,6 +200,7 @@ async def connect(cfg: Config, subjects: Subjects) -> Edge:
         stored,
         key_expiry,
         admin,
+        console_web.Console(),
     )
 
 
