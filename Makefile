@@ -8,7 +8,7 @@ export UV_PYTHON := $(shell command -v $(PY))
 export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := $(CURDIR)/$(VENV)
 
-.PHONY: install run test test-faults lint fmt bench clean prometheus-tools dashboards clients
+.PHONY: install run test test-faults lint fmt bench clean prometheus-tools chromium dashboards clients
 
 $(UV):
 	$(PY) -m venv $(TOOLS)
@@ -23,7 +23,7 @@ install: $(VENV)/.installed
 run: install
 	$(VENV)/bin/ezat up --config $(or $(EZAT_CONFIG),config/ezat.toml)
 
-test: install prometheus-tools clients
+test: install prometheus-tools chromium clients
 	$(VENV)/bin/pytest --ignore=tests/faults $(PYTEST_ARGS)
 
 # The real clients the e2e suite runs unchanged, from the npm registry, pinned: the Codex CLI
@@ -56,6 +56,18 @@ prometheus-tools:
 	  $$sudo $(PROMETHEUS_APT) >/dev/null 2>&1 || \
 	  { $$sudo apt-get update -q >/dev/null 2>&1 && $$sudo $(PROMETHEUS_APT) >/dev/null 2>&1; } || \
 	  echo "could not install it: the tests that need promtool will fail"; }
+
+# Chromium for the console's browser test (tests/e2e/test_console.py, driven by Playwright with
+# this executable: no browser is ever downloaded), from Debian's `chromium` package, installed as
+# promtool is. Otherwise that test fails saying `apt-get install chromium`.
+CHROMIUM_APT := env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium
+chromium:
+	@test -x /usr/bin/chromium || ! command -v apt-get >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then sudo=; elif sudo -n true 2>/dev/null; then sudo="sudo -n"; \
+	  else exit 0; fi; echo "installing chromium: apt-get install chromium"; \
+	  $$sudo $(CHROMIUM_APT) >/dev/null 2>&1 || \
+	  { $$sudo apt-get update -q >/dev/null 2>&1 && $$sudo $(CHROMIUM_APT) >/dev/null 2>&1; } || \
+	  echo "could not install it: the console's browser test will fail"; }
 
 # The fault suite (docs/reliability.md): processes killed and restarted under load, its own stack.
 # Two pytest sessions: the supervision package (every service restarted under load) runs in a

@@ -95,6 +95,7 @@ def _up(args: argparse.Namespace, config: Path, cfg: Config, folder_: Path) -> i
         kept = "the same key as the last start" if reused else "a new key"
         print(f"EZAT Router is up at {stack.edge_url}", flush=True)
         print(f"  URL: {stack.edge_url}")
+        print(f"  Console: {stack.edge_url}/console (sign in with the operator token)")
         print(f"  Key: {secret}")
         print(f"  ({kept}, kept in {folder_ / folder.UP_KEY_FILE}; revoke it for a new one)")
         print(f"  Operator token (GET /api/status): {stack.operator_token}")

@@ -20,7 +20,8 @@ from typing import Any
 import asyncpg
 import msgspec
 from aiohttp import web
-from ezat_common import bus, db, environment, spend_store, tenancy_store
+from ezat_common import audit as audit_chain
+from ezat_common import bus, db, environment, spend_store, tenancy_store, traffic_store
 from ezat_common.catalogue import Catalogue
 from ezat_common.errors import GatewayError
 from ezat_common.subjects import Subjects
@@ -28,7 +29,7 @@ from ezat_common.tenancy import Changed
 
 from .auth import Authenticator
 from .core import admin_body as body
-from .core import request_log, spend
+from .core import request_log, spend, traffic
 from .responses import JSON
 from .status import authorise
 
@@ -238,6 +239,28 @@ class Admin:
         entries = await self._run(tenancy_store.audit_entries, since)
         return _json({"data": entries})
 
+    async def audit_verify(self, request: web.Request) -> web.Response:
+        """The whole chain checked here, as ``ezat audit verify`` does (docs/console.md)."""
+        self._actor(request)
+        entries = await self._run(tenancy_store.audit_entries, None)
+        broken = audit_chain.verify(entries)
+        return _json(
+            {
+                "verified": not broken,
+                "entries": len(entries),
+                "last_seq": entries[-1].seq if entries else 0,
+                "broken_seqs": broken[:100],
+            }
+        )
+
+    # ---- the console's overview series (docs/console.md, "Overview") ------------------------
+
+    async def traffic(self, request: web.Request) -> web.Response:
+        self._actor(request)
+        w = traffic.window(request.query, self._now())
+        rows = await self._run(traffic_store.traffic, w.since, w.until, w.bucket_seconds)
+        return _json(traffic.to_json(w, rows))
+
     # ---- spend reports (docs/billing.md, "Spend reports") ------------------------------------
 
     async def spend_report(self, request: web.Request) -> web.Response:
@@ -279,6 +302,8 @@ ROUTES: tuple[tuple[str, str, str], ...] = (
     ("GET", PREFIX + "/audit", "audit"),
     ("GET", PREFIX + "/spend", "spend_report"),
     ("GET", PREFIX + "/requests", "requests"),
+    ("GET", PREFIX + "/audit/verify", "audit_verify"),
+    ("GET", PREFIX + "/traffic", "traffic"),
 )
 
 

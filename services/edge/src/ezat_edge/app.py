@@ -25,7 +25,7 @@ from ezat_common.tasks import stop_task
 from nats.aio.msg import Msg
 
 from . import admin as admin_api
-from . import listener
+from . import console_web, listener
 from . import metrics as m
 from .answers import answers_mw
 from .auth import Authenticator
@@ -75,6 +75,7 @@ class Edge:
     key_expiry: KeyExpiry
     admin: admin_api.Admin
     request_log: RequestLog
+    console: console_web.Console
     front: Front = field(default_factory=Front)  # GET / and /openapi.yaml: no connection
 
     async def stop(self) -> None:
@@ -114,6 +115,11 @@ ROUTES: tuple[tuple[str, str, Callable[[Edge], Handler]], ...] = (
     # For whoever opens the edge's address: no key, no token (front.py).
     ("GET", "/", lambda e: e.front.index),
     ("GET", "/openapi.yaml", lambda e: e.front.openapi_yaml),
+    # The operators' web console (console_web.py, docs/console.md).
+    *(
+        (verb, path, lambda e, n=name: getattr(e.console, n))
+        for verb, path, name in console_web.ROUTES
+    ),
 )
 
 
@@ -205,6 +211,7 @@ async def connect(cfg: Config, subjects: Subjects) -> Edge:
         key_expiry,
         admin,
         request_log,
+        console_web.Console(),
     )
 
 

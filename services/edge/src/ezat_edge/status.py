@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import hashlib
 import hmac
+import time
 from collections import Counter
 from typing import Any
 
@@ -28,6 +29,7 @@ from nats.aio.msg import Msg
 from redis import asyncio as aioredis
 
 from .auth import presented_key
+from .core import console_session
 from .operations import Operations
 from .responses import JSON
 
@@ -48,6 +50,15 @@ def authorise(request: web.Request, token: bytes | None) -> None:
             403, "operator endpoints are disabled: set EZAT_OPERATOR_TOKEN on the edge"
         )
     presented = presented_key(request)
+    cookie = request.cookies.get(console_session.COOKIE)
+    if presented is None and cookie is not None:  # the console's session (docs/console.md)
+        key = console_session.session_key(token)
+        csrf = request.headers.get(console_session.CSRF_HEADER)
+        refused = console_session.verdict(key, cookie, csrf, time.time())
+        if refused is None:
+            return
+        status, why = refused
+        raise GatewayError(status, why, type="authentication_error" if status == 401 else None)
     if presented is None:
         raise GatewayError(
             401,
