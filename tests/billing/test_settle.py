@@ -187,7 +187,7 @@ async def test_a_record_settled_undelivered_no_longer_spends_its_budgets(
         for r in (delivered, lost):
             assert await holds.reserve(r.uid, scopes, 10**6, month, time.time() + 60) is None
         stored = await store.insert_batch(pool, [delivered, lost])
-        counted = [(r.uid, key_id, stored[r.uid].cost_micros, r.received_at.timestamp())
+        counted = [(r.uid, key_id, stored[r.uid].cost_micros, r.received_at.timestamp(), None)
                    for r in (delivered, lost)]  # fmt: skip
         await counter.count(counted)
         both = delivered.cost_micros + lost.cost_micros

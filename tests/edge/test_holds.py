@@ -67,7 +67,7 @@ async def test_the_row_replaces_the_hold_and_counts_once(
     store, counter = HoldStore(redis, keys), SpendCounter(redis, keys)
     key, team = Scope("key:k", 1_000, 0), Scope("team:t", 1_000, 0)
     assert await store.reserve("u1", [key, team], 900, MONTH, later()) is None
-    row = ("u1", "k", 400, time.time())
+    row = ("u1", "k", 400, time.time(), None)
     await counter.count([row])
     await counter.count([row])  # a redelivery: counted once
     for scope in ("key:k", "team:t"):
@@ -106,10 +106,10 @@ async def test_rows_a_failure_could_not_count_are_counted_with_the_next(
     port = free_port()
     client = kv.connect(f"redis://127.0.0.1:{port}", timeout=0.5)
     counter = SpendCounter(client, keys)
-    await counter.count([("u1", "k", 7, time.time())])  # nothing listens: kept
+    await counter.count([("u1", "k", 7, time.time(), None)])  # nothing listens: kept
     _, server = start_redis(tmp_path, port)  # Redis is back
     try:
-        await counter.count([("u2", "k", 5, time.time())])
+        await counter.count([("u2", "k", 5, time.time(), None)])
         assert await client.get(keys.spend("key:k", MONTH)) == b"12"
     finally:
         await client.aclose()
@@ -126,7 +126,7 @@ async def test_rows_a_failure_could_not_count_are_retried_without_a_next_row(
     client = kv.connect(f"redis://127.0.0.1:{port}", timeout=0.5)
     counter = SpendCounter(client, keys)
     await counter.retry()  # nothing waits: no call, no error
-    await counter.count([("u1", "k", 7, time.time())])  # nothing listens: kept
+    await counter.count([("u1", "k", 7, time.time(), None)])  # nothing listens: kept
     _, server = start_redis(tmp_path, port)  # Redis is back
     try:
         store = HoldStore(client, keys)
@@ -160,3 +160,31 @@ async def test_a_voided_hold_is_dropped_and_never_made_later(
     assert not await redis.exists(keys.hold_scopes("made"), keys.hold_scopes("queued"))
     assert 0 < await redis.ttl(keys.hold_void("queued")) <= 61
     assert await store.reserve("next", [key], 1_000, MONTH, later()) is None  # all of it again
+
+
+async def test_a_row_admitted_without_a_hold_still_counts_on_its_team(
+    redis: aioredis.Redis, keys: RedisKeys
+) -> None:
+    """Fail open (the hold's call got no answer and was voided) leaves no list of scopes: the
+    row's own team still counts it, once."""
+    store, counter = HoldStore(redis, keys), SpendCounter(redis, keys)
+    await store.void("u1", ["key:k", "team:t"], 60)
+    row = ("u1", "k", 500, time.time(), "t")
+    await counter.count([row])
+    await counter.count([row])
+    for scope in ("key:k", "team:t"):
+        assert await redis.get(keys.spend(scope, MONTH)) == b"500"
+
+
+async def test_a_row_taken_back_before_it_was_counted_is_never_counted(
+    redis: aioredis.Redis, keys: RedisKeys
+) -> None:
+    """Settled undelivered while its count still waited (a Redis failure, another replica): the
+    count that comes later only drops its hold (docs/billing.md)."""
+    store, counter = HoldStore(redis, keys), SpendCounter(redis, keys)
+    assert await store.reserve("u2", [Scope("key:k", 1_000, 0)], 900, MONTH, later()) is None
+    row = ("u2", "k", 700, time.time(), None)
+    await counter.uncount([row])
+    await counter.count([row])
+    assert await redis.get(keys.spend("key:k", MONTH)) is None
+    assert await redis.hlen(keys.holds("key:k")) == 0

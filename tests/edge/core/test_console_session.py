@@ -27,6 +27,8 @@ def test_an_issued_session_passes_with_its_csrf_token() -> None:
         ("other token", 401),
         ("tampered expiry", 401),
         ("garbage", 401),
+        ("non-ascii csrf", 403),  # compare_digest raises on it: a 500 before
+        ("non-ascii cookie", 401),
     ],
 )
 def test_refusals(case: str, status: int) -> None:
@@ -40,6 +42,10 @@ def test_refusals(case: str, status: int) -> None:
         now = expires + 1
     elif case == "other token":
         key = OTHER
+    elif case == "non-ascii csrf":
+        csrf = "é" + csrf[1:]
+    elif case == "non-ascii cookie":
+        cookie = cookie[:-1] + "é"
     elif case == "tampered expiry":
         version, _, rest = cookie.partition(".")
         cookie = f"{version}.{expires + 10**6}.{rest.partition('.')[2]}"

@@ -32,20 +32,25 @@ from .redis_keys import RedisKeys
 
 log = logging.getLogger("ezat.spend_counter")
 
-Row = tuple[str, str, int, float]  # uid, key id, cost micros, received_at
+# uid, key id, cost micros, received_at, the key's team when the request was made (or None).
+Row = tuple[str, str, int, float, str | None]
 # Rows kept to be counted again after a failure (the oldest dropped beyond).
 MAX_WAITING = 10_000
 # A counter and a uid's marker outlive their month by enough for any late row of it.
 TTL_SECONDS = 70 * 24 * 3600
 
-# ARGV: prefix, uid, cost micros, month, the key's scope, ttl.
+# ARGV: prefix, uid, cost micros, month, the key's scope, ttl, the row's team scope or "".
+# The row's own scopes (its key's, its team's) are counted whatever its hold was: a request
+# admitted without one (fail open, its hold voided) still counts on its team.
 COUNT = """
 local p, uid, cost, month, own, ttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local scopes = {own}
+local seen = {[own] = true}
+if ARGV[7] ~= '' then scopes[2] = ARGV[7]; seen[ARGV[7]] = true end
 local listed = redis.call('GET', p .. ':holdof:' .. uid)
 if listed then
   for s in string.gmatch(listed, '%S+') do
-    if s ~= own then scopes[#scopes + 1] = s end
+    if not seen[s] then scopes[#scopes + 1] = s; seen[s] = true end
   end
 end
 for _, s in ipairs(scopes) do
@@ -64,13 +69,19 @@ end
 return 0
 """
 
-# ARGV: prefix, uid, cost micros, month. The marker becomes "-" (taken back), keeping its TTL, so
-# that a second settling of the same uid, or a late redelivery of its row, changes nothing.
+# ARGV: prefix, uid, cost micros, month, ttl. The marker becomes "-" (taken back), keeping its
+# TTL, so that a second settling of the same uid, or a late redelivery of its row, changes
+# nothing; a row not counted yet (its count waits for a retry, or runs on another replica) gets
+# the "-" marker now, so that its count, when it comes, only drops its hold.
 UNCOUNT = """
-local p, uid, cost, month = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local p, uid, cost, month, ttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local marker = p .. ':counted:' .. uid
 local scopes = redis.call('GET', marker)
-if (not scopes) or scopes == '-' or scopes == '1' then return 0 end
+if not scopes then
+  redis.call('SET', marker, '-', 'EX', ttl)
+  return 0
+end
+if scopes == '-' or scopes == '1' then return 0 end
 for s in string.gmatch(scopes, '%S+') do
   redis.call('DECRBY', p .. ':spend:' .. s .. ':' .. month, cost)
 end
@@ -104,7 +115,7 @@ class SpendCounter:
         self._voided: list[Row] = []
 
     async def count(self, rows: Sequence[Row]) -> None:
-        """Count ``(uid, key id, cost micros, received_at)`` rows, in one pipeline, with those a
+        """Count rows (``Row``) in one pipeline, with those a
         failure left waiting (up to ``MAX_WAITING``, counted again with the next call: a uid is
         counted once however often it is sent). A failure is logged, never raised: the row is
         stored, and the edge also reads billing's total."""
@@ -117,9 +128,10 @@ class SpendCounter:
             return
         try:
             async with self._redis.pipeline(transaction=False) as pipe:  # type: ignore[union-attr]
-                for uid, key_id, cost, at in batch:
+                for uid, key_id, cost, at, team_id in batch:
                     args: list[str | int] = [self._keys.prefix, uid, cost, month_of(at)]
-                    args += [key_scope(key_id), TTL_SECONDS]
+                    team = team_scope(team_id) if team_id else ""
+                    args += [key_scope(key_id), TTL_SECONDS, team]
                     await self._count(args=args, client=pipe)
                 await pipe.execute()
         except Exception as exc:
@@ -135,7 +147,7 @@ class SpendCounter:
             await self.uncount([])
 
     async def uncount(self, rows: Sequence[Row]) -> None:
-        """Take back ``(uid, key id, counted cost micros, received_at)`` rows settled undelivered
+        """Take back rows (``Row``, with the cost they were counted at) settled undelivered
         from the scopes each was counted on, once per uid, with those a failure left waiting
         (up to ``MAX_WAITING``). A failure is logged, never raised: the counter then errs on the
         budget's side, and the edge also reads billing's total, which no longer charges them."""
@@ -146,9 +158,9 @@ class SpendCounter:
             return
         try:
             async with self._redis.pipeline(transaction=False) as pipe:  # type: ignore[union-attr]
-                for uid, _key_id, cost, at in batch:
+                for uid, _key_id, cost, at, _team_id in batch:
                     args: list[str | int] = [self._keys.prefix, uid, cost, month_of(at)]
-                    await self._uncount(args=args, client=pipe)
+                    await self._uncount(args=[*args, TTL_SECONDS], client=pipe)
                 await pipe.execute()
         except Exception as exc:
             self._voided = [*batch, *self._voided][-MAX_WAITING:]

@@ -122,6 +122,7 @@ class Billing:
         # Counts a failure left waiting are retried on their own, not only with the next rows:
         # after an outage at the end of a burst no next row may come, and the holds the rows
         # should have replaced would keep budget back until their deadline.
+        self.counter = counter
         self.spend_retry = Periodic("billing-spend-retry", SPEND_RETRY_EVERY, counter.retry)
         self.backlog = backlog.Backlog(nc, subjects)
         self.backlog_reader = Periodic(
@@ -186,6 +187,7 @@ class Billing:
         await stop_task(self.drain)
         await self.settler.stop()
         await self.spend_retry.stop()
+        await self.counter.retry()  # a last try for counts a failure left waiting
         await self.backlog_reader.stop()
         await self.budget_check.stop()
         await self.batcher.stop(timeout=STOP_TIMEOUT)
@@ -207,7 +209,7 @@ def counted_insert(
     async def write(rows: Sequence[UsageRow]) -> dict[str, store.Stored]:
         stored = await store.insert_batch(pool, rows, timeout=timeout)
         counted = [
-            (r.uid, r.key_id, stored[r.uid].cost_micros, r.received_at.timestamp())
+            (r.uid, r.key_id, stored[r.uid].cost_micros, r.received_at.timestamp(), r.team_id)
             for r in rows
             if r.uid in stored
         ]

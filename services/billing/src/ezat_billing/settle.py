@@ -62,7 +62,8 @@ UPDATE usage_records r SET
     cost_micros = CASE WHEN due.delivered THEN r.cost_micros ELSE 0 END,
     error_type = CASE WHEN due.delivered THEN r.error_type ELSE '{UNDELIVERED}' END
 FROM due WHERE r.uid = due.uid
-RETURNING {ledger.RETURNING}, due.delivered, r.uid, r.key_id, due.counted_cost, r.received_at
+RETURNING {ledger.RETURNING}, due.delivered, r.uid, r.key_id, due.counted_cost, r.received_at,
+    r.team_id
 """
 _PRUNE = f"DELETE FROM usage_deliveries WHERE delivered_at < now() - interval '{KEEP_DELIVERIES}'"
 
@@ -99,7 +100,7 @@ async def settle_due(
             rows = await conn.fetch(_SETTLE, after, drained_before, timeout=timeout)
         ledger.count(rows)  # committed, with their final status and cost
         lost = [
-            (r["uid"], r["key_id"], r["counted_cost"], r["received_at"].timestamp())
+            (r["uid"], r["key_id"], r["counted_cost"], r["received_at"].timestamp(), r["team_id"])
             for r in rows
             if not r["delivered"]
         ]

@@ -188,12 +188,14 @@ class Api:
             )
             expiry = time.time() + cfg.budget_hold_seconds
             held = await self.budgets.hold(self.nc, key, uid, worst, expiry)
-        env = self._envelope(request, rid, uid, api, key, received_at, attributed)
-        call = Call(request, rid, fmt, env, limit_headers, started, parent)
-        uids = self._hold_follows(call, held, expiry) if held else []
-        call.entry = entry_of(request)
+        uids = [uid] if held else []  # the uids it is held under: each ends with the request
         free = False  # refused with a client error: no model ran, nothing will be charged
-        try:
+        try:  # from the hold on: whatever raises, the hold ends with the request
+            env = self._envelope(request, rid, uid, api, key, received_at, attributed)
+            call = Call(request, rid, fmt, env, limit_headers, started, parent)
+            if held:
+                self._hold_follows(call, uids, held, expiry)
+            call.entry = entry_of(request)
             resp = await self._relayed(call, body, api, meter, span, started)
             free = not resp.prepared and 400 <= resp.status < 500
             return resp
@@ -203,18 +205,16 @@ class Api:
         finally:
             self.budgets.ending(uids, held, free)
 
-    def _hold_follows(self, call: Call, held: list[str], expiry: float) -> list[str]:
-        """The uids ``call`` is published under (each may hold, so each ends): a request
-        published again under a new uid moves its hold to it (budgets.moved), so that its row
-        replaces the hold and is counted on every scope held (docs/billing.md)."""
-        uids = [call.envelope.uid]
+    def _hold_follows(self, call: Call, uids: list[str], held: list[str], expiry: float) -> None:
+        """Keeps ``uids``, the uids ``call`` is published under (each may hold, so each ends): a
+        request published again under a new uid moves its hold to it (budgets.moved), so that
+        its row replaces the hold and is counted on every scope held (docs/billing.md)."""
 
         async def republished(first: str, new: str) -> None:
             uids.append(new)
             await self.budgets.moved(first, new, held, expiry)
 
         call.republished = republished
-        return uids
 
     def _envelope(
         self,

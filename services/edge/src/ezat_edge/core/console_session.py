@@ -46,7 +46,7 @@ def csrf_of(key: bytes, cookie: str) -> str:
 
 def valid_cookie(key: bytes, cookie: str | None, now: float) -> bool:
     """A cookie this key issued and not yet expired."""
-    if not cookie or len(cookie) > 200:
+    if not cookie or len(cookie) > 200 or not cookie.isascii():  # compare_digest wants ASCII
         return False
     body, _, mac = cookie.rpartition(".")
     version, _, rest = body.partition(".")
@@ -61,6 +61,6 @@ def verdict(key: bytes, cookie: str, csrf: str | None, now: float) -> tuple[int,
     None when it may pass."""
     if not valid_cookie(key, cookie, now):
         return 401, "the console session is invalid or expired: sign in again"
-    if not csrf or not hmac.compare_digest(csrf, csrf_of(key, cookie)):
+    if not csrf or not csrf.isascii() or not hmac.compare_digest(csrf, csrf_of(key, cookie)):
         return 403, f"a console session's calls must send its {CSRF_HEADER} header"
     return None
