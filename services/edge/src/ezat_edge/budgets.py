@@ -48,6 +48,7 @@ TTL = 2.0
 # or ran them and the holds last until their deadline: safe, only longer).
 VOID_EVERY = 1.0
 VOID_TRIES = 120
+VOID_BATCH = 500
 QUERY_TIMEOUT = 1.0
 Owner = tuple[str | None, str | None]  # (key id, None) or (None, team id)
 
@@ -81,6 +82,9 @@ class Budgets:
         self._cache: dict[Owner, tuple[float, int, float]] = {}
         self._inflight: dict[Owner, asyncio.Future[int | None]] = {}
         self._background: set[asyncio.Future[None]] = set()
+        # (uid, scopes, lifetime, since): holds to void, and the one task voiding them.
+        self._to_void: list[tuple[str, list[str], float, float]] = []
+        self._voider: asyncio.Future[None] | None = None
 
     @staticmethod
     def limits(key: ApiKey) -> bool:
@@ -139,21 +143,32 @@ class Budgets:
         return [scope.name for scope in scopes]
 
     def _void_later(self, uid: str, scopes: list[str], lifetime: float) -> None:
-        """Void ``uid``'s hold in the background, retrying until Redis answers (VOID_TRIES)."""
+        """Void ``uid``'s hold in the background. One task voids every waiting hold in one
+        pipeline a second (not a task and a connection each: after an outage thousands wait,
+        and the admissions need the hold store's connections), for VOID_TRIES seconds at most."""
+        self._to_void.append((uid, scopes, lifetime, time.monotonic()))
+        if self._voider is None or self._voider.done():
+            self._voider = asyncio.ensure_future(self._void_waiting())
 
-        async def void() -> None:
-            assert self._holds is not None
-            for _ in range(VOID_TRIES):
-                try:
-                    await self._holds.void(uid, scopes, lifetime)
-                    return
-                except Exception:
-                    await asyncio.sleep(VOID_EVERY)
-            log.warning(
-                "could not void a budget hold Redis may still make; it lasts until its deadline"
-            )
-
-        self._spawn(void())
+    async def _void_waiting(self) -> None:
+        assert self._holds is not None
+        while self._to_void:
+            batch, self._to_void = self._to_void[:VOID_BATCH], self._to_void[VOID_BATCH:]
+            try:
+                await self._holds.void_all([(uid, scopes, life) for uid, scopes, life, _ in batch])
+                continue
+            except Exception:
+                pass
+            oldest = time.monotonic() - VOID_TRIES * VOID_EVERY
+            kept = [entry for entry in batch if entry[3] > oldest]
+            if len(kept) < len(batch):
+                log.warning(
+                    "could not void %d budget holds Redis may still make; they last until their"
+                    " deadline",
+                    len(batch) - len(kept),
+                )
+            self._to_void = kept + self._to_void
+            await asyncio.sleep(VOID_EVERY)
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(work)

@@ -138,6 +138,7 @@ class HoldStore:
 
     def __init__(self, redis: aioredis.Redis, keys: RedisKeys) -> None:
         self._keys = keys
+        self._redis = redis
         self._reserve = redis.register_script(RESERVE)
         self._shorten = redis.register_script(SHORTEN)
         self._move = redis.register_script(MOVE)
@@ -181,11 +182,18 @@ class HoldStore:
         """``uid``'s hold had no answer in time and its request went on without one (refused
         503, or admitted fail-open): drop any hold Redis made of it and keep any later one from
         being made, for ``lifetime`` seconds (the hold's own at most)."""
-        keys: list[str] = []
-        for name in scopes:
-            keys += [self._keys.holds(name), self._keys.hold_expiries(name)]
-        keys += [self._keys.hold_scopes(uid), self._keys.hold_void(uid)]
-        await self._void(keys=keys, args=[uid, int(lifetime) + 1])
+        await self.void_all([(uid, list(scopes), lifetime)])
+
+    async def void_all(self, holds: Sequence[tuple[str, list[str], float]]) -> None:
+        """``void`` of each ``(uid, scopes, lifetime)``, in one pipeline: one round trip."""
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for uid, scopes, lifetime in holds:
+                keys: list[str] = []
+                for name in scopes:
+                    keys += [self._keys.holds(name), self._keys.hold_expiries(name)]
+                keys += [self._keys.hold_scopes(uid), self._keys.hold_void(uid)]
+                await self._void(keys=keys, args=[uid, int(lifetime) + 1], client=pipe)
+            await pipe.execute()
 
     async def ended(self, uid: str, scopes: Sequence[str], free: bool = False) -> None:
         """The request ended: its hold lasts ``SETTLE_GRACE`` more seconds at most, or, ``free``
