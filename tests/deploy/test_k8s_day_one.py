@@ -1,5 +1,6 @@
-"""Kubernetes day one (deploy/k8s/README.md): the base needs no Prometheus Operator (its objects
-are the optional component components/prometheus-operator, which the overlays include).
+"""Kubernetes day one (deploy/k8s/README.md): `ezat k8s secrets` writes exactly the Secrets and
+keys the manifests read, and the base needs no Prometheus Operator (its objects are the optional
+component components/prometheus-operator, which the overlays include).
 
 Offline: the manifests as YAML, and `kubectl kustomize` (a local render, no cluster) when
 kubectl is installed.
@@ -7,6 +8,7 @@ kubectl is installed.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -14,6 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
+from ezat_cli import k8s_secrets
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "deploy" / "k8s"
@@ -25,6 +28,87 @@ MANIFESTS = sorted([*K8S.rglob("*.yaml"), *OVERLAYS.rglob("*.yaml")])
 
 def docs(path: Path) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def walk(node: Any) -> list[dict[str, Any]]:
+    """Every mapping inside ``node``, itself included."""
+    if isinstance(node, dict):
+        return [node, *(m for v in node.values() for m in walk(v))]
+    if isinstance(node, list):
+        return [m for v in node for m in walk(v)]
+    return []
+
+
+def secret_references() -> tuple[set[tuple[str, str]], set[str]]:
+    """(Secret, key) of every reference in the manifests, and the Secrets only ever referenced
+    as optional. A whole-Secret volume's keys are the files read under its mount path; an
+    envFrom secretRef has no known keys and counts as (name, "*")."""
+    text = "\n".join(p.read_text() for p in MANIFESTS)
+    refs: dict[tuple[str, str], bool] = {}  # -> optional
+    for path in MANIFESTS:
+        for d in docs(path):
+            for m in walk(d):
+                if "secretKeyRef" in m:
+                    r = m["secretKeyRef"]
+                    refs[(r["name"], r["key"])] = r.get("optional", False)
+                if "secretRef" in m:
+                    refs[(m["secretRef"]["name"], "*")] = m["secretRef"].get("optional", False)
+                if "volumes" in m and "containers" in m:
+                    refs.update(_volume_references(m, text))
+    optional = {n for n, _ in refs} - {n for (n, _), opt in refs.items() if not opt}
+    return set(refs), optional
+
+
+def _volume_references(pod: dict[str, Any], text: str) -> dict[tuple[str, str], bool]:
+    out = {}
+    for volume in pod["volumes"]:
+        secret = volume.get("secret")
+        if secret is None:
+            continue
+        name, opt = secret["secretName"], secret.get("optional", False)
+        if "items" in secret:
+            out.update({(name, item["key"]): opt for item in secret["items"]})
+            continue
+        mounts = [
+            m["mountPath"].rstrip("/")
+            for c in pod.get("initContainers", []) + pod["containers"]
+            for m in c.get("volumeMounts", [])
+            if m["name"] == volume["name"]
+        ]
+        keys = {k for mp in mounts for k in re.findall(re.escape(mp) + r"/([\w.-]+)", text)}
+        assert keys, f"secret volume {volume['name']} ({name}): no file under it is read"
+        out.update({(name, k): opt for k in keys})
+    return out
+
+
+# ---- ezat k8s secrets covers the manifests --------------------------------------------------
+
+
+def test_the_secrets_command_writes_exactly_what_the_manifests_read() -> None:
+    refs, optional = secret_references()
+    assert len(refs) >= 20  # every service's, not an empty walk
+    assert k8s_secrets.covered() == refs, (
+        f"manifests only: {sorted(refs - k8s_secrets.covered())}; "
+        f"command only: {sorted(k8s_secrets.covered() - refs)} (cli/src/ezat_cli/k8s_secrets.py)"
+    )
+    assert k8s_secrets.optional() == optional
+
+
+def test_the_readme_names_every_secret_the_command_writes() -> None:
+    readme = (K8S / "README.md").read_text()
+    table = readme.split("## Secrets to create")[1].split("\n## ")[0]
+    for spec in k8s_secrets.CATALOG:
+        named = spec.name if "-nats" not in spec.name[5:] else "ezat-<service>-nats"
+        assert f"`{named}`" in table, spec.name
+    assert "ezat k8s secrets" in readme
+
+
+def test_the_router_gets_every_provider_key_of_the_config() -> None:
+    from ezat_common.config import parse_config
+
+    cm = next(d for d in docs(K8S / "configmap.yaml") if d["kind"] == "ConfigMap")
+    cfg = parse_config(cm["data"]["ezat.toml"], "configmap.yaml")
+    assert {d.api_key_env for d in cfg.deployments} == set(k8s_secrets.PROVIDER_KEYS)
 
 
 # ---- the Prometheus Operator is optional ----------------------------------------------------
