@@ -25,6 +25,7 @@ PROM = ROOT / "deploy" / "prometheus"
 RULES = PROM / "rules.yml"
 UNIT_TESTS = sorted((PROM / "tests").glob("*.yml"))
 K8S = ROOT / "deploy" / "k8s"
+OPERATOR = K8S / "components" / "prometheus-operator"  # the optional component
 OPERATIONS = ROOT / "docs" / "operations.md"
 SEVERITIES = {"page", "ticket"}
 
@@ -156,17 +157,18 @@ def test_each_alert_has_a_runbook_section_listing_what_it_uses() -> None:
 
 def test_prometheus_rule_is_the_generated_copy_of_the_rules() -> None:
     gen = generator()
-    committed = (K8S / "prometheusrule.yaml").read_text()
+    committed = (OPERATOR / "prometheusrule.yaml").read_text()
     assert committed == gen.prometheus_rule(RULES.read_text()), (
-        "deploy/k8s/prometheusrule.yaml is stale: run python deploy/prometheus/generate_rule.py"
+        f"{OPERATOR.relative_to(ROOT)}/prometheusrule.yaml is stale: "
+        "run python deploy/prometheus/generate_rule.py"
     )
-    assert load(K8S / "prometheusrule.yaml")["spec"]["groups"] == GROUPS
+    assert load(OPERATOR / "prometheusrule.yaml")["spec"]["groups"] == GROUPS
 
 
-def test_prometheus_rule_is_in_the_base_and_valid(tmp_path: Path) -> None:
-    kustomization = load(K8S / "kustomization.yaml")
+def test_prometheus_rule_is_in_the_operator_component_and_valid(tmp_path: Path) -> None:
+    kustomization = load(OPERATOR / "kustomization.yaml")
     assert "prometheusrule.yaml" in kustomization["resources"]
-    doc = load(K8S / "prometheusrule.yaml")
+    doc = load(OPERATOR / "prometheusrule.yaml")
     assert doc["apiVersion"] == "monitoring.coreos.com/v1" and doc["kind"] == "PrometheusRule"
     assert doc["metadata"]["name"] == "ezat"
     assert doc["metadata"]["labels"]["app.kubernetes.io/part-of"] == "ezat"
@@ -182,7 +184,7 @@ def test_prometheus_rule_is_in_the_base_and_valid(tmp_path: Path) -> None:
     (tmp_path / "rules.yml").write_text(yaml.safe_dump(doc["spec"]))
     run_promtool("check", "rules", str(tmp_path / "rules.yml"))
     # The backend services' PodMonitor names each job after its service, as the rules expect.
-    monitors = yaml.safe_load_all((K8S / "servicemonitor.yaml").read_text())
+    monitors = yaml.safe_load_all((OPERATOR / "servicemonitor.yaml").read_text())
     pod_monitor = next(d for d in monitors if d["kind"] == "PodMonitor")
     assert pod_monitor["spec"]["jobLabel"] == "app.kubernetes.io/name"
 

@@ -1,5 +1,6 @@
 """`ezat` command line (README.md, "Operating it"): up, serve, usage, migrate, top; teams, keys,
-audit and apply (tenancy_cmds.py) are clients of the edge's admin API."""
+audit and apply (tenancy_cmds.py) are clients of the edge's admin API; k8s secrets (k8s_cmd.py)
+writes the Secrets of deploy/k8s."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from ezat_common.config import Config, ConfigError, load_config
 from ezat_common.subjects import from_env
 
 from . import check as check_mod
-from . import exports, folder, reaper, reload, tenancy_cmds, top, usage_view
+from . import exports, folder, k8s_cmd, reaper, reload, tenancy_cmds, top, usage_view
 from . import infra as infra_mod
 from .stack import MODULES, SERVICES, Stack, saved_infra
 
@@ -314,12 +315,18 @@ def parser() -> argparse.ArgumentParser:
     )
     reload_.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for it")
     reload_.set_defaults(func=cmd_reload)
+
+    k8s_cmd.add_parsers(sub)  # k8s secrets: the Secrets of deploy/k8s
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    if args.cmd not in ("up", "check"):
+    if args.cmd not in (
+        "up",
+        "check",
+        "k8s",
+    ):  # never a local stack's URLs into a cluster's Secrets
         use_saved_infra()
     result: int = args.func(args)
     return result
