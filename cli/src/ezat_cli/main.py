@@ -141,7 +141,8 @@ def cmd_reload(args: argparse.Namespace) -> int:
     if not outcome.ok:
         print(f"ezat: reload refused, the running config stays: {outcome.reason}", file=sys.stderr)
         return 1
-    print("ezat: reloaded: every service runs the new config")
+    how = f" ({outcome.how})" if outcome.how else ""
+    print(f"ezat: reloaded{how}: every service runs the new config")
     return 0
 
 
