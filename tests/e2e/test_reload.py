@@ -2,7 +2,8 @@
 running `ezat up` signals each service, which reloads in process: no service pid changes, a
 changed price applies to the next request (its answer's cost and its stored row) while a stream
 started before it runs to its end, a new model is listed and usable; a file that does not load
-is refused whole, naming the problem, and the running config stays."""
+is refused whole, naming the problem, and the running config stays; a setting read only at a
+start is applied by a rolling restart."""
 
 from __future__ import annotations
 
@@ -139,3 +140,11 @@ async def test_a_reload_applies_in_process_and_a_bad_file_is_refused(tmp_path: A
             assert "models[2].context_window" in done.stderr, done.stderr
             assert (await cost_of_one(client))[0] == after  # the config it ran stays
             assert service_pids(up) == pids
+
+            # A setting read only at a start: every service replaced in turn, none lost.
+            up.config.write_text(changed.replace("[edge]", "[edge]\nmax_in_flight = 1000", 1))
+            done = await reload(up)
+            assert done.returncode == 0, done.stdout + done.stderr
+            assert "reloaded (rolling restart)" in done.stdout
+            assert (await cost_of_one(client))[0] == after
+            assert set(service_pids(up).values()).isdisjoint(pids.values())
