@@ -14,9 +14,11 @@ from ezat_common.redis_keys import RedisKeys
 from ezat_router.core.health import DeploymentHealth
 from ezat_router.routing import Router
 from ezat_router.shared_state import SharedState
+from prometheus_client import REGISTRY
 
 SHIPPED = Path(__file__).resolve().parents[2] / "config" / "ezat.toml"
 NOW = 1000.0
+SONNET = "anthropic/claude-sonnet-5-5"
 
 
 def router_of(cfg: Config) -> tuple[Router, SharedState]:
@@ -58,9 +60,12 @@ def test_a_reload_swaps_deployments_and_prices_and_keeps_the_health_of_those_tha
     assert shared.health("local-sonnet-a") == tripped  # its breaker stays open
     assert shared.availability("local-sonnet-a", NOW) == "open"
     assert "local-sonnet-b" not in router._endpoints
-    sonnet = [d.name for d in router._deployments["anthropic/claude-sonnet-5-5"]]
+    sonnet = [d.name for d in router._deployments[SONNET]]
     assert sonnet == ["local-sonnet-a", "local-new"]
     assert shared.availability("local-new", NOW) == "up"
     assert set(shared.availabilities()) == {d.name for d in edited(cfg).deployments}
     assert router._max_attempts == 5
+    up = "ezat_router_deployment_up"
+    assert REGISTRY.get_sample_value(up, {"deployment": "local-new", "model": SONNET}) == 1.0
+    assert REGISTRY.get_sample_value(up, {"deployment": "local-sonnet-b", "model": SONNET}) is None
     assert router._forwarder._pricer.prices(record).input == 8_000_000  # type: ignore[union-attr]

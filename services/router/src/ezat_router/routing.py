@@ -113,6 +113,7 @@ class Router:
         nothing awaited between; a request in flight keeps the order and endpoints it took. The
         health of a deployment that stays (breaker, cooldown) is kept: it is kept by name."""
         endpoints = self._endpoints_of(cfg, self._endpoints)
+        gone = [e.dep for e in self._endpoints.values() if endpoints.get(e.dep.name) is not e]
         deployments = selection.by_model(cfg.deployments)
         Catalogue(cfg)  # what cannot be built raises here, before anything is replaced
         self._catalogue.replace(cfg)
@@ -125,6 +126,7 @@ class Router:
         self._upstream.use(cfg.router)
         self._shared.set_deployments([d.name for d in cfg.deployments])
         self._cannot_count = {n for n in self._cannot_count if n in endpoints}
+        metrics.unwatch_health(gone)  # removed, or changed (its model may be another)
         metrics.watch_health(cfg.deployments, self._shared.health, self._clock)
 
     async def run(self, req: RouteRequest, traceparent: str | None = None) -> None:
