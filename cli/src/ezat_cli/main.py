@@ -139,10 +139,15 @@ def cmd_reload(args: argparse.Namespace) -> int:
     except (LookupError, TimeoutError) as exc:
         print(f"ezat: {exc}", file=sys.stderr)
         return 1
+    if not outcome.ok and outcome.how:
+        # Signalled in place: the services that answered nothing wrong run the new file.
+        print(f"ezat: reload incomplete: {outcome.reason}", file=sys.stderr)
+        return 1
     if not outcome.ok:
         print(f"ezat: reload refused, the running config stays: {outcome.reason}", file=sys.stderr)
         return 1
-    print("ezat: reloaded: every service runs the new config")
+    how = f" ({outcome.how})" if outcome.how else ""
+    print(f"ezat: reloaded{how}: every service runs the new config")
     return 0
 
 

@@ -1,15 +1,20 @@
 """Reloading the config of a running `ezat up` (docs/operations.md, "Changing the config"):
 `ezat reload`, or SIGHUP to `ezat up`, validates the file first and either refuses it whole,
-with the reason, the running services keeping what they run, or replaces every service, one at a
-time, by a rolling restart (``Stack.restart``: the replacement reads the file and takes new work
-while the old process finishes what it holds), so models, deployments, prices and limits change
-without a request lost and without restarting the stack.
+with the reason, the running services keeping what they run, or applies it:
+
+- in place, when it changes only what the services reload themselves
+  (``ezat_common.config_changes``: models, deployments, prices, the router's per-request limits):
+  each service process gets a SIGHUP, reloads (``ezat_common.config_reload``) and writes its
+  outcome to ``<data>/drain/<pid>.reload``, which is read here. No process is replaced.
+- by a rolling restart (``Stack.restart``), when it changes another setting a service reads
+  only at its start (e.g. ``[edge] max_in_flight``): the replacement reads the file and takes
+  new work while the old process finishes what it holds.
 
 What the stack itself holds is not reloaded: the edge's address (its socket is bound once, by
 `ezat up`) and the bundled simulators. A file that changes them is refused, naming them.
 
-The outcome is written to ``<data>/reload.json`` (``{"generation", "ok", "reason"}``) where
-`ezat reload` reads it.
+The outcome is written to ``<data>/reload.json`` (``{"generation", "ok", "reason", "how"}``)
+where `ezat reload` reads it.
 """
 
 from __future__ import annotations
@@ -21,11 +26,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ezat_common import preflight
+from ezat_common import config_changes, config_reload, preflight
 from ezat_common.config import Config, ConfigError, load_config
 
 from . import folder
-from .stack import SERVICES, Stack
+from .stack import MODULES, SERVICES, Stack
 
 STATUS_FILE = "reload.json"
 
@@ -35,6 +40,7 @@ class Outcome:
     generation: int
     ok: bool
     reason: str | None = None
+    how: str = ""  # "in place" or "rolling restart"; "" when refused
 
 
 def needs_restart(running: Config, new: Config) -> list[str]:
@@ -61,14 +67,20 @@ def problems_of(config: Path, running: Config) -> tuple[Config | None, list[str]
 def read_status(data_dir: Path) -> Outcome | None:
     try:
         state = json.loads((data_dir / STATUS_FILE).read_text())
-        return Outcome(int(state["generation"]), bool(state["ok"]), state.get("reason"))
+        ok, reason, how = bool(state["ok"]), state.get("reason"), state.get("how", "")
+        return Outcome(int(state["generation"]), ok, reason, how)
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
 def _write_status(data_dir: Path, outcome: Outcome) -> None:
     tmp = data_dir / (STATUS_FILE + ".tmp")
-    body = {"generation": outcome.generation, "ok": outcome.ok, "reason": outcome.reason}
+    body = {
+        "generation": outcome.generation,
+        "ok": outcome.ok,
+        "reason": outcome.reason,
+        "how": outcome.how,
+    }
     tmp.write_text(json.dumps(body) + "\n")
     tmp.replace(data_dir / STATUS_FILE)
 
@@ -83,19 +95,75 @@ def apply(stack: Stack) -> Outcome:
         reason = "; ".join(problems)
         print(f"ezat: reload refused, the running config stays: {reason}", flush=True)
         outcome = Outcome(generation, ok=False, reason=reason)
+    elif config_changes.needs_restart(stack.cfg, new):
+        outcome = _rolling(stack, new, generation)
     else:
-        print(f"ezat: reloading {stack.config_path}: replacing each service in turn", flush=True)
-        try:
-            for name in SERVICES:
-                stack.restart(name)
-            stack.cfg = new
-            print("ezat: reloaded: every service runs the new config", flush=True)
-            outcome = Outcome(generation, ok=True)
-        except (RuntimeError, OSError) as exc:  # TimeoutError is an OSError
-            print(f"ezat: reload failed: {exc}", flush=True)
-            outcome = Outcome(generation, ok=False, reason=f"reload failed: {exc}")
+        outcome = _in_place(stack, new, generation)
     _write_status(stack.data_dir, outcome)
     return outcome
+
+
+def _rolling(stack: Stack, new: Config, generation: int) -> Outcome:
+    print(f"ezat: reloading {stack.config_path}: replacing each service in turn", flush=True)
+    try:
+        for name in SERVICES:
+            stack.restart(name)
+        stack.cfg = new
+        print("ezat: reloaded: every service runs the new config", flush=True)
+        return Outcome(generation, ok=True, how="rolling restart")
+    except (RuntimeError, OSError) as exc:  # TimeoutError is an OSError
+        print(f"ezat: reload failed: {exc}", flush=True)
+        return Outcome(generation, ok=False, reason=f"reload failed: {exc}")
+
+
+def _in_place(stack: Stack, new: Config, generation: int) -> Outcome:
+    print(f"ezat: reloading {stack.config_path} in place (SIGHUP to each service)", flush=True)
+    sha = config_reload.digest(stack.config_path.read_bytes())
+    answers = signal_services(stack, sha)
+    refused = [f"{name}: {why}" for name, why in answers.items() if why is not None]
+    stack.cfg = new  # a service that refused (the file changed meanwhile?) says so below
+    if refused:
+        reason = "; ".join(refused)
+        print(f"ezat: reload incomplete: {reason}", flush=True)
+        return Outcome(generation, ok=False, reason=reason, how="in place")
+    print(f"ezat: reloaded in place: {', '.join(answers)} run the new config", flush=True)
+    return Outcome(generation, ok=True, how="in place")
+
+
+def _services(stack: Stack) -> dict[str, int]:
+    """The pid of every running service process (replicas included), by child name."""
+    modules = [f"-m {MODULES[s]}" for s in SERVICES]
+    out = {}
+    for name, child in stack.children.items():
+        proc = child.proc
+        command = " ".join(child.args)
+        if proc is not None and proc.poll() is None and any(m in command for m in modules):
+            out[name] = proc.pid
+    return out
+
+
+def signal_services(stack: Stack, sha: str, timeout: float = 10.0) -> dict[str, str | None]:
+    """SIGHUP to every service process, then each one's answer for the file of digest ``sha``:
+    None when it applied it, else its reason."""
+    markers = {}
+    for name, pid in _services(stack).items():
+        path = config_reload.marker(pid, str(stack.drain_dir))
+        assert path is not None
+        path.unlink(missing_ok=True)
+        os.kill(pid, signal.SIGHUP)
+        markers[name] = path
+    answers: dict[str, str | None] = {}
+    deadline = time.monotonic() + timeout
+    while len(answers) < len(markers) and time.monotonic() < deadline:
+        for name, path in markers.items():
+            got = config_reload.read_marker(path)
+            if name not in answers and got is not None:
+                same = got.digest == sha
+                answers[name] = got.reason if same else "it read another version of the file"
+        time.sleep(0.05)
+    for name in markers:
+        answers.setdefault(name, f"no answer in {timeout:.0f}s")
+    return answers
 
 
 def request(data_dir: Path, timeout: float) -> Outcome:

@@ -75,6 +75,11 @@ class Catalogue:
             if d.price is not None and d.model in self.prices
         }
 
+    def replace(self, cfg: Config) -> None:
+        """Become the catalogue of ``cfg`` (a reload, ``config_reload``): built whole first, then
+        swapped in by one assignment, so a reader sees the old catalogue or the new one."""
+        self.__dict__ = Catalogue(cfg).__dict__
+
     def resolve(self, name: str) -> ModelConfig | None:
         if not valid_model_name(name):
             return None

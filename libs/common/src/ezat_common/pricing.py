@@ -90,20 +90,21 @@ class Pricer:
     """Prices of records by a catalogue: the deployment's own, else the model's (by any of its
     names; routers send canonical ids)."""
 
-    __slots__ = ("_catalogue", "_deployments", "_models")
+    __slots__ = ("_catalogue",)
 
     def __init__(self, catalogue: Catalogue) -> None:
+        # Read at each record, not copied: a reload (``Catalogue.replace``) applies to the next.
         self._catalogue = catalogue
-        self._models = dict(catalogue.prices)
-        self._deployments = dict(catalogue.deployment_prices)
 
     def prices(self, record: UsageRecord) -> Prices | None:
         """``record``'s prices, None for a model the catalogue does not know."""
-        model_id: str | None = record.model if record.model in self._models else None
+        catalogue = self._catalogue
+        models, deployments = catalogue.prices, catalogue.deployment_prices
+        model_id: str | None = record.model if record.model in models else None
         if model_id is None:
-            model = self._catalogue.resolve(record.model)
+            model = catalogue.resolve(record.model)
             model_id = model.id if model else None
-        return prices_for(record, model_id, self._models, self._deployments)
+        return prices_for(record, model_id, models, deployments)
 
 
 def usd(micros: int) -> float:

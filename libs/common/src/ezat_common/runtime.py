@@ -34,6 +34,8 @@ def run_service(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
                 loop.add_signal_handler(sig, stop.set)
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(signal.SIGUSR1, dump_stacks)
+            # A hangup never kills a service: its Reloader takes it over once started.
+            loop.add_signal_handler(signal.SIGHUP, lambda: None)
         try:
             await main(stop)
         finally:

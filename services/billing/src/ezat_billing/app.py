@@ -13,6 +13,8 @@ from typing import Any
 import asyncpg
 from ezat_common import bus, db, kv, lifecycle, logs, readiness, redis_keys, tracing
 from ezat_common import subjects as subjects_mod
+from ezat_common.config import Config
+from ezat_common.config_reload import Reloader
 from ezat_common.outbox import Outbox, drained_before
 from ezat_common.periodic import Periodic
 from ezat_common.runtime import run_service
@@ -262,6 +264,12 @@ async def serve(stop: asyncio.Event, settings: config.Settings | None = None) ->
     readiness.serve(settings.cfg.billing.metrics_listen, ready)
     billing = Billing(settings, subjects, pool, batcher, nc, ready, counter)
     await billing.start(check)
+
+    def reloaded(cfg: Config) -> None:
+        config.reload(settings, cfg)
+        ledger.publish_prices(settings.prices)
+
+    Reloader("billing", settings.cfg, reloaded).install(asyncio.get_running_loop())
     log.info("billing serving on %s", subjects.usage_record)
     await stop.wait()
     log.info("billing stopping")

@@ -51,6 +51,17 @@ class Settings:
     delivery_confirm: float = DELIVERY_CONFIRM
 
 
+def reload(settings: Settings, cfg: Config) -> None:
+    """A config reload (``ezat_common.config_reload``): the prices of records that carry none
+    (``Pricer`` reads the catalogue) and the price gauges. Nothing awaited: applied whole."""
+    catalogue = Catalogue(cfg)
+    settings.catalogue.replace(cfg)
+    settings.prices.clear()
+    settings.prices.update(catalogue.prices)
+    settings.deployment_prices.clear()
+    settings.deployment_prices.update(catalogue.deployment_prices)
+
+
 def load(path: str | None = None) -> Settings:
     """Settings from the TOML at ``path`` or ``$EZAT_CONFIG``; ``ConfigError`` names the problem."""
     cfg = load_config(path)

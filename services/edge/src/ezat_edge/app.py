@@ -20,12 +20,13 @@ from aiohttp import web
 from ezat_common import bus, db, lifecycle, logs, preflight, readiness, tracing
 from ezat_common.catalogue import Catalogue
 from ezat_common.config import Config, load_config, split_listen
+from ezat_common.config_reload import Reloader
 from ezat_common.subjects import Subjects, from_env
 from ezat_common.tasks import stop_task
 from nats.aio.msg import Msg
 
 from . import admin as admin_api
-from . import console_web, listener
+from . import console_web, listener, reloading
 from . import metrics as m
 from .answers import answers_mw
 from .auth import Authenticator
@@ -288,6 +289,8 @@ async def main(stop: asyncio.Event) -> None:
     tracing.setup("edge")
     cfg = load_config()
     edge = await connect(cfg, from_env())
+    apply = reloading.applier(edge.api, edge.admin.catalogue)
+    Reloader("edge", cfg, apply).install(asyncio.get_running_loop())
     runner, port = await serve(edge, cfg)
     host, _ = split_listen(cfg.edge.listen)
     log.info("edge listening on http://%s:%d", host, port)

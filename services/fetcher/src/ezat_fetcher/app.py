@@ -7,6 +7,7 @@ import asyncio
 
 from ezat_common import bus, logs, readiness, tracing
 from ezat_common.config import ConfigError, FetcherConfig, load_config
+from ezat_common.config_reload import Reloader
 from ezat_common.subjects import from_env
 
 from .core.addresses import Network, parse_networks
@@ -63,6 +64,9 @@ async def main(stop: asyncio.Event) -> None:
     service = FetchService(nc, subjects, Fetcher(allow), limits=shares)
     await service.start()
     ready.use(service.checks)
+    # Nothing of the fetcher's reloads in place ([fetcher] changes need a restart): it still
+    # answers each reload, refusing a file that does not load or changes [fetcher].
+    Reloader("fetcher", cfg, lambda new: None).install(asyncio.get_running_loop())
     await bus.serve_health(nc, subjects, "fetcher", ready.problem)
     log.info("fetcher ready on %s", subjects.fetch)
     await stop.wait()

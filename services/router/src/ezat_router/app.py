@@ -30,6 +30,7 @@ from ezat_common import (
 )
 from ezat_common.bus import Claims
 from ezat_common.config import Config, ConfigError, load_config
+from ezat_common.config_reload import Reloader
 from ezat_common.liveness import Heartbeats
 from ezat_common.subjects import QUEUE_ROUTER, Subjects, from_env
 from nats.aio.client import Client
@@ -183,6 +184,9 @@ async def main(stop: asyncio.Event) -> None:
     upstream = Upstream(cfg.router, pool(cfg.router))
     service = RouterService(cfg, nc, from_env(), upstream, shared, region, ready, signers)
     await service.start()
+    # Upstream keys are read per deployment at its endpoint's making: a reload needs them set.
+    reloader = Reloader("router", cfg, service.router.reload, check=preflight.missing_keys)
+    reloader.install(asyncio.get_running_loop())
     log.info(
         "router ready",
         extra={

@@ -57,6 +57,14 @@ class Attempts:
             name: metrics.DeploymentSeries(name, e.kind) for name, e in endpoints.items()
         }
 
+    def use(self, cfg: RouterConfig, endpoints: Mapping[str, Endpoint]) -> None:
+        """A config reload: the limits and the deployments of the next attempts. The series of
+        a removed deployment stay (an attempt in flight may still count in them)."""
+        self._cfg = cfg
+        for name, e in endpoints.items():
+            if name not in self._series:
+                self._series[name] = metrics.DeploymentSeries(name, e.kind)
+
     async def run(
         self, req: RouteRequest, state: RequestState, endpoint: Endpoint, body: bytes
     ) -> AttemptFailure | None:

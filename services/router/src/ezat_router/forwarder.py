@@ -138,6 +138,10 @@ class Forwarder:
         self._cfg = cfg
         self._clock = clock
 
+    def use(self, cfg: RouterConfig) -> None:
+        """A config reload: the router's per-request limits for the next requests."""
+        self._cfg = cfg
+
     async def stream(
         self,
         req: RouteRequest,

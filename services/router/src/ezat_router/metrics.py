@@ -9,6 +9,7 @@ upstream read; the per-deployment children an attempt touches are bound once
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -218,6 +219,19 @@ def watch_health(
         ALL_DOWN.labels(dep.model)  # at zero from the start (DeploymentSeries says why)
         BREAKER_OPEN.labels(name).set_function(breaker)
         COOLDOWN_REMAINING.labels(name).set_function(cooling)
+
+
+def unwatch_health(deployments: Iterable[DeploymentConfig]) -> None:
+    """Drop the health gauges of ``deployments`` (removed by a config reload): a deployment no
+    longer configured must not read as up."""
+    for dep in deployments:
+        for gauge, labels in (
+            (DEPLOYMENT_UP, (dep.name, dep.model)),
+            (BREAKER_OPEN, (dep.name,)),
+            (COOLDOWN_REMAINING, (dep.name,)),
+        ):
+            with contextlib.suppress(KeyError):
+                gauge.remove(*labels)
 
 
 HEALTH_EVENT_NAMES = (

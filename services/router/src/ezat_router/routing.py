@@ -73,15 +73,8 @@ class Router:
         self._shared = shared
         self._clock = clock
         self._deployments = selection.by_model(cfg.deployments)
-        signers = signers or {}
-        self._endpoints = {
-            dep.name: Endpoint(
-                dep,
-                signers.get(dep.name),
-                DroppedLog(cfg.router.dropped_log_capacity, cfg.router.dropped_log_interval),
-            )
-            for dep in cfg.deployments
-        }
+        self._signers = signers = signers or {}
+        self._endpoints = self._endpoints_of(cfg, {})
         metrics.watch_health(cfg.deployments, shared.health, clock)
         self._max_attempts = max(cfg.router.max_attempts, 1)
         self._budget = RetryBudget(
@@ -90,8 +83,10 @@ class Router:
         # Requests in flight per deployment from this replica (least-outstanding balance),
         # counted by the attempts.
         self._outstanding: dict[str, int] = {}
-        pricer = Pricer(Catalogue(cfg))  # the answers' cost_usd (docs/billing.md)
+        self._catalogue = Catalogue(cfg)
+        pricer = Pricer(self._catalogue)  # the answers' cost_usd (docs/billing.md)
         forwarder = Forwarder(nc, claims, upstream, usage_sink, cfg.router, clock, pricer)
+        self._forwarder = forwarder
         self._attempts = Attempts(
             cfg.router, upstream, forwarder, shared, self._endpoints, self._outstanding, clock
         )
@@ -99,6 +94,40 @@ class Router:
         self.stopping = False
         # Deployments whose model refused to count (core/counting): not asked again.
         self._cannot_count: set[str] = set()
+
+    def _endpoints_of(self, cfg: Config, kept: Mapping[str, Endpoint]) -> dict[str, Endpoint]:
+        """An endpoint per deployment of ``cfg``: ``kept``'s own for one unchanged."""
+        out = {}
+        for dep in cfg.deployments:
+            old = kept.get(dep.name)
+            if old is not None and old.dep == dep:
+                out[dep.name] = old
+                continue
+            dropped = DroppedLog(cfg.router.dropped_log_capacity, cfg.router.dropped_log_interval)
+            out[dep.name] = Endpoint(dep, self._signers.get(dep.name), dropped)
+        return out
+
+    def reload(self, cfg: Config) -> None:
+        """A config reload (``ezat_common.config_reload``): deployments, prices and the limits
+        read per request, for the next requests. Everything is built first, then assigned with
+        nothing awaited between; a request in flight keeps the order and endpoints it took. The
+        health of a deployment that stays (breaker, cooldown) is kept: it is kept by name."""
+        endpoints = self._endpoints_of(cfg, self._endpoints)
+        gone = [e.dep for e in self._endpoints.values() if endpoints.get(e.dep.name) is not e]
+        deployments = selection.by_model(cfg.deployments)
+        Catalogue(cfg)  # what cannot be built raises here, before anything is replaced
+        self._catalogue.replace(cfg)
+        self._deployments = deployments
+        self._endpoints = endpoints
+        self._cfg = cfg.router
+        self._max_attempts = max(cfg.router.max_attempts, 1)
+        self._attempts.use(cfg.router, endpoints)
+        self._forwarder.use(cfg.router)
+        self._upstream.use(cfg.router)
+        self._shared.set_deployments([d.name for d in cfg.deployments])
+        self._cannot_count = {n for n in self._cannot_count if n in endpoints}
+        metrics.unwatch_health(gone)  # removed, or changed (its model may be another)
+        metrics.watch_health(cfg.deployments, self._shared.health, self._clock)
 
     async def run(self, req: RouteRequest, traceparent: str | None = None) -> None:
         """The whole request; the body of its task. ``traceparent``: what its NATS message
@@ -252,7 +281,9 @@ class Router:
             if failure is not None and state.endpoint is not None:
                 metrics.FAILOVERS.labels(state.endpoint.dep.name, failure.reason).inc()
             affinity = selection.outcome_of(planned, *affinity_of, dep.name)
-            endpoint = self._endpoints[dep.name]
+            endpoint = self._endpoints.get(dep.name)
+            if endpoint is None:
+                continue  # removed by a reload since this request planned its order
             state.reply_headers = {**endpoint.reply_headers, "x-ezat-affinity": affinity}
             decision.affinity = affinity
             failure = await self._attempts.run(req, state, endpoint, body)

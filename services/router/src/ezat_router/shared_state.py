@@ -93,6 +93,11 @@ class SharedState:
         self._tasks = TaskSet()
         self._sync_task: asyncio.Task[None] | None = None
 
+    def set_deployments(self, deployments: Sequence[str]) -> None:
+        """A config reload: the deployments now configured. The health of those that stay is
+        kept (breakers, cooldowns); a new one starts healthy."""
+        self._names = list(deployments)
+
     # ---- lifecycle -----------------------------------------------------------------------
 
     async def start(self) -> None:
@@ -290,9 +295,10 @@ class SharedState:
         """Replace the local board with Redis' view; False when Redis could not be read."""
         if self._redis is None:
             return False
+        names = self._names  # a reload may replace the list meanwhile
         try:
             async with self._redis.pipeline(transaction=False) as pipe:
-                for name in self._names:
+                for name in names:
                     pipe.hgetall(self._keys.health(name))
                 rows = await pipe.execute()
         except _ERRORS as exc:
@@ -302,7 +308,7 @@ class SharedState:
                 await self._redis.connection_pool.disconnect()
             return False
         self._recovered()
-        for name, raw in zip(self._names, rows, strict=True):
+        for name, raw in zip(names, rows, strict=True):
             local = self.board.get(name)
             shared = _decode_health(raw) if raw else DeploymentHealth()
             if shared.open_until > 0.0 and local.open_until == 0.0:

@@ -205,6 +205,10 @@ class Upstream:
         self._pool = pool
         self._sweeper: asyncio.Task[None] | None = None
 
+    def use(self, cfg: RouterConfig) -> None:
+        """A config reload: the router's per-request limits for the next requests."""
+        self._cfg = cfg
+
     async def start(self) -> None:
         self._sweeper = asyncio.create_task(self._sweep(self._pool))
 

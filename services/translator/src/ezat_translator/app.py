@@ -18,6 +18,7 @@ from ezat_common import bus, envelopes, lifecycle, logs, readiness, redis_keys, 
 from ezat_common.bodies import TOO_DEEP
 from ezat_common.catalogue import Catalogue
 from ezat_common.config import DEFAULT_OFF_LOOP_BODY, load_config
+from ezat_common.config_reload import Reloader
 from ezat_common.envelopes import CONVERTED
 from ezat_common.errors import GatewayError
 from ezat_common.liveness import OWNER_TIMEOUT, Heartbeats
@@ -329,6 +330,8 @@ async def main(stop: asyncio.Event) -> None:
         nc, subjects, catalogue, thinking, ready, responses, cfg.translator.off_loop_body_bytes
     )
     await translator.start()
+    # A reload replaces the catalogue (models, their limits) for the next requests.
+    Reloader("translator", cfg, catalogue.replace).install(asyncio.get_running_loop())
     log.info("translator ready")
     await stop.wait()
     log.info("translator stopping")

@@ -39,6 +39,13 @@ class ModelAccess:
         self._by_lists: dict[Lists, Access] = {}
         self._by_ids: dict[frozenset[str], Access] = {}
 
+    def refresh(self) -> None:
+        """After the catalogue was replaced (a config reload): its lists made again."""
+        cat = self._catalogue
+        self._all = Access(None, None, cat.anthropic_list(), cat.openai_list())
+        self._by_lists = {}
+        self._by_ids = {}
+
     def of(self, key: ApiKey) -> Access:
         if key.models is None and key.team_models is None:
             return self._all
