@@ -116,6 +116,33 @@ def test_an_undecodable_record_leaves_the_counts_empty() -> None:
             ("authentication_error", "invalid API key", None),
         ),
         (ReplyError(status=529, type="overloaded_error", message="x" * 1000), 529, None),
+        # A deployment's own 4xx message (it may quote the prompt): the gateway's words.
+        (
+            ReplyError(
+                status=400,
+                type="invalid_request_error",
+                message="bad: 'the prompt'",
+                upstream_status=400,
+                relayed=True,
+            ),
+            400,
+            (
+                "invalid_request_error",
+                "the deployment rejected the request (HTTP 400, invalid_request_error)",
+                400,
+            ),
+        ),
+        # A deployment's stream error event: no upstream status beyond its 200.
+        (
+            ReplyError(status=400, type="invalid_request_error", message="p", relayed=True),
+            400,
+            (
+                "invalid_request_error",
+                "the deployment's answer ended with an error event "
+                "(invalid_request_error, HTTP 400)",
+                None,
+            ),
+        ),
     ],
 )
 def test_an_error_names_its_type_reason_and_upstream_status(
