@@ -126,6 +126,34 @@ class Entry(Struct, kw_only=True):
             self.error_type = "client_closed" if status == CLIENT_CLOSED else "error"
 
 
+class AnonymousSampler:
+    """Which entries without a key (``key_id == ""``: a missing or unknown key, a request refused
+    before its key was read) are stored: at most ``per_second`` in each second of the clock, so
+    that clients without a valid key cannot flood the table; entries with a key always are."""
+
+    def __init__(self, per_second: int) -> None:
+        self.per_second = per_second
+        self._second = -1
+        self._kept = 0
+        self.skipped = 0  # since last read (``take_skipped``)
+
+    def keep(self, key_id: str, now: float) -> bool:
+        if key_id:
+            return True
+        second = int(now)
+        if second != self._second:
+            self._second, self._kept = second, 0
+        if self._kept >= self.per_second:
+            self.skipped += 1
+            return False
+        self._kept += 1
+        return True
+
+    def take_skipped(self) -> int:
+        skipped, self.skipped = self.skipped, 0
+        return skipped
+
+
 def relayed_reason(err: ReplyError) -> str:
     """The gateway's words for an error whose message the deployment wrote (a 4xx it answered,
     an error event of its stream): its type and status, never its text, which may quote the
