@@ -12,6 +12,7 @@ from typing import Any
 
 import aiohttp
 import anthropic
+import asyncpg
 import pytest
 
 from .conftest import Gateway
@@ -244,3 +245,50 @@ async def test_a_client_that_leaves_is_logged_as_closed(
     entry = await entry_of(gateway, http, rid)
     assert (entry["status"], entry["error_type"]) == (499, "client_closed")
     assert entry["key_id"].startswith("key_") and entry["latency_ms"] >= 400
+
+
+async def test_an_upstream_error_quoting_the_prompt_is_relayed_but_never_logged(
+    gateway: Gateway, http: aiohttp.ClientSession
+) -> None:
+    """A deployment's 4xx whose message quotes the prompt (the simulator's ``echo``): the client
+    gets that message, the request log (its line, its row) only the gateway's words."""
+    prompt = f"secret-prompt-{uuid.uuid4().hex}"
+    content = f"{prompt} [sim:status=400 echo]"
+    rids = []
+    async with anthropic.AsyncAnthropic(
+        base_url=gateway.url, api_key=gateway.key, max_retries=0
+    ) as claude:
+        for stream in (False, True):
+            with pytest.raises(anthropic.BadRequestError) as rejected:
+                await claude.messages.create(
+                    model=MODEL,
+                    max_tokens=8,
+                    stream=stream,
+                    messages=[{"role": "user", "content": content}],
+                )
+            assert prompt in rejected.value.message  # the client's own words, relayed
+            rids.append(rid_of(rejected.value))
+    for rid in rids:
+        entry = await entry_of(gateway, http, rid)
+        assert (entry["status"], entry["upstream_status"]) == (400, 400)
+        assert entry["error_type"] == "invalid_request_error"
+        assert entry["error_reason"] == (
+            "the deployment rejected the request (HTTP 400, invalid_request_error)"
+        )
+    conn = await asyncpg.connect(gateway.database_url)
+    try:
+        stored = await conn.fetchval(
+            "SELECT count(*) FROM request_log WHERE strpos(error_reason, $1) > 0", prompt
+        )
+    finally:
+        await conn.close()
+    assert stored == 0
+    await asyncio.sleep(0.5)  # batched log lines leave within 0.1 s
+    lines = [
+        line
+        for path in sorted((gateway.stack.data_dir / "logs").glob("*.log"))
+        for line in path.read_text(errors="replace").splitlines()
+    ]
+    assert all(any(rid in line for line in lines) for rid in rids)
+    hits = [line[:300] for line in lines if prompt in line]
+    assert not hits, f"a log line holds the prompt: {hits[:3]}"

@@ -5,6 +5,7 @@ and ``[edge] request_log_rows``."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Iterator
 
@@ -63,5 +64,37 @@ async def test_entries_wait_for_a_database_that_is_away(
     await log.flush()
     try:
         assert await stored(own_database) == ["while-away", "after"]
+    finally:
+        await log.stop()
+
+
+def keyed(rid: str, status: int = 200) -> Entry:
+    e = answered(rid, status=status)
+    e.key_id = "key_0123456789abcdef"
+    return e
+
+
+async def test_entries_without_a_key_cannot_push_real_ones_out(
+    own_database: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A flood of 401s (no key, request ids of the client's choosing): each has its line, at most
+    ``anonymous_per_second`` are stored, and pruning keeps only the newest ``anonymous_rows`` of
+    them before the row bound counts the entries with a key."""
+    log = request_log.RequestLog(days=7, rows=10, anonymous_rows=3, anonymous_per_second=8)
+    for i in range(5):
+        log.add(keyed(f"real-{i}"))
+    for i in range(40):
+        log.add(answered(f"flood-{i}", status=401))
+    with caplog.at_level(logging.INFO, logger="ezat.edge.requests"):
+        await log.flush()  # stored, then pruned (the first flush prunes)
+    try:
+        lines = [r for r in caplog.records if r.name == "ezat.edge.requests"]
+        assert len(lines) == 45  # every request has its line
+        assert await stored(own_database) == [f"real-{i}" for i in range(5)] + [
+            "flood-5",
+            "flood-6",
+            "flood-7",
+        ]
+        assert "32 entries without a key not stored" in caplog.text
     finally:
         await log.stop()

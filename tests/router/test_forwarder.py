@@ -315,7 +315,13 @@ async def test_failover_on_connect_error_and_on_an_error_event_before_anything_w
         up.scripts["b"] = up.sse([error_event("overloaded_error", "busy")])
         failed = await stack.send(stack.request())
         assert [msgspec.structs.replace(r, headers={}) for r in failed] == [
-            ReplyError(status=529, type="overloaded_error", message="busy", retry_after=2.0)
+            ReplyError(
+                status=529,
+                type="overloaded_error",
+                message="busy",
+                retry_after=2.0,
+                relayed=True,  # the deployment's words: the request log keeps the gateway's
+            )
         ]
         assert len(up.calls) == 2  # dead (no HTTP call), then a and b: three attempts
 
@@ -341,6 +347,7 @@ async def test_400_is_relayed_without_failover(nats_url: str) -> None:
                 type="invalid_request_error",
                 message="tools.0: bad",
                 upstream_status=400,  # the deployment's own 400, for the request log
+                relayed=True,  # its message is the deployment's: never in the request log
             )
         ]
         assert up.calls_to("b") == []
@@ -388,6 +395,7 @@ async def test_mid_stream_error_event_ends_with_that_error(nats_url: str) -> Non
             message="x",
             retry_after=2.0,
             headers={"x-ezat-region": "eu", "x-ezat-deployment": "a", "x-ezat-affinity": "none"},
+            relayed=True,
         )
         assert up.calls_to("b") == []  # no failover once bytes reached the client
         rec = await stack.record_of(req.request_id)

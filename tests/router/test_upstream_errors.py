@@ -77,6 +77,7 @@ def test_client_error_relays_the_upstream_message() -> None:
         cooldown_default=COOLDOWN,
     )
     assert failure.error.message == "max_tokens: too big"
+    assert failure.error.relayed  # the request log keeps the gateway's words instead
 
 
 @pytest.mark.parametrize("raw", [b"", b"not json", b'{"error": 5}', b"[]"])
@@ -85,6 +86,7 @@ def test_client_error_with_unreadable_body_gets_a_generic_message(raw: bytes) ->
     assert failure.error.status == 422
     assert failure.error.type == "invalid_request_error"
     assert "HTTP 422" in failure.error.message
+    assert not failure.error.relayed  # the gateway's own words
 
 
 def test_unknown_error_type_falls_back_to_the_status() -> None:
@@ -153,7 +155,7 @@ def test_stream_error_event(kind: str, status: int, retryable: bool, wait: float
     failure = from_stream_error(ErrorInfo(type=kind, message="boom"), cooldown_default=COOLDOWN)
     assert failure.error.status == status
     assert failure.error.type == (kind if kind != "something_new" else "api_error")
-    assert failure.error.message == "boom"
+    assert failure.error.message == "boom" and failure.error.relayed
     assert failure.retryable is retryable
     assert failure.error.retry_after == wait
     assert (failure.fault or failure.rate_limited) is retryable

@@ -135,6 +135,18 @@ async def test_status_directive(
     assert body["request_id"] == err.value.response.headers["request-id"]
 
 
+async def test_echo_makes_the_status_directive_quote_the_prompt(sim: Running) -> None:
+    with pytest.raises(anthropic.BadRequestError, match="the request said 'tell no one"):
+        await sim.client.messages.create(
+            model="m", max_tokens=10, messages=user("tell no one [sim:status=400 echo]")
+        )
+    with pytest.raises(anthropic.BadRequestError) as plain:
+        await sim.client.messages.create(
+            model="m", max_tokens=10, messages=user("tell no one [sim:status=400]")
+        )
+    assert "tell no one" not in plain.value.message
+
+
 async def test_invalid_request_names_the_field(sim: Running) -> None:
     with pytest.raises(anthropic.BadRequestError, match=r"messages\.0\.content\.0\.type"):
         await sim.client.messages.create(

@@ -153,6 +153,18 @@ def _simulated(status: int) -> str:
     return _ERROR_MESSAGES.get(status, f"Simulated error (HTTP {status})")
 
 
+def _directed_error(
+    sim: Simulator, record: RequestRecord, directives: engine.Directives, body: Any
+) -> web.Response:
+    """The ``status`` directive's error; with ``echo`` its message quotes the prompt."""
+    assert directives.status is not None
+    message = _simulated(directives.status)
+    if directives.echo:
+        text = engine.last_user_text(body["messages"])[1]
+        message = f"{message}: the request said {text[:200]!r}"
+    return _error(sim, record, directives.status, message)
+
+
 def _has_key(request: web.Request) -> bool:
     # Recent SDKs send the key as "Authorization: Bearer"; older ones and curl as x-api-key.
     if request.headers.get("x-api-key"):
@@ -220,7 +232,7 @@ async def _create(
     except InvalidRequest as exc:
         return _error(sim, record, 400, exc.message)
     if directives.status is not None:
-        return _error(sim, record, directives.status, _simulated(directives.status))
+        return _directed_error(sim, record, directives, body)
     if directives.never_answer or (fault is not None and fault.never_answer):
         await hold()  # until the client gives up (the handler is cancelled)
     if directives.html or (fault is not None and fault.html):
@@ -327,7 +339,7 @@ async def count_tokens(request: web.Request) -> web.StreamResponse:
         except InvalidRequest as exc:
             return _error(sim, record, 400, exc.message)
         if directives.status is not None:
-            return _error(sim, record, directives.status, _simulated(directives.status))
+            return _directed_error(sim, record, directives, body)
         tokens = input_tokens(body)
         sim.log.close(record, "complete", 200, time.time())
         return web.Response(

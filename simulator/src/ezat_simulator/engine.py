@@ -24,6 +24,8 @@ bracket may hold several, separated by spaces or commas (``[sim:think tokens=40]
 ``tool=NAME``       call tool NAME; stop_reason ``tool_use``
 ``arg=WORD``        the tool input's string values are WORD instead of ``"Oslo"``
 ``status=CODE``     answer with that HTTP error instead (Anthropic error body)
+``echo``            with ``status``: the error's message quotes the last user message (its
+                    first 200 characters), as a real deployment's validation message may
 ``fail_after=K``    stream: ``event: error`` (overloaded_error) after K content tokens;
                     non-stream: 500 api_error
 ``drop_after=K``    stream: close the connection after K content tokens, without message_stop;
@@ -83,6 +85,7 @@ class Directives:
     stop: str | None = None
     never_answer: bool = False
     html: bool = False
+    echo: bool = False
     web_search: int | None = None
     web_fetch: int | None = None
     arg: str = "Oslo"
@@ -136,7 +139,7 @@ _PARSERS = {
 }
 
 
-_FLAGS = frozenset({"refuse", "never_answer", "html"})
+_FLAGS = frozenset({"refuse", "never_answer", "html", "echo"})
 
 
 def parse_directives(text: str, path: str = "messages") -> Directives:

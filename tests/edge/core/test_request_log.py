@@ -15,6 +15,7 @@ from ezat_edge.core.request_log import (
     CLIENT_CLOSED,
     COLUMNS,
     REASON_CHARS,
+    AnonymousSampler,
     Entry,
     RequestsQuery,
     api_of,
@@ -116,6 +117,33 @@ def test_an_undecodable_record_leaves_the_counts_empty() -> None:
             ("authentication_error", "invalid API key", None),
         ),
         (ReplyError(status=529, type="overloaded_error", message="x" * 1000), 529, None),
+        # A deployment's own 4xx message (it may quote the prompt): the gateway's words.
+        (
+            ReplyError(
+                status=400,
+                type="invalid_request_error",
+                message="bad: 'the prompt'",
+                upstream_status=400,
+                relayed=True,
+            ),
+            400,
+            (
+                "invalid_request_error",
+                "the deployment rejected the request (HTTP 400, invalid_request_error)",
+                400,
+            ),
+        ),
+        # A deployment's stream error event: no upstream status beyond its 200.
+        (
+            ReplyError(status=400, type="invalid_request_error", message="p", relayed=True),
+            400,
+            (
+                "invalid_request_error",
+                "the deployment's answer ended with an error event "
+                "(invalid_request_error, HTTP 400)",
+                None,
+            ),
+        ),
     ],
 )
 def test_an_error_names_its_type_reason_and_upstream_status(
@@ -229,3 +257,19 @@ def test_the_page_says_whether_there_is_more() -> None:
     assert first["at"] == "2026-12-05T12:00:00.123Z"
     assert first["cost_usd"] == 2.5 and "cost_micros" not in first
     assert to_page(rows, 3)["has_more"] is False
+
+
+def test_entries_without_a_key_are_sampled_per_second_and_with_one_never() -> None:
+    sampler = AnonymousSampler(per_second=2)
+    seen = [
+        sampler.keep(key, now)
+        for key, now in [
+            ("", 10.0),
+            ("", 10.5),
+            ("", 10.9),  # a third in second 10: not stored
+            ("key_0123456789abcdef", 10.9),  # a key: always
+            ("", 11.0),  # a new second
+        ]
+    ]
+    assert seen == [True, True, False, True, True]
+    assert sampler.take_skipped() == 1 and sampler.take_skipped() == 0

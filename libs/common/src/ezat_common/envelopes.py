@@ -191,6 +191,10 @@ class ReplyError(Struct, kw_only=True, tag_field="t", tag="error"):
     # attempt), for the request log (docs/observability.md); None: no upstream answered (the
     # gateway's own refusal, unreachable, timed out), or an older router.
     upstream_status: int | None = None
+    # The message is the deployment's own (a relayed 4xx, or its stream's error event): the
+    # client is given it, the request log never (it may quote the prompt; the log stores
+    # ``request_log.relayed_reason`` instead). False from an older router.
+    relayed: bool = False
 
     def with_headers(self, headers: dict[str, str]) -> ReplyError:
         """This error with ``headers`` added over its own; itself when there are none (the

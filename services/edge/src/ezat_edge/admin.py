@@ -28,6 +28,7 @@ from ezat_common.subjects import Subjects
 from ezat_common.tenancy import Changed
 
 from .auth import Authenticator
+from .console_sessions import EndedSessions
 from .core import admin_body as body
 from .core import request_log, spend, traffic
 from .responses import JSON
@@ -105,6 +106,8 @@ class Admin:
         self._token = hashlib.sha256(token.encode()).digest() if token else None
         self.pool: asyncpg.Pool | None = None
         self._connecting = asyncio.Lock()
+        # Console sessions signed out, checked on this API's pool (docs/console.md).
+        self.sessions = EndedSessions(self._pool)
 
     # ---- plumbing --------------------------------------------------------------------------
 
@@ -112,8 +115,8 @@ class Admin:
         model = self.catalogue.resolve(name)
         return None if model is None else model.id
 
-    def _actor(self, request: web.Request) -> str:
-        authorise(request, self._token)
+    async def _actor(self, request: web.Request) -> str:
+        await authorise(request, self._token, self.sessions)
         return body.actor(request.headers.get(body.ACTOR_HEADER))
 
     async def _pool(self) -> asyncpg.Pool:
@@ -150,24 +153,24 @@ class Admin:
     # ---- teams -----------------------------------------------------------------------------
 
     async def create_team(self, request: web.Request) -> web.Response:
-        actor = self._actor(request)
+        actor = await self._actor(request)
         columns = body.team_create(await _read(request), self._resolve)
         made = await self._run(tenancy_store.create_team, columns, actor)
         await self._tell(Changed(team=made["id"]))
         return _json(made, 201)
 
     async def list_teams(self, request: web.Request) -> web.Response:
-        self._actor(request)
+        await self._actor(request)
         return _json({"data": await self._run(tenancy_store.teams)})
 
     async def get_team(self, request: web.Request) -> web.Response:
-        self._actor(request)
+        await self._actor(request)
         return _json(
             await self._run(tenancy_store.team, _ident(request.match_info["team_id"], "team"))
         )
 
     async def update_team(self, request: web.Request) -> web.Response:
-        actor = self._actor(request)
+        actor = await self._actor(request)
         columns = body.team_patch(await _read(request), self._resolve)
         team_id = _ident(request.match_info["team_id"], "team")
         changed = await self._run(tenancy_store.update_team, team_id, columns, actor)
@@ -175,7 +178,7 @@ class Admin:
         return _json(changed)
 
     async def delete_team(self, request: web.Request) -> web.Response:
-        actor = self._actor(request)
+        actor = await self._actor(request)
         team_id = _ident(request.match_info["team_id"], "team")
         gone = await self._run(tenancy_store.delete_team, team_id, actor)
         await self._tell(Changed(team=team_id))
@@ -187,27 +190,27 @@ class Admin:
         return datetime.datetime.now(datetime.UTC)
 
     async def create_key(self, request: web.Request) -> web.Response:
-        actor = self._actor(request)
+        actor = await self._actor(request)
         columns = body.key_create(await _read(request), self._resolve, self._now())
         made, secret = await self._run(tenancy_store.create_key, columns, actor)
         await self._tell(Changed(key=made["id"]))
         return _json({**made, "key": secret}, 201)
 
     async def list_keys(self, request: web.Request) -> web.Response:
-        self._actor(request)
+        await self._actor(request)
         team = request.query.get("team") or None
         if team is not None:
             _ident(team, "team")
         return _json({"data": await self._run(tenancy_store.keys, team)})
 
     async def get_key(self, request: web.Request) -> web.Response:
-        self._actor(request)
+        await self._actor(request)
         return _json(
             await self._run(tenancy_store.key, _ident(request.match_info["key_id"], "key"))
         )
 
     async def update_key(self, request: web.Request) -> web.Response:
-        actor = self._actor(request)
+        actor = await self._actor(request)
         columns = body.key_patch(await _read(request), self._resolve, self._now())
         key_id = _ident(request.match_info["key_id"], "key")
         changed = await self._run(tenancy_store.update_key, key_id, columns, actor)
@@ -215,7 +218,7 @@ class Admin:
         return _json(changed)
 
     async def rotate_key(self, request: web.Request) -> web.Response:
-        actor = self._actor(request)
+        actor = await self._actor(request)
         overlap = body.overlap_seconds(await _read(request))
         key_id = _ident(request.match_info["key_id"], "key")
         rotated, secret = await self._run(tenancy_store.rotate_key, key_id, overlap, actor)
@@ -223,7 +226,7 @@ class Admin:
         return _json({**rotated, "key": secret})
 
     async def revoke_key(self, request: web.Request) -> web.Response:
-        actor = self._actor(request)
+        actor = await self._actor(request)
         body.no_fields(await _read(request))
         key_id = _ident(request.match_info["key_id"], "key")
         revoked = await self._run(tenancy_store.revoke_key, key_id, actor)
@@ -234,14 +237,14 @@ class Admin:
     # ---- audit -----------------------------------------------------------------------------
 
     async def audit(self, request: web.Request) -> web.Response:
-        self._actor(request)
+        await self._actor(request)
         since = body.since(request.query.get("since"))
         entries = await self._run(tenancy_store.audit_entries, since)
         return _json({"data": entries})
 
     async def audit_verify(self, request: web.Request) -> web.Response:
         """The whole chain checked here, as ``ezat audit verify`` does (docs/console.md)."""
-        self._actor(request)
+        await self._actor(request)
         entries = await self._run(tenancy_store.audit_entries, None)
         broken = audit_chain.verify(entries)
         return _json(
@@ -256,7 +259,7 @@ class Admin:
     # ---- the console's overview series (docs/console.md, "Overview") ------------------------
 
     async def traffic(self, request: web.Request) -> web.Response:
-        self._actor(request)
+        await self._actor(request)
         w = traffic.window(request.query, self._now())
         rows = await self._run(traffic_store.traffic, w.since, w.until, w.bucket_seconds)
         return _json(traffic.to_json(w, rows))
@@ -264,7 +267,7 @@ class Admin:
     # ---- spend reports (docs/billing.md, "Spend reports") ------------------------------------
 
     async def spend_report(self, request: web.Request) -> web.Response:
-        self._actor(request)
+        await self._actor(request)
         q = spend.to_query(request.query)
         rows = await self._run(spend_store.spend, q.group_by, q.since, q.until)
         if q.csv:
@@ -276,7 +279,7 @@ class Admin:
     # ---- request log (docs/observability.md, "Request log") ---------------------------------
 
     async def requests(self, request: web.Request) -> web.Response:
-        self._actor(request)
+        await self._actor(request)
         q = request_log.to_query(request.query)
         sql, args = request_log.to_sql(q)
         rows = await self._run(_fetch, sql, args)

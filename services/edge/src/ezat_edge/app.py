@@ -184,7 +184,8 @@ async def connect(cfg: Config, subjects: Subjects) -> Edge:
         Worst(catalogue),
     )
     ops = Operations(nc, auth)
-    status = StackStatus(nc, subjects, ops, limiter.redis)
+    admin = admin_api.Admin(nc, subjects, catalogue, auth)
+    status = StackStatus(nc, subjects, ops, limiter.redis, sessions=admin.sessions)
     stored = StoredResponses(auth, limiter, models.access)
     pool_task = asyncio.create_task(_connect_db(auth, stored, cfg.edge.auth_db_connections))
     key_expiry = KeyExpiry(auth, cfg.edge.key_expiry_teams, cfg.edge.key_expiry_interval)
@@ -194,7 +195,6 @@ async def connect(cfg: Config, subjects: Subjects) -> Edge:
     # still connecting would be an error nobody needed. A database that is down does not hold
     # the edge back for longer.
     await asyncio.wait({pool_task}, timeout=DB_WAIT)
-    admin = admin_api.Admin(nc, subjects, catalogue, auth)
     request_log = RequestLog(cfg.edge.request_log_days, cfg.edge.request_log_rows)
     request_log.start()
     return Edge(
@@ -212,7 +212,7 @@ async def connect(cfg: Config, subjects: Subjects) -> Edge:
         key_expiry,
         admin,
         request_log,
-        console_web.Console(),
+        console_web.Console(admin.sessions),
     )
 
 

@@ -21,6 +21,7 @@ from aiohttp import web
 from ezat_common import environment
 from ezat_common.errors import GatewayError, invalid
 
+from .console_sessions import EndedSessions
 from .core import console_session as session
 from .responses import JSON
 
@@ -56,7 +57,8 @@ def load_assets() -> dict[str, tuple[bytes, str, str]]:
 
 
 class Console:
-    def __init__(self, token: str | None = None) -> None:
+    def __init__(self, sessions: EndedSessions | None, token: str | None = None) -> None:
+        self.sessions = sessions  # None: signing out cannot end a session, so none is issued
         token = token if token is not None else environment.operator_token()
         digest = hashlib.sha256(token.encode()).digest() if token else None
         self._digest = digest
@@ -95,7 +97,7 @@ class Console:
 
     async def sign_in(self, request: web.Request) -> web.Response:
         """``{"token": operator token}`` -> the session cookie and ``{"csrf", "expires_at"}``."""
-        if self._key is None or self._digest is None:
+        if self._key is None or self._digest is None or self.sessions is None:
             raise GatewayError(
                 403, "operator endpoints are disabled: set EZAT_OPERATOR_TOKEN on the edge"
             )
@@ -118,14 +120,27 @@ class Console:
 
     async def current(self, request: web.Request) -> web.Response:
         """The CSRF token of the session the cookie carries (a reloaded page keeps its session),
-        or ``signed_in: false``."""
+        or ``signed_in: false`` (none, expired, forged or signed out)."""
         cookie = request.cookies.get(session.COOKIE)
         if self._key is None or not session.valid_cookie(self._key, cookie, time.time()):
             return _answer({"signed_in": False})
         assert cookie is not None
+        if self.sessions is None or await self.sessions.ended(cookie):
+            return _answer({"signed_in": False})
         return _answer({"signed_in": True, "csrf": session.csrf_of(self._key, cookie)})
 
     async def sign_out(self, request: web.Request) -> web.Response:
+        """End the session on every edge (a copy of its cookie is refused from now on) and clear
+        the cookie. A live session must send its CSRF header (403 without); a cookie that is no
+        session any more is only cleared."""
+        cookie = request.cookies.get(session.COOKIE)
+        if self._key is not None and cookie is not None and self.sessions is not None:
+            csrf = request.headers.get(session.CSRF_HEADER)
+            refused = session.verdict(self._key, cookie, csrf, time.time())
+            if refused is not None and refused[0] == 403:
+                raise GatewayError(*refused)
+            if refused is None:
+                await self.sessions.end(cookie)
         response = web.Response(status=204, headers=HEADERS)
         self._cookie(request, response, "", 0)
         return response

@@ -8,6 +8,11 @@ lines first (through the batched log handler: ezat_common.logs), then the rows i
 a connection of its own. PostgreSQL away: the rows wait, at most ``MAX_PENDING`` of them (the
 oldest are dropped beyond), the lines do not. Every ``PRUNE_INTERVAL`` an edge deletes the entries
 older than ``[edge] request_log_days`` and those beyond the newest ``[edge] request_log_rows``.
+
+Entries without a key (a missing or unknown key: anyone can send them, with request ids of their
+choosing) are bounded apart, so that they cannot push real entries out: an edge stores at most
+``ANONYMOUS_PER_SECOND`` of them a second (every one still has its log line), and pruning first
+keeps only the newest ``ANONYMOUS_ROWS`` of them, before the row bound counts all.
 """
 
 from __future__ import annotations
@@ -23,7 +28,15 @@ from aiohttp.typedefs import Middleware
 from ezat_common import db
 from ezat_common.periodic import Periodic
 
-from .core.request_log import CLIENT_CLOSED, COLUMNS, Entry, api_of, log_fields, row
+from .core.request_log import (
+    CLIENT_CLOSED,
+    COLUMNS,
+    AnonymousSampler,
+    Entry,
+    api_of,
+    log_fields,
+    row,
+)
 
 log = logging.getLogger("ezat.edge.requests")
 health = logging.getLogger("ezat.edge")
@@ -34,6 +47,8 @@ FLUSH_INTERVAL = 0.1
 PRUNE_INTERVAL = 60.0
 WRITE_TIMEOUT = 5.0
 MAX_PENDING = 50_000
+ANONYMOUS_PER_SECOND = 20  # entries without a key an edge stores a second
+ANONYMOUS_ROWS = 10_000  # entries without a key kept (at most request_log_rows)
 _DB_ERRORS = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
 
 
@@ -52,9 +67,17 @@ def entry_of(request: web.Request) -> Entry | None:
 
 
 class RequestLog:
-    def __init__(self, days: float, rows: int) -> None:
+    def __init__(
+        self,
+        days: float,
+        rows: int,
+        anonymous_rows: int = ANONYMOUS_ROWS,
+        anonymous_per_second: int = ANONYMOUS_PER_SECOND,
+    ) -> None:
         self.days = days
         self.rows = rows
+        self.anonymous_rows = min(anonymous_rows, rows)
+        self._anonymous = AnonymousSampler(anonymous_per_second)
         self._pending: list[Entry] = []  # answered, not logged yet
         self._unstored: list[Entry] = []  # logged, not in PostgreSQL yet
         self._flusher = Periodic("request-log", FLUSH_INTERVAL, self.flush)
@@ -79,10 +102,12 @@ class RequestLog:
 
     async def flush(self) -> None:
         entries, self._pending = self._pending, []
+        now = time.time()
         for e in entries:
             e.resolve()
             log.info("request", extra={"request_id": e.request_id, "fields": log_fields(e)})
-        self._unstored += entries
+            if self._anonymous.keep(e.key_id, now):
+                self._unstored.append(e)
         if len(self._unstored) > MAX_PENDING:
             dropped = len(self._unstored) - MAX_PENDING
             del self._unstored[:dropped]
@@ -128,12 +153,28 @@ class RequestLog:
         if pool is None:
             return
         self._pruned = time.monotonic()
+        skipped = self._anonymous.take_skipped()
+        if skipped:
+            health.warning(
+                "request log: %d entries without a key not stored (over %d a second)",
+                skipped,
+                self._anonymous.per_second,
+            )
         try:
             async with pool.acquire(timeout=WRITE_TIMEOUT) as conn:
+                await conn.execute(PRUNE_ANONYMOUS_SQL, self.anonymous_rows, timeout=WRITE_TIMEOUT)
                 await conn.execute(PRUNE_SQL, self.days, self.rows, timeout=WRITE_TIMEOUT)
         except _DB_ERRORS as exc:
             health.info("request log: not pruned: %s", type(exc).__name__)
 
+
+# The entries without a key beyond their newest $1 (first: they never count against the
+# entries with one); on the (key_id, at) index.
+PRUNE_ANONYMOUS_SQL = """
+DELETE FROM request_log
+WHERE key_id = ''
+  AND at <= (SELECT at FROM request_log WHERE key_id = '' ORDER BY at DESC OFFSET $1 LIMIT 1)
+"""
 
 # The entries older than $1 days, and those beyond the newest $2 (by id: the order they were
 # stored in).

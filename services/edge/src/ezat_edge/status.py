@@ -29,6 +29,7 @@ from nats.aio.msg import Msg
 from redis import asyncio as aioredis
 
 from .auth import presented_key
+from .console_sessions import EndedSessions
 from .core import console_session
 from .operations import Operations
 from .responses import JSON
@@ -43,8 +44,12 @@ def _digest(token: str) -> bytes:
     return hashlib.sha256(token.encode()).digest()
 
 
-def authorise(request: web.Request, token: bytes | None) -> None:
-    """Let only the operator through (``token``: the digest of ``EZAT_OPERATOR_TOKEN``)."""
+async def authorise(
+    request: web.Request, token: bytes | None, sessions: EndedSessions | None
+) -> None:
+    """Let only the operator through (``token``: the digest of ``EZAT_OPERATOR_TOKEN``), or a
+    console session that is valid, sends its CSRF header and was not signed out (``sessions``;
+    None: no session is let through)."""
     if token is None:
         raise GatewayError(
             403, "operator endpoints are disabled: set EZAT_OPERATOR_TOKEN on the edge"
@@ -55,6 +60,8 @@ def authorise(request: web.Request, token: bytes | None) -> None:
         key = console_session.session_key(token)
         csrf = request.headers.get(console_session.CSRF_HEADER)
         refused = console_session.verdict(key, cookie, csrf, time.time())
+        if refused is None and (sessions is None or await sessions.ended(cookie)):
+            refused = 401, console_session.ENDED
         if refused is None:
             return
         status, why = refused
@@ -77,8 +84,11 @@ class StackStatus:
         ops: Operations,
         redis: aioredis.Redis | None,
         token: str | None = None,
+        *,
+        sessions: EndedSessions | None = None,
     ) -> None:
         self.nc = nc
+        self.sessions = sessions
         self.subjects = subjects
         self.ops = ops
         self.redis = redis
@@ -86,7 +96,7 @@ class StackStatus:
         self._token = _digest(token) if token else None
 
     async def handle(self, request: web.Request) -> web.Response:
-        authorise(request, self._token)
+        await authorise(request, self._token, self.sessions)
         report = await self.report()
         status = 200 if report["status"] == "ok" else 503
         return web.Response(status=status, body=msgspec.json.encode(report), content_type=JSON)

@@ -23,8 +23,12 @@ export async function signIn(token) {
   csrf = body.csrf;
 }
 
+// Ends the session on every edge (its cookie is refused from then on), so it sends the CSRF
+// token as every other call does.
 export async function signOut() {
-  await fetch("/console/session", { method: "DELETE", credentials: "same-origin" });
+  await fetch("/console/session", {
+    method: "DELETE", credentials: "same-origin", headers: { "x-ezat-csrf": csrf || "" },
+  });
   csrf = null;
 }
 

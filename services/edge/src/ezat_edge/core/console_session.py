@@ -7,6 +7,10 @@ operator token's digest (changing ``EZAT_OPERATOR_TOKEN`` ends every session). T
 another HMAC of the cookie's value: the console keeps it in memory and sends it as
 ``x-ezat-csrf`` with every admin call; a cross-site page can neither read it nor send the
 cookie (``SameSite=Strict``).
+
+Signing out ends the session on the server too: its nonce is stored as ended (in PostgreSQL,
+until the session's expiry: console_sessions.py), and every edge refuses a cookie whose nonce is
+there, CSRF header or not.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import secrets
 COOKIE = "ezat_console"
 CSRF_HEADER = "x-ezat-csrf"
 LIFETIME = 12 * 3600  # seconds a session lasts
+ENDED = "the console session was signed out: sign in again"
 _VERSION = "v1"
 
 
@@ -54,6 +59,13 @@ def valid_cookie(key: bytes, cookie: str | None, now: float) -> bool:
     if version != _VERSION or not expiry.isdigit():
         return False
     return hmac.compare_digest(mac, _mac(key, body)) and now < int(expiry)
+
+
+def nonce_and_expiry(cookie: str) -> tuple[str, int]:
+    """The nonce and expiry (Unix seconds) of a cookie ``valid_cookie`` accepted."""
+    body = cookie.rpartition(".")[0]
+    _version, expiry, nonce = body.split(".", 2)
+    return nonce, int(expiry)
 
 
 def verdict(key: bytes, cookie: str, csrf: str | None, now: float) -> tuple[int, str] | None:

@@ -34,7 +34,7 @@ STORED_RESPONSES = "/openai/v1/responses/"
 CLIENT_PREFIXES = ("/v1/", "/openai/v1/")
 # A client that left before its answer: nginx's "client closed request".
 CLIENT_CLOSED = 499
-# The most of an error message kept (the gateway's words; a relayed upstream 4xx's too).
+# The most of an error message kept (the gateway's words, never a deployment's: relayed_reason).
 REASON_CHARS = 300
 LIMIT_DEFAULT = 100
 LIMIT_MAX = 1000
@@ -87,7 +87,7 @@ class Entry(Struct, kw_only=True):
     def failed(self, err: ReplyError) -> None:
         """The error the client was given (the last one wins: a stream's error event)."""
         self.error_type = err.type
-        self.error_reason = err.message[:REASON_CHARS]
+        self.error_reason = relayed_reason(err) if err.relayed else err.message[:REASON_CHARS]
         if err.upstream_status is not None:
             self.upstream_status = err.upstream_status
 
@@ -124,6 +124,43 @@ class Entry(Struct, kw_only=True):
             self.ttft_ms = round((self.first_token - self.started) * 1000, 3)
         if status >= 400 and self.error_type is None:
             self.error_type = "client_closed" if status == CLIENT_CLOSED else "error"
+
+
+class AnonymousSampler:
+    """Which entries without a key (``key_id == ""``: a missing or unknown key, a request refused
+    before its key was read) are stored: at most ``per_second`` in each second of the clock, so
+    that clients without a valid key cannot flood the table; entries with a key always are."""
+
+    def __init__(self, per_second: int) -> None:
+        self.per_second = per_second
+        self._second = -1
+        self._kept = 0
+        self.skipped = 0  # since last read (``take_skipped``)
+
+    def keep(self, key_id: str, now: float) -> bool:
+        if key_id:
+            return True
+        second = int(now)
+        if second != self._second:
+            self._second, self._kept = second, 0
+        if self._kept >= self.per_second:
+            self.skipped += 1
+            return False
+        self._kept += 1
+        return True
+
+    def take_skipped(self) -> int:
+        skipped, self.skipped = self.skipped, 0
+        return skipped
+
+
+def relayed_reason(err: ReplyError) -> str:
+    """The gateway's words for an error whose message the deployment wrote (a 4xx it answered,
+    an error event of its stream): its type and status, never its text, which may quote the
+    request's content."""
+    if err.upstream_status is not None:
+        return f"the deployment rejected the request (HTTP {err.upstream_status}, {err.type})"
+    return f"the deployment's answer ended with an error event ({err.type}, HTTP {err.status})"
 
 
 def log_fields(e: Entry) -> dict[str, Any]:

@@ -139,7 +139,8 @@ def all_down(model: str, wait: float, *, all_limited: bool) -> ReplyError:
 
 
 def client_error(status: int, body: bytes) -> ReplyError:
-    """The upstream's own 4xx, relayed with its Anthropic error type and message."""
+    """The upstream's own 4xx, relayed with its Anthropic error type and message (``relayed``:
+    the request log keeps the gateway's words instead)."""
     info = _error_info(body)
     kind = info.type if info is not None and info.type in STATUS_OF_TYPE else None
     message = info.message if info is not None and info.message else ""
@@ -147,6 +148,7 @@ def client_error(status: int, body: bytes) -> ReplyError:
         status=status,
         type=kind or type_for_status(status),
         message=message or f"the model rejected the request (HTTP {status})",
+        relayed=bool(message),
     )
 
 
@@ -212,6 +214,7 @@ def from_stream_error(info: ErrorInfo, *, cooldown_default: float) -> AttemptFai
         status=status,
         type=kind,
         message=info.message or "the model failed while answering; retry",
+        relayed=bool(info.message),
         # 429 and 529 always tell the client when to come back (docs/api.md, "Endpoints and
         # errors").
         retry_after=wait if status in (429, 529) else None,
