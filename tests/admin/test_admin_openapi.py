@@ -30,11 +30,16 @@ def test_every_admin_route_is_documented_and_nothing_else() -> None:
         for method in ops
     }
     assert served == documented
-    assert len(served) == 13  # issue 28 added GET /spend
+    # issue 28 added GET /spend; issue 29 /requests, /traffic and /audit/verify
+    assert len(served) == 16
     for path, ops in DOC["paths"].items():
         if path.startswith(admin_api.PREFIX):
             for method, operation in ops.items():
-                assert operation["security"] == [{"operatorToken": []}], (method, path)
+                # The operator token, or the console's session (docs/console.md).
+                assert operation["security"] == [
+                    {"operatorToken": []},
+                    {"consoleSession": []},
+                ], (method, path)
                 assert {"401", "403"} <= set(operation["responses"]), (method, path)
 
 
