@@ -5,7 +5,6 @@ the 403 with the budget message, and no hold is left once the rows are stored.""
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ from support.budget_load import (
     counts,
     load,
     stored,
+    team_of_two_keys,
 )
 from support.config import SONNET, base_url, listen, one_simulator, write_config
 from support.holds import no_holds_left
@@ -74,23 +74,13 @@ async def test_a_key_budget_is_never_overshot(hold_stack: HoldStack) -> None:
 
 
 async def test_a_team_budget_shared_by_two_keys_is_never_overshot(hold_stack: HoldStack) -> None:
-    team_id = "team_" + secrets.token_hex(6)
-    conn = await asyncpg.connect(hold_stack.database_url)
-    try:
-        await conn.execute(
-            "INSERT INTO teams (id, name, monthly_budget_micros) VALUES ($1, $2, $3)",
-            team_id,
-            team_id,
-            BUDGET,
-        )
-        one, first = await db.create_key(conn, "holds-team-1", team_id=team_id)
-        two, second = await db.create_key(conn, "holds-team-2", team_id=team_id)
-    finally:
-        await conn.close()
+    team_id, key_ids, (first, second) = await team_of_two_keys(
+        hold_stack.database_url, BUDGET, "holds-team"
+    )
     admitted, refused = await _load(hold_stack, [first, second])
     assert admitted + refused == REQUESTS
     assert refused > 0 and admitted >= FITS // 2, (admitted, refused)
-    spent = await stored(hold_stack.database_url, [one.id, two.id], admitted)
+    spent = await stored(hold_stack.database_url, key_ids, admitted)
     assert 0 < spent <= BUDGET, (spent, BUDGET)
     print(f"team: {admitted} admitted, {refused} refused, spent {spent} of {BUDGET} µ$")
     counters = await no_holds_left(hold_stack.redis_url, hold_stack.prefix, [f"team:{team_id}"])

@@ -12,7 +12,6 @@ seconds, so that the fault lands while the budget is being spent."""
 from __future__ import annotations
 
 import asyncio
-import secrets
 import signal
 import time
 from collections.abc import Iterator
@@ -32,6 +31,7 @@ from support.budget_load import (
     load,
     rows_of,
     stored,
+    team_of_two_keys,
 )
 from support.config import base_url, listen, one_simulator, write_config
 from support.holds import no_holds_left
@@ -112,20 +112,7 @@ async def _key(database_url: str, name: str) -> tuple[str, str]:
 
 async def _team(database_url: str) -> tuple[str, list[str], list[str]]:
     """A team with the budget and two keys of none: (team id, key ids, secrets)."""
-    team_id = "team_" + secrets.token_hex(6)
-    conn = await asyncpg.connect(database_url)
-    try:
-        await conn.execute(
-            "INSERT INTO teams (id, name, monthly_budget_micros) VALUES ($1, $2, $3)",
-            team_id,
-            team_id,
-            BUDGET,
-        )
-        one, first = await db.create_key(conn, "budget-faults-team-1", team_id=team_id)
-        two, second = await db.create_key(conn, "budget-faults-team-2", team_id=team_id)
-    finally:
-        await conn.close()
-    return team_id, [one.id, two.id], [first, second]
+    return await team_of_two_keys(database_url, BUDGET, "budget-faults-team")
 
 
 def _table(case: str, sent: list[Sent], spent: int) -> str:

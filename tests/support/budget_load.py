@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import secrets
 import time
 import uuid
 from collections.abc import Sequence
@@ -19,6 +20,7 @@ from typing import Any, Literal
 import anthropic
 import asyncpg
 import openai
+from ezat_common import db
 from redis import asyncio as aioredis
 
 from .config import SONNET
@@ -194,3 +196,24 @@ async def holds_left(redis_url: str, prefix: str, scopes: list[str]) -> dict[str
         return left
     finally:
         await redis.aclose()
+
+
+async def team_of_two_keys(
+    database_url: str, budget: int, name: str
+) -> tuple[str, list[str], list[str]]:
+    """A team with ``budget`` (micro-dollars) and two keys of none, named ``name-1`` and
+    ``name-2``: (team id, key ids, secrets)."""
+    team_id = "team_" + secrets.token_hex(6)
+    conn = await asyncpg.connect(database_url)
+    try:
+        await conn.execute(
+            "INSERT INTO teams (id, name, monthly_budget_micros) VALUES ($1, $2, $3)",
+            team_id,
+            team_id,
+            budget,
+        )
+        one, first = await db.create_key(conn, f"{name}-1", team_id=team_id)
+        two, second = await db.create_key(conn, f"{name}-2", team_id=team_id)
+    finally:
+        await conn.close()
+    return team_id, [one.id, two.id], [first, second]

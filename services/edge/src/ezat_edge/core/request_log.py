@@ -19,6 +19,8 @@ from ezat_common.errors import invalid
 from ezat_common.pricing import cost_micros
 from msgspec import Struct
 
+from .spend import time_param
+
 # The API of each client endpoint (its route's path); a path under a client prefix that no
 # route serves is "other". Operator and health endpoints have no entry.
 APIS: dict[str, str] = {
@@ -248,7 +250,7 @@ def to_query(q: Mapping[str, str]) -> RequestsQuery:
         model=_model(q.get("model")),
         status=_status(q.get("status")),
         status_class=_status_class(q.get("status")),
-        since=_since(q.get("since")),
+        since=time_param("since", q.get("since")),
         limit=_limit(q.get("limit")),
     )
 
@@ -280,17 +282,6 @@ def _status(value: str | None) -> int | None:
 
 def _status_class(value: str | None) -> int | None:
     return int(value[0]) if value and _STATUS_CLASS.fullmatch(value) else None
-
-
-def _since(value: str | None) -> datetime.datetime | None:
-    if not value:
-        return None
-    value = value.replace(" ", "+")  # an unescaped "+" of an offset arrives as a space
-    try:
-        parsed = datetime.datetime.fromisoformat(value.upper().replace("Z", "+00:00"))
-    except ValueError:
-        raise invalid("since", "must be an RFC 3339 time such as 2026-12-01T00:00:00Z") from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC)
 
 
 def _limit(value: str | None) -> int:

@@ -34,13 +34,15 @@ def to_query(q: Mapping[str, str]) -> SpendQuery:
         raise invalid("format", "must be json or csv")
     return SpendQuery(
         group_by=tuple(names),
-        since=_time("since", q.get("since")),
-        until=_time("until", q.get("until")),
+        since=time_param("since", q.get("since")),
+        until=time_param("until", q.get("until")),
         csv=fmt == "csv",
     )
 
 
-def _time(name: str, value: str | None) -> datetime.datetime | None:
+def time_param(name: str, value: str | None) -> datetime.datetime | None:
+    """A query parameter ``name`` holding an RFC 3339 time (UTC when it names no offset), or
+    None when absent; a 400 naming it otherwise (also the request log's ``since``)."""
     if not value:
         return None
     value = value.replace(" ", "+")  # an unescaped "+" of an offset arrives as a space
