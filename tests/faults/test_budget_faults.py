@@ -22,19 +22,19 @@ import asyncpg
 import pytest
 from ezat_cli.infra import Infra, ProcessServer, free_port, redis_server
 from ezat_common import db
+from ezat_edge.holds import REDIS_TIMEOUT  # the hold store's calls wait this long at most
 from redis import asyncio as aioredis
 from support.budget_load import (
     AVERAGE_WORST,
     Sent,
     counts,
-    holds_left,
     load,
     rows_of,
     stored,
     team_of_two_keys,
 )
 from support.config import base_url, listen, one_simulator, write_config
-from support.holds import no_holds_left
+from support.holds import holds_left, no_holds_left
 from support.stack import running
 
 from .freeze import freeze
@@ -51,8 +51,6 @@ BOUND = 30.0  # seconds: a request still open then is hung
 # A row is settled this long after it is stored at most: delivery_confirm_seconds (2 s) then a
 # settling round (every 5 s).
 SETTLED = 2.0 + 5.0 + 2.0
-# The hold store's calls wait this long at most (ezat_edge/holds.py REDIS_TIMEOUT).
-REDIS_TIMEOUT = 2.0
 # From a client's start to its admission at the edge: seconds on a loaded two-core machine, so a
 # request started just before the thaw may be admitted after it.
 SLACK = 3.0
@@ -163,7 +161,7 @@ async def _billed_once(database_url: str, sent: list[Sent]) -> None:
 async def _holds_left(budget_stack: BudgetStack, scope: str) -> dict[str, int]:
     """The holds still on ``scope``, and how many of them belong to a stored row (a count that
     failed) rather than to no row at all (a hold Redis made after the edge gave up waiting)."""
-    left = await holds_left(budget_stack.redis_url, budget_stack.prefix, [scope])
+    left = await holds_left(budget_stack.redis_url, budget_stack.prefix, scope)
     redis = aioredis.from_url(budget_stack.redis_url)
     try:
         uids = [u.decode() for u in await redis.hkeys(f"{budget_stack.prefix}:hold:{scope}")]

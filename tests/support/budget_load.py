@@ -21,7 +21,6 @@ import anthropic
 import asyncpg
 import openai
 from ezat_common import db
-from redis import asyncio as aioredis
 
 from .config import SONNET
 
@@ -184,18 +183,6 @@ async def rows_of(database_url: str, request_ids: list[str]) -> dict[str, list[d
     for row in rows:
         found.setdefault(row["request_id"], []).append(dict(row))
     return found
-
-
-async def holds_left(redis_url: str, prefix: str, scopes: list[str]) -> dict[str, int]:
-    """Per scope, the holds Redis still has on it, plus (under ``holdof``) the uids whose scope
-    list is still there."""
-    redis = aioredis.from_url(redis_url)
-    try:
-        left = {s: await redis.hlen(f"{prefix}:hold:{s}") for s in scopes}
-        left["holdof"] = len([k async for k in redis.scan_iter(f"{prefix}:holdof:*")])
-        return left
-    finally:
-        await redis.aclose()
 
 
 async def team_of_two_keys(

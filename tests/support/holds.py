@@ -3,16 +3,16 @@ what the tests of holds read, for any stack's subject prefix."""
 
 from __future__ import annotations
 
-import datetime
 import time
 from dataclasses import dataclass
 
+from ezat_common.spend_counter import month_of
 from redis import asyncio as aioredis
 
 
 def month() -> str:
-    """The UTC month a spend counts in now (``YYYYMM``)."""
-    return datetime.datetime.now(datetime.UTC).strftime("%Y%m")
+    """The UTC month a spend counts in now (``YYYYMM``, billing's own rule)."""
+    return month_of(time.time())
 
 
 @dataclass(frozen=True)
@@ -49,5 +49,17 @@ async def no_holds_left(redis_url: str, prefix: str, scopes: list[str]) -> dict[
             counted[scope] = holds.spent
         assert not [k async for k in redis.scan_iter(f"{prefix}:holdof:*")]
         return counted
+    finally:
+        await redis.aclose()
+
+
+async def holds_left(redis_url: str, prefix: str, scope: str) -> dict[str, int]:
+    """The holds still stored on ``scope``, and (under ``holdof``) how many uids' scope lists
+    are still there."""
+    redis = aioredis.from_url(redis_url)
+    try:
+        stored = (await holds_of(redis, prefix, scope)).stored
+        listed = len([k async for k in redis.scan_iter(f"{prefix}:holdof:*")])
+        return {scope: stored, "holdof": listed}
     finally:
         await redis.aclose()
