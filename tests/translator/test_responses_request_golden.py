@@ -33,7 +33,19 @@ def meta_of(t: ResponsesTranslation) -> dict[str, Any]:
 
 
 def test_the_cases_are_there() -> None:
-    assert {p.name for p in CASES} >= {"function_tool_loop_4_turns", "custom_tool", "image_and_pdf"}
+    names = {p.name for p in CASES}
+    assert names >= {"function_tool_loop_4_turns", "custom_tool", "image_and_pdf"}
+    # One case at least per input item type the translator accepts.
+    assert names >= {
+        "easy_message_without_type",
+        "system_and_developer_messages",
+        "stateless_multi_turn_output_text",
+        "assistant_refusal_part_dropped",
+        "function_call_and_output",
+        "reasoning_item_opened",
+        "custom_tool_without_grammar",
+        "namespace_tools",
+    }
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda p: p.name)
