@@ -25,6 +25,8 @@ from support.anthropic_streams import FINISH
 from support.golden import assert_golden
 from support.responses_sse import visible_seal
 
+from .responses_output_support import case_meta
+
 GOLDEN = Path(__file__).parent / "golden" / "responses_output"
 CASES = sorted(p for p in GOLDEN.iterdir() if p.is_dir())
 META = ResponseMeta(
@@ -56,14 +58,14 @@ def anthropic_message(
 
 @pytest.mark.parametrize("case", CASES, ids=lambda p: p.name)
 def test_response_matches_golden(case: Path) -> None:
-    out = to_response((case / "in.json").read_bytes(), META, visible_seal)
+    out = to_response((case / "in.json").read_bytes(), case_meta(case), visible_seal)
     assert_golden(case / "out.json", pretty(msgspec.json.decode(out)))
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda p: p.name)
 def test_the_sdk_reads_the_response(case: Path) -> None:
     body = json.loads((case / "in.json").read_text())
-    response = Response.model_validate(translate(body))
+    response = Response.model_validate(translate(body, case_meta(case)))
     texts = [b["text"] for b in body["content"] if b["type"] == "text"]
     assert response.output_text == "".join(texts)
     assert response.id == "resp_req_0123456789"

@@ -22,6 +22,8 @@ from support.anthropic_streams import event as anthropic_event
 from support.golden import assert_golden
 from support.responses_sse import accumulate, plain, responses_events, visible_seal
 
+from .responses_output_support import case_meta
+
 GOLDEN = Path(__file__).parent / "golden" / "responses_output"
 CASES = sorted(p for p in GOLDEN.iterdir() if p.is_dir())
 META = ResponseMeta(
@@ -49,9 +51,9 @@ END = anthropic_event(
 ) + anthropic_event({"type": "message_stop"})
 
 
-def streamed(sse: bytes) -> tuple[ResponsesStream, bytes]:
+def streamed(sse: bytes, meta: ResponseMeta = META) -> tuple[ResponsesStream, bytes]:
     """The stream and all it wrote, ``final`` included (its usage record is durable)."""
-    stream = ResponsesStream(META, visible_seal)
+    stream = ResponsesStream(meta, visible_seal)
     out = stream.feed(sse)
     out += stream.final() + stream.finish()
     return stream, out
@@ -66,17 +68,18 @@ def types_of(out: bytes) -> list[str]:
 
 @pytest.mark.parametrize("case", CASES, ids=lambda p: p.name)
 def test_stream_matches_golden(case: Path) -> None:
-    _, out = streamed(anthropic_stream(json.loads((case / "in.json").read_text())))
+    body = json.loads((case / "in.json").read_text())
+    _, out = streamed(anthropic_stream(body), case_meta(case))
     assert_golden(case / "out.sse", out.decode())
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda p: p.name)
 def test_the_sdk_accumulates_the_non_streamed_response(case: Path) -> None:
     body = json.loads((case / "in.json").read_text())
-    stream, out = streamed(anthropic_stream(body))
+    stream, out = streamed(anthropic_stream(body), case_meta(case))
     final, state = accumulate(out)
     expected = Response.model_validate_json(
-        to_response(msgspec.json.encode(body), META, visible_seal)
+        to_response(msgspec.json.encode(body), case_meta(case), visible_seal)
     )
     assert final is not None
     assert plain(final) == plain(expected)

@@ -13,17 +13,17 @@ docs/responses.md ("Response object and stream").
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pydantic
 import pytest
-from ezat_translator.core.anthropic_to_responses import ResponseMeta
 from ezat_translator.core.responses_stream import ResponsesStream
 from openai.types.responses import ResponseOutputItem
 from support.golden import assert_golden
 from support.responses_sse import accumulate, plain, responses_events, visible_seal
+
+from .responses_output_support import case_meta
 
 GOLDEN = Path(__file__).parent / "golden" / "responses_stream"
 CASES = sorted(p for p in GOLDEN.iterdir() if p.is_dir())
@@ -31,20 +31,8 @@ _ITEM = pydantic.TypeAdapter(ResponseOutputItem)
 FINAL_TYPES = ("response.completed", "response.incomplete", "response.failed")
 
 
-def meta_of(case: Path) -> ResponseMeta:
-    path = case / "options.json"
-    options: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
-    return ResponseMeta(
-        request_id="req_0123456789",
-        response_model="anthropic/claude-sonnet-5-5",
-        created_at=1793318400,
-        custom_tools=frozenset(options.get("custom_tools", [])),
-        namespaced={k: (ns, name) for k, (ns, name) in options.get("namespaced", {}).items()},
-    )
-
-
 def streamed(case: Path, frames: list[bytes]) -> bytes:
-    stream = ResponsesStream(meta_of(case), visible_seal)
+    stream = ResponsesStream(case_meta(case), visible_seal)
     out = b"".join(stream.feed(frame) for frame in frames)
     return out + stream.final() + stream.finish()
 
