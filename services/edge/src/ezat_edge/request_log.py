@@ -104,9 +104,12 @@ class RequestLog:
             await asyncio.wait_for(self.flush(store_now=True), WRITE_TIMEOUT)
         except TimeoutError:
             health.warning("request log: %d entries not stored at shutdown", len(self._unstored))
-        if self._conn is not None:
-            self._conn.terminate()
-            self._conn = None
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                await conn.close(timeout=WRITE_TIMEOUT)
+            except _DB_ERRORS:
+                conn.terminate()
 
     async def flush(self, store_now: bool = False) -> None:
         entries, self._pending = self._pending, []
