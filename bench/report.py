@@ -244,7 +244,7 @@ def _kinds(kinds: dict[str, Any]) -> str:
 
 def _micro(micro: list[dict[str, Any]]) -> str:
     rows = [[m["name"], m["median_us"], m["mean_us"], m["stddev_us"], m["rounds"]] for m in micro]
-    heads = ["micro-benchmark (translation core)", "median µs", "mean µs", "stddev µs", "rounds"]
+    heads = ["micro-benchmark", "median µs", "mean µs", "stddev µs", "rounds"]
     return _table(heads, rows)
 
 

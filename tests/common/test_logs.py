@@ -7,6 +7,7 @@ import io
 import json
 import logging
 
+import msgspec
 import pytest
 from ezat_common import logs
 
@@ -110,3 +111,29 @@ def test_setup_lines_are_json_with_service_request_id_and_traceback(
     assert line["service"] == "edge" and line["level"] == "error"
     assert line["msg"] == "handler failed" and line["request_id"] == "req-7"
     assert "ValueError: bad thing" in line["exc"]
+
+
+def test_a_batch_record_writes_the_lines_one_record_each_would() -> None:
+    """``json_lines`` (the request log's flush): byte for byte the lines that one record per
+    line, with its ``request_id`` and ``fields``, makes; a field's own newline stays escaped."""
+    formatter = logs.JsonFormatter("edge")
+    fields = [
+        {"request_id": "req_1", "key_id": "key_1", "team_id": None, "cost_usd": 0.001234},
+        {"request_id": "req_2", "key_id": "", "team_id": "t", "cost_usd": 0.0},
+        {"request_id": "req_3", "key_id": "a\nb {", "team_id": None, "cost_usd": 1.5},
+    ]
+
+    def without_id(f: dict[str, object]) -> dict[str, object]:
+        return {k: v for k, v in f.items() if k != "request_id"}
+
+    def record(**extra: object) -> logging.LogRecord:
+        r = logging.makeLogRecord({"name": "ezat.edge.requests", "msg": "request", **extra})
+        r.levelname, r.created = "INFO", 1_700_000_000.1234
+        return r
+
+    one_each = [
+        formatter.format(record(request_id=f["request_id"], fields=without_id(f))) for f in fields
+    ]
+    batch = msgspec.json.Encoder().encode_lines(fields)
+    assert formatter.format(record(json_lines=batch)).split("\n") == one_each
+    assert [json.loads(line)["key_id"] for line in one_each] == ["key_1", "", "a\nb {"]

@@ -120,7 +120,7 @@ async def test_console_in_chromium(
     for request_id in await _sdk_calls(gateway, gateway.key, 3, prompt=mark):
         assert await gateway.usage_row(request_id) is not None
     failed_id = await _failed_call(gateway, mark)
-    await entry_of(gateway, http, failed_id)  # stored (the edge writes every 0.1 s)
+    await entry_of(gateway, http, failed_id)  # stored (the edge stores at most every 1 s)
     problems: list[str] = []
     shots: list[Path] = []
     origin = gateway.url

@@ -19,7 +19,7 @@ from .conftest import Gateway
 from .test_attribution import team_and_key
 
 MODEL = "anthropic/claude-sonnet-5-5"
-WAIT = 10.0  # seconds for an entry to be stored (the edge writes every 0.1 s)
+WAIT = 10.0  # seconds for an entry to be stored (the edge stores at most every 1 s)
 
 
 def operator(gateway: Gateway) -> dict[str, str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 
+import msgspec
 import pytest
 from ezat_common import envelopes
 from ezat_common.envelopes import ReplyError, UsageRecord
@@ -19,7 +20,8 @@ from ezat_edge.core.request_log import (
     Entry,
     RequestsQuery,
     api_of,
-    log_fields,
+    log_line,
+    log_lines,
     row,
     to_page,
     to_query,
@@ -169,9 +171,10 @@ def test_a_client_that_left_and_an_unnamed_error_have_a_type() -> None:
 def test_the_log_line_and_the_row_hold_ids_and_counts_only() -> None:
     e = entry(key_id="key_0123456789abcdef", team_id="team_0123456789abcdef", cost_micros=1234)
     e.ended(200, 10.5)
-    fields = log_fields(e)
+    fields = msgspec.structs.asdict(log_line(e))
     assert fields["cost_usd"] == 0.001234
-    assert set(fields) == {
+    assert list(fields) == [
+        "request_id",
         "key_id",
         "team_id",
         "model",
@@ -186,7 +189,9 @@ def test_the_log_line_and_the_row_hold_ids_and_counts_only() -> None:
         "cost_usd",
         "error_type",
         "error_reason",
-    }
+    ]
+    lines = log_lines([e, e]).splitlines()  # one object a line
+    assert [msgspec.json.decode(line) for line in lines] == [fields, fields]
     stored = dict(zip(COLUMNS, row(e), strict=True))
     assert stored["at"] == datetime.datetime.fromtimestamp(1_000_000.0, datetime.UTC)
     assert stored["cost_micros"] == 1234 and stored["request_id"] == "req_1"

@@ -7,6 +7,11 @@ Lines below WARNING are written in batches (``BatchingHandler``): the router log
 decision, and one ``write`` per line was ~4% of its CPU under load. A batch leaves at the latest
 ``FLUSH_AFTER`` seconds after its first line; warnings and errors leave at once, with everything
 before them, and so does everything at interpreter exit.
+
+A record may carry a batch of lines instead of one (``json_lines``: what
+``msgspec.json.Encoder.encode_lines`` made of objects with at least one field each): the request
+log writes a flush's lines as one record, and the formatter gives each of them the record's
+``ts``, ``level``, ``service`` and ``msg`` first, so that they read as one record per line would.
 """
 
 from __future__ import annotations
@@ -34,6 +39,9 @@ class JsonFormatter(logging.Formatter):
         self.service = service
 
     def format(self, record: logging.LogRecord) -> str:
+        batch = getattr(record, "json_lines", None)
+        if isinstance(batch, bytes):
+            return self._lines(record, batch)
         entry: dict[str, object] = {
             "ts": round(record.created, 3),
             "level": record.levelname.lower(),
@@ -49,6 +57,25 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
         return _encode(entry).decode()
+
+    def _lines(self, record: logging.LogRecord, batch: bytes) -> str:
+        """A batch's lines, each headed as ``format`` heads one record's (one encode, one
+        replace: a line's own newlines are escaped in JSON, so a raw one only ends a line)."""
+        head = (
+            _encode(
+                {
+                    "ts": round(record.created, 3),
+                    "level": record.levelname.lower(),
+                    "service": self.service,
+                    "msg": record.getMessage(),
+                }
+            )[:-1]
+            + b","
+        )
+        body = batch.rstrip(b"\n")
+        if not body:
+            return ""
+        return (head + body[1:].replace(b"\n{", b"\n" + head)).decode()
 
 
 FLUSH_AFTER = 0.1  # seconds an info line may wait for company

@@ -17,6 +17,7 @@ prices with the same ``cost_micros``, so the two are equal whatever billing's co
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Protocol
 
 from .catalogue import SERVER_TOOL_PRICES, TOKEN_PRICES, Catalogue, Prices
 from .envelopes import UsageRecord
@@ -29,7 +30,29 @@ PER_1K_TO_PER_MILLION = PER_MILLION // 1000
 FREE = Prices(input=0, output=0, cache_write_5m=0, cache_write_1h=0, cache_read=0)
 
 
-def cost_micros(record: UsageRecord, prices: Prices) -> int:
+class Counts(Protocol):
+    """What ``cost_micros`` reads of a record: a ``UsageRecord``, or a Struct decoding only these
+    fields of one (the edge's request log: edge/core/request_log.py)."""
+
+    @property
+    def status(self) -> str: ...
+    @property
+    def input_tokens(self) -> int: ...
+    @property
+    def cache_read_tokens(self) -> int: ...
+    @property
+    def cache_write_5m_tokens(self) -> int: ...
+    @property
+    def cache_write_1h_tokens(self) -> int: ...
+    @property
+    def output_tokens(self) -> int: ...
+    @property
+    def web_search_requests(self) -> int: ...
+    @property
+    def web_fetch_requests(self) -> int: ...
+
+
+def cost_micros(record: Counts, prices: Prices) -> int:
     """Cost of ``record`` in micro-dollars; failed requests cost nothing (docs/billing.md).
 
     Reasoning tokens are already inside ``output_tokens`` (thinking is billed as output), so they

@@ -4,10 +4,12 @@ reads from any edge.
 
 ``add`` is all a request pays: one list append once it is answered (its ``Entry`` was filled in
 on the way: core/request_log.py). A task writes what gathered every ``FLUSH_INTERVAL``: the log
-lines first (through the batched log handler: ezat_common.logs), then the rows in one ``COPY`` on
-a connection of its own. PostgreSQL away: the rows wait, at most ``MAX_PENDING`` of them (the
-oldest are dropped beyond), the lines do not. Every ``PRUNE_INTERVAL`` an edge deletes the entries
-older than ``[edge] request_log_days`` and those beyond the newest ``[edge] request_log_rows``.
+lines (one record carrying them all, which the logging configuration routes and
+ezat_common.logs writes as one line each); and at most every ``STORE_INTERVAL`` the rows, in one
+``COPY`` on a connection of its own. PostgreSQL away: the rows wait, at most ``MAX_PENDING`` of
+them (the oldest are dropped beyond), the lines do not. Every ``PRUNE_INTERVAL`` an edge deletes
+the entries older than ``[edge] request_log_days`` and those beyond the newest
+``[edge] request_log_rows``.
 
 Entries without a key (a missing or unknown key: anyone can send them, with request ids of their
 choosing) are bounded apart, so that they cannot push real entries out: an edge stores at most
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable
 
@@ -34,7 +37,7 @@ from .core.request_log import (
     AnonymousSampler,
     Entry,
     api_of,
-    log_fields,
+    log_lines,
     row,
 )
 
@@ -44,6 +47,9 @@ health = logging.getLogger("ezat.edge")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 ENTRY = web.RequestKey("request_log_entry", Entry)
 FLUSH_INTERVAL = 0.1
+# Rows are stored at most this often: a COPY costs the edge ~0.5 ms whatever its size (bench/micro/
+# test_request_log.py --copy), which a second's entries share where 0.1 s's would not.
+STORE_INTERVAL = 1.0
 PRUNE_INTERVAL = 60.0
 WRITE_TIMEOUT = 5.0
 MAX_PENDING = 50_000
@@ -81,7 +87,8 @@ class RequestLog:
         self._pending: list[Entry] = []  # answered, not logged yet
         self._unstored: list[Entry] = []  # logged, not in PostgreSQL yet
         self._flusher = Periodic("request-log", FLUSH_INTERVAL, self.flush)
-        self._pool: asyncpg.Pool | None = None
+        self._conn: asyncpg.Connection | None = None
+        self._stored = -math.inf  # monotonic, of the last batch stored
         self._pruned = 0.0
         self._failing = False
 
@@ -94,51 +101,65 @@ class RequestLog:
     async def stop(self) -> None:
         await self._flusher.stop()
         try:
-            await asyncio.wait_for(self.flush(), WRITE_TIMEOUT)
+            await asyncio.wait_for(self.flush(store_now=True), WRITE_TIMEOUT)
         except TimeoutError:
             health.warning("request log: %d entries not stored at shutdown", len(self._unstored))
-        if self._pool is not None:
-            await self._pool.close()
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                await conn.close(timeout=WRITE_TIMEOUT)
+            except _DB_ERRORS:
+                conn.terminate()
 
-    async def flush(self) -> None:
+    async def flush(self, store_now: bool = False) -> None:
         entries, self._pending = self._pending, []
         now = time.time()
         for e in entries:
             e.resolve()
-            log.info("request", extra={"request_id": e.request_id, "fields": log_fields(e)})
             if self._anonymous.keep(e.key_id, now):
                 self._unstored.append(e)
+        if entries and log.isEnabledFor(logging.INFO):
+            # One record for the flush's lines, not one per entry (a LogRecord and its
+            # formatting were most of an entry's cost): ezat_common.logs writes them as lines.
+            log.info("request", extra={"json_lines": log_lines(entries)})
         if len(self._unstored) > MAX_PENDING:
             dropped = len(self._unstored) - MAX_PENDING
             del self._unstored[:dropped]
             health.warning("request log: %d entries not stored (database away)", dropped)
-        if self._unstored:
+        if self._unstored and (store_now or time.monotonic() - self._stored >= STORE_INTERVAL):
             await self._store()
         if time.monotonic() - self._pruned > PRUNE_INTERVAL:
             await self._prune()
 
-    async def _connection_pool(self) -> asyncpg.Pool | None:
-        if self._pool is None:
+    async def _connection(self) -> asyncpg.Connection | None:
+        """The log's own connection (not a pool's: a pool resets a connection it gets back, a
+        round trip per batch), made again after an error."""
+        if self._conn is None or self._conn.is_closed():
             try:
-                self._pool = await asyncio.wait_for(db.pool(min_size=1, max_size=1), WRITE_TIMEOUT)
+                self._conn = await asyncio.wait_for(db.connect(), WRITE_TIMEOUT)
             except _DB_ERRORS:
                 return None
-        return self._pool
+        return self._conn
+
+    def _lost(self) -> None:
+        if self._conn is not None:
+            self._conn.terminate()  # whatever state it was left in: a new one next time
+            self._conn = None
 
     async def _store(self) -> None:
-        pool = await self._connection_pool()
-        if pool is None:
+        conn = await self._connection()
+        if conn is None:
             return
         entries = self._unstored
         try:
-            async with pool.acquire(timeout=WRITE_TIMEOUT) as conn:
-                await conn.copy_records_to_table(
-                    "request_log",
-                    records=[row(e) for e in entries],
-                    columns=COLUMNS,
-                    timeout=WRITE_TIMEOUT,
-                )
+            await conn.copy_records_to_table(
+                "request_log",
+                records=[row(e) for e in entries],
+                columns=COLUMNS,
+                timeout=WRITE_TIMEOUT,
+            )
         except _DB_ERRORS as exc:
+            self._lost()
             if not self._failing:  # once per outage, not once per flush
                 health.warning("request log: entries not stored yet: %s", type(exc).__name__)
             self._failing = True
@@ -146,11 +167,12 @@ class RequestLog:
         if self._failing:
             health.info("request log: entries stored again")
         self._failing = False
+        self._stored = time.monotonic()
         del self._unstored[: len(entries)]
 
     async def _prune(self) -> None:
-        pool = await self._connection_pool()
-        if pool is None:
+        conn = await self._connection()
+        if conn is None:
             return
         self._pruned = time.monotonic()
         skipped = self._anonymous.take_skipped()
@@ -161,10 +183,10 @@ class RequestLog:
                 self._anonymous.per_second,
             )
         try:
-            async with pool.acquire(timeout=WRITE_TIMEOUT) as conn:
-                await conn.execute(PRUNE_ANONYMOUS_SQL, self.anonymous_rows, timeout=WRITE_TIMEOUT)
-                await conn.execute(PRUNE_SQL, self.days, self.rows, timeout=WRITE_TIMEOUT)
+            await conn.execute(PRUNE_ANONYMOUS_SQL, self.anonymous_rows, timeout=WRITE_TIMEOUT)
+            await conn.execute(PRUNE_SQL, self.days, self.rows, timeout=WRITE_TIMEOUT)
         except _DB_ERRORS as exc:
+            self._lost()
             health.info("request log: not pruned: %s", type(exc).__name__)
 
 
