@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 from aiohttp import web
-from ezat_common.errors import anthropic_body, type_for_status
 
 from . import bedrock, engine, sse
+from .anthropic_wire import error_body, error_type
 from .bedrock_wire import runtime_version_refused
 from .cache import NO_CACHE, PromptCache
 from .faults import Fault, Faults, decode_fault, retry_after_header
@@ -145,7 +145,7 @@ def _error(
     if header is not None:
         headers["retry-after"] = header
     sim.log.close(record, "error", status, time.time())
-    body = anthropic_body(type_for_status(status), message, record.id)
+    body = error_body(error_type(status), message, record.id)
     return web.Response(status=status, body=body, content_type=JSON, headers=headers)
 
 
@@ -356,10 +356,9 @@ async def count_tokens(request: web.Request) -> web.StreamResponse:
 
 
 def _admin_error(status: int, message: str) -> web.Response:
-    body = _encode(
-        {"type": "error", "error": {"type": type_for_status(status), "message": message}}
+    return web.Response(
+        status=status, body=error_body(error_type(status), message), content_type=JSON
     )
-    return web.Response(status=status, body=body, content_type=JSON)
 
 
 def _json(value: Any) -> web.Response:
