@@ -15,6 +15,7 @@ import msgspec
 from msgspec import Struct, field
 
 from . import environment
+from .config_error import ConfigError as ConfigError
 from .located import split_location
 from .names import NAME_LENGTH, normalise, valid_model_name
 
@@ -27,10 +28,6 @@ DEFAULT_STREAM_BUFFER = 1024 * 1024
 MIN_STREAM_BUFFER = 64 * 1024
 # Seconds a client has to take a non-streamed answer (docs/reliability.md).
 DEFAULT_UNREAD_ANSWER_GRACE = 10.0
-
-
-class ConfigError(Exception):
-    """The configuration cannot be used; the message names the file and the key."""
 
 
 class EdgeConfig(Struct, forbid_unknown_fields=True, kw_only=True):
