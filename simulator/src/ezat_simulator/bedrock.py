@@ -45,6 +45,7 @@ from .bedrock_wire import (
     to_messages_body,
 )
 from .faults import Fault
+from .instance import Simulator
 from .requestlog import RequestRecord
 from .sigv4 import Received, Refusal, verify
 from .stream import SseResponse, Timing, drop_connection, hold, send_stream
@@ -52,7 +53,7 @@ from .tokens import input_tokens
 from .validate import InvalidRequest, validate_request
 
 if TYPE_CHECKING:
-    from .app import Simulator
+    from .instance import Simulator
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 # Set on a request this face has authenticated before handing it to the Anthropic face.
