@@ -34,8 +34,8 @@ from .directives import Directives as Directives
 from .directives import last_user_text as last_user_text
 from .directives import parse_directives as parse_directives
 from .directives import read_directives as read_directives
+from .thinking import forced_tool, thinking_enabled, thinking_signature
 from .tokens import CHARS_PER_TOKEN, reply_text, tokens_for_chars
-from .validate import forced_tool, thinking_enabled, thinking_signature
 
 DEFAULT_REPLY_TOKENS = 12
 
