@@ -91,7 +91,7 @@ async def edge(stop: asyncio.Event, listen: str) -> None:
         try:
             async with asyncio.timeout(REPLY_TIMEOUT):
                 await nc.publish(subject, body, reply=reply)
-                return await relay.run()
+                return await relay.answer()
         except TimeoutError:
             if relay.resp is None:
                 return web.Response(status=504, text="floor: no reply")
@@ -150,7 +150,8 @@ class Relay:
             return False
         return self.stored
 
-    async def run(self) -> web.StreamResponse:
+    async def answer(self) -> web.StreamResponse:
+        """The client's response, from the replies (and, when billed, the outbox's verdict)."""
         msg = await self._reply()
         if bus.is_no_responders(msg):
             return web.Response(status=503, text="floor: no translator or router subscribed")

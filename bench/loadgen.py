@@ -385,10 +385,10 @@ def main() -> None:
     body = request_body(args.api, args.stream, args.tokens, args.model)
     target = Target(args.url, headers_for(args.api, args.key), body, args.stream, args.api)
     phase = run_phase(target, args.concurrency, args.duration, args.warmup, args.requests)
-    print(json.dumps(run(phase), indent=2))
+    print(json.dumps(run_on_uvloop(phase), indent=2))
 
 
-def run(coro: Any) -> Any:
+def run_on_uvloop(coro: Any) -> Any:
     """``asyncio.run`` on uvloop when it is installed (it is a dependency of the services)."""
     try:
         import uvloop

@@ -366,7 +366,7 @@ def main() -> None:
     try:
         systems.start()
         print(f"  gateway {systems.gateway_url}, direct {systems.direct_url}", flush=True)
-        results = loadgen.run(Bench(systems, args).run())
+        results = loadgen.run_on_uvloop(Bench(systems, args).run())
     finally:
         systems.stop()
     results["micro"] = micro

@@ -212,5 +212,5 @@ async def test_a_billed_body_waits_for_the_outboxs_verdict_in_any_order(
 ) -> None:
     relay, _ = _replies(*order)
     async with asyncio.timeout(floor.ACK_TIMEOUT + 2):
-        resp = await relay.run()
+        resp = await relay.answer()
     assert resp.status == status

@@ -9,7 +9,8 @@ from typing import Any
 
 import msgspec
 import pytest
-from ezat_common import envelopes
+from ezat_common import envelopes, fetch_envelopes, usage_envelopes
+from ezat_common.envelope_parts import Identified
 
 _USAGE = {"key_id": "k", "model": "m", "api": "messages", "stream": False, "status": "complete"}
 _ROUTE = {"api": "messages", "key_id": "k", "model": "m", "response_model": "m", "stream": False}
@@ -52,13 +53,14 @@ def test_every_envelope_with_a_uid_is_covered() -> None:
     # A new envelope carrying a uid must resolve it too: it joins CASES.
     with_uid = [
         cls
-        for cls in vars(envelopes).values()
+        for module in (envelopes, usage_envelopes, fetch_envelopes)
+        for cls in vars(module).values()
         if isinstance(cls, type)
         and issubclass(cls, msgspec.Struct)
         and "uid" in cls.__struct_fields__
     ]
     assert {cls.__struct_config__.tag for cls in with_uid} == {tag for tag, _, _ in CASES}
-    assert all(issubclass(cls, envelopes._Identified) for cls in with_uid)
+    assert all(issubclass(cls, Identified) for cls in with_uid)
 
 
 def test_a_message_made_here_resolves_it_too() -> None:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from ezat_common import environment, redis_keys, subjects
@@ -88,3 +90,12 @@ def test_positive_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
     assert environment.positive_seconds("EZAT_X") == 2.5
     monkeypatch.setenv("EZAT_X", "  ")
     assert environment.positive_seconds("EZAT_X") is None
+
+
+def test_the_environment_does_not_import_the_configuration() -> None:
+    # config.py reads the environment through environment.py; an import back (even one inside a
+    # function, as there was) makes the two a cycle.
+    tree = ast.parse(Path(environment.__file__).read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert imported.isdisjoint({"config", "ezat_common.config"}), imported
+    assert environment.ConfigError is ConfigError

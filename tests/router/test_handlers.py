@@ -36,7 +36,7 @@ class FakeRouter:
         self.started: list[str] = []
         self.cancelled: list[str] = []
 
-    async def run(self, req: RouteRequest, traceparent: str | None = None) -> None:
+    async def route(self, req: RouteRequest, traceparent: str | None = None) -> None:
         self.started.append(req.uid)
         try:
             await asyncio.sleep(3600)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from ezat_simulator.validate import FORCED_TOOL_WITH_THINKING, InvalidRequest, validate_request
+from ezat_simulator.thinking import FORCED_TOOL_WITH_THINKING
+from ezat_simulator.validate import InvalidRequest, validate_request
 
 OK: dict[str, Any] = {
     "model": "m",
@@ -197,7 +198,8 @@ def _thinking_turn(first: dict) -> dict:  # type: ignore[type-arg]
 
 
 def test_thinking_tool_turn_must_start_with_its_thinking_block() -> None:
-    from ezat_simulator.validate import InvalidRequest, thinking_signature, validate_request
+    from ezat_simulator.thinking import thinking_signature
+    from ezat_simulator.validate import InvalidRequest, validate_request
 
     good = {"type": "thinking", "thinking": "hmm", "signature": thinking_signature("hmm")}
     validate_request(_thinking_turn(good))

@@ -1,4 +1,5 @@
-"""HTTP wiring of one simulator instance: the Messages routes, the ``/_sim`` admin routes, startup.
+"""HTTP wiring of one simulator instance: the Messages routes, startup; the ``/_sim`` admin
+routes are admin.py's, the instance's state instance.py's.
 
 API (Anthropic-compatible; any non-empty ``x-api-key`` or ``Authorization: Bearer`` key is
 accepted):
@@ -26,27 +27,23 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 import msgspec
 from aiohttp import web
-from ezat_common.errors import anthropic_body, type_for_status
 
-from . import bedrock, engine, sse
+from . import admin, bedrock, engine, sse
+from .anthropic_wire import error_body, error_type
 from .bedrock_wire import runtime_version_refused
-from .cache import NO_CACHE, PromptCache
-from .faults import Fault, Faults, decode_fault, retry_after_header
-from .oauth import tokens_issued
-from .requestlog import DEFAULT_SIZE, RequestLog, RequestRecord
-from .sigv4 import BedrockAuth
+from .faults import retry_after_header
+from .instance import SIM as SIM
+from .instance import Settings as Settings
+from .instance import Simulator as Simulator
+from .requestlog import RequestRecord
 from .stream import SseResponse, Timing, drop_connection, hold, send_stream
-from .tokens import input_tokens, measure
+from .tokens import input_tokens
 from .validate import InvalidRequest, betas_of, validate_request
-
-if TYPE_CHECKING:
-    from .vertex import VertexSettings
 
 JSON = "application/json"
 _decode = msgspec.json.decode
@@ -64,72 +61,6 @@ _ERROR_MESSAGES = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class Settings:
-    name: str = "sim"
-    first_token_ms: float = 0.0
-    token_ms: float = 0.0
-    min_cache_tokens: int = 1024
-    # Per-model minimums (lowercased model name as sent -> tokens), from the config's [[models]].
-    min_cache_tokens_by_model: Mapping[str, int] = field(default_factory=dict)
-    max_body_bytes: int = 32 * 1024 * 1024
-    log_size: int = DEFAULT_SIZE
-    # Who the Bedrock face accepts (bedrock.py, sigv4.py): access keys and API keys.
-    bedrock: BedrockAuth = field(default_factory=BedrockAuth)
-    vertex: VertexSettings | None = None  # the Vertex AI face and /token (vertex.py), when set
-
-
-class Simulator:
-    """The state of one instance: its prompt cache, armed fault and request log."""
-
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self.cache = PromptCache()
-        self.faults = Faults()
-        self.log = RequestLog(settings.log_size)
-
-    def min_cache_tokens(self, model: str) -> int:
-        by_model = self.settings.min_cache_tokens_by_model
-        if not by_model:
-            return self.settings.min_cache_tokens
-        return by_model.get(model.strip().lower(), self.settings.min_cache_tokens)
-
-    def plan(
-        self, body: Mapping[str, Any], directives: engine.Directives, seed: int, seq: int
-    ) -> engine.Plan:
-        """The reply to a validated Messages ``body``, the prompt cache accounted."""
-        measured = measure(body, body["model"])
-        cache = NO_CACHE
-        if measured.boundaries:
-            cache = self.cache.account(
-                measured.boundaries, time.monotonic(), self.min_cache_tokens(body["model"])
-            )
-        return engine.plan_reply(
-            body, directives, seed, seq=seq, input_tokens=measured.input_tokens, cache=cache
-        )
-
-    def timing(self, directives: engine.Directives, fault: Fault | None) -> Timing:
-        d, s = directives, self.settings
-        fail_after, drop_after, stall_after = d.fail_after, d.drop_after, d.stall_after
-        if fault is not None and fault.breaks_stream:
-            fail_after, drop_after, stall_after = (
-                fault.fail_after,
-                fault.drop_after,
-                fault.stall_after,
-            )
-        return Timing(
-            s.first_token_ms if d.first_token_ms is None else d.first_token_ms,
-            s.token_ms if d.token_ms is None else d.token_ms,
-            fail_after,
-            drop_after,
-            stall_after,
-            fault is not None and fault.stall_before_start,
-        )
-
-
-SIM = web.AppKey("simulator", Simulator)
-
-
 # ---- helpers --------------------------------------------------------------------------------
 
 
@@ -145,7 +76,7 @@ def _error(
     if header is not None:
         headers["retry-after"] = header
     sim.log.close(record, "error", status, time.time())
-    body = anthropic_body(type_for_status(status), message, record.id)
+    body = error_body(error_type(status), message, record.id)
     return web.Response(status=status, body=body, content_type=JSON, headers=headers)
 
 
@@ -352,84 +283,12 @@ async def count_tokens(request: web.Request) -> web.StreamResponse:
         raise
 
 
-# ---- admin ----------------------------------------------------------------------------------
-
-
-def _admin_error(status: int, message: str) -> web.Response:
-    body = _encode(
-        {"type": "error", "error": {"type": type_for_status(status), "message": message}}
-    )
-    return web.Response(status=status, body=body, content_type=JSON)
-
-
-def _json(value: Any) -> web.Response:
-    return web.Response(body=_encode(value), content_type=JSON)
-
-
-async def arm_fault(request: web.Request) -> web.Response:
-    sim = request.app[SIM]
-    try:
-        fault = decode_fault(await request.read())
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        return _admin_error(400, f"fault: {exc}")
-    problem = fault.problem()
-    if problem is not None:
-        return _admin_error(400, f"fault: {problem}")
-    sim.faults.arm(fault)
-    return _json(sim.faults.describe())
-
-
-async def show_fault(request: web.Request) -> web.Response:
-    return _json(request.app[SIM].faults.describe())
-
-
-async def clear_fault(request: web.Request) -> web.Response:
-    sim = request.app[SIM]
-    sim.faults.clear()
-    return _json(sim.faults.describe())
-
-
-async def list_requests(request: web.Request) -> web.Response:
-    try:
-        limit = int(request.query.get("limit", "100"))
-    except ValueError:
-        return _admin_error(400, "limit: expects a whole number")
-    return _json(request.app[SIM].log.last(limit))
-
-
-async def reset(request: web.Request) -> web.Response:
-    sim = request.app[SIM]
-    sim.log.clear()
-    sim.faults.clear()
-    sim.cache.clear()
-    return _json({"ok": True})
-
-
-async def stats(request: web.Request) -> web.Response:
-    sim = request.app[SIM]
-    shown: dict[str, Any] = {
-        "name": sim.settings.name,
-        "requests": sim.log.total,
-        "active": sim.log.active,
-        "cache_entries": len(sim.cache),
-    }
-    issued = tokens_issued(request.app)
-    if issued is not None:  # with a Vertex face: access tokens /token has issued
-        shown["tokens_issued"] = issued
-    return _json(shown)
-
-
 def make_app(settings: Settings) -> web.Application:
     app = web.Application(client_max_size=settings.max_body_bytes)
     app[SIM] = Simulator(settings)
     app.router.add_post("/v1/messages", create_message)
     app.router.add_post("/v1/messages/count_tokens", count_tokens)
-    app.router.add_post("/_sim/faults", arm_fault)
-    app.router.add_get("/_sim/faults", show_fault)
-    app.router.add_delete("/_sim/faults", clear_fault)
-    app.router.add_get("/_sim/requests", list_requests)
-    app.router.add_post("/_sim/reset", reset)
-    app.router.add_get("/_sim/stats", stats)
+    admin.add_routes(app)
     bedrock.add_routes(app, app[SIM], create_message, count_tokens)
     if settings.vertex is not None:
         from .vertex import add_vertex_face  # vertex.py builds on this module's helpers

@@ -27,12 +27,12 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
 
 import msgspec
 from aiohttp import web
 
 from . import engine, eventstream
+from .bedrock_stream import EventStreamResponse
 from .bedrock_wire import (
     COUNT_REFUSED,
     BedrockError,
@@ -41,18 +41,15 @@ from .bedrock_wire import (
     error_for_status,
     exception_name,
     model_id,
-    stream_member,
     to_messages_body,
 )
 from .faults import Fault
+from .instance import Simulator
 from .requestlog import RequestRecord
 from .sigv4 import Received, Refusal, verify
-from .stream import SseResponse, Timing, drop_connection, hold, send_stream
+from .stream import Timing, drop_connection, hold, send_stream
 from .tokens import input_tokens
 from .validate import InvalidRequest, validate_request
-
-if TYPE_CHECKING:
-    from .app import Simulator
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 # Set on a request this face has authenticated before handing it to the Anthropic face.
@@ -78,60 +75,6 @@ def _error(
 def _received(request: web.Request, body: bytes) -> Received:
     headers = {k.lower(): ",".join(request.headers.getall(k)) for k in request.headers}
     return Received(request.method, request.raw_path, headers, body)
-
-
-class EventStreamResponse(SseResponse):
-    """Writes each SSE event ``send_stream`` hands it as an event-stream message instead, so a
-    Bedrock stream is paced and broken exactly as an Anthropic one (``stream.py``)."""
-
-    def __init__(self, plan: engine.Plan, fault: Fault | None, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._plan = plan
-        self._failure = _stream_failure(fault)
-        self._started = time.monotonic()
-        self._first_byte: float | None = None
-
-    async def write(self, data: bytes | bytearray | memoryview) -> None:
-        if self._first_byte is None:
-            self._first_byte = time.monotonic()
-        await super().write(self._frame(bytes(data)))
-
-    def _frame(self, sse_event: bytes) -> bytes:
-        name, _, rest = sse_event.partition(b"\ndata: ")
-        if name == b"event: error":
-            kind, body = self._failure
-            return eventstream.exception(kind, body)
-        payload = rest[:-2]  # the event's JSON, without the blank line ending the SSE event
-        if name == b"event: message_stop":
-            payload = _encode({"type": "message_stop", **self._metrics()})
-        return eventstream.chunk(payload)
-
-    def _metrics(self) -> dict[str, Any]:
-        now, usage = time.monotonic(), self._plan.usage
-        first = self._first_byte or now
-        return {
-            "amazon-bedrock-invocationMetrics": {
-                "inputTokenCount": usage.input_tokens,
-                "outputTokenCount": usage.output_tokens,
-                "invocationLatency": round((now - self._started) * 1000),
-                "firstByteLatency": round((first - self._started) * 1000),
-                "cacheReadInputTokenCount": usage.cache.read,
-                "cacheWriteInputTokenCount": usage.cache.written,
-            }
-        }
-
-
-def _stream_failure(fault: Fault | None) -> tuple[str, dict[str, Any]]:
-    """The exception a failing stream ends with: the fault's, else the model's own overload
-    relayed as a modelStreamErrorException (its original status 529; not confirmed live)."""
-    if fault is not None and fault.bedrock_exception is not None:
-        err = BedrockError(exception_name(fault.bedrock_exception))
-        return stream_member(err.error_type), {"message": err.message}
-    return "modelStreamErrorException", {
-        "message": "The model stream returned an error.",
-        "originalStatusCode": 529,
-        "originalMessage": "Overloaded",
-    }
 
 
 class BedrockFace:

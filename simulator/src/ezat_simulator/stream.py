@@ -18,9 +18,9 @@ import asyncio
 from dataclasses import dataclass
 
 from aiohttp import web
-from ezat_common.errors import anthropic_sse
 
 from . import sse
+from .anthropic_wire import error_event
 from .engine import Plan
 from .requestlog import Outcome, RequestRecord
 
@@ -89,7 +89,7 @@ async def send_stream(
         if kind == sse.TOKEN or kind == sse.FINAL:
             final = kind == sse.FINAL
             if fail_after is not None and (final or sent >= fail_after):
-                await resp.write(anthropic_sse("overloaded_error", "Overloaded", record.id))
+                await resp.write(error_event("overloaded_error", "Overloaded", record.id))
                 return "error"
             if drop_after is not None and (final or sent >= drop_after):
                 drop_connection(request)

@@ -37,7 +37,6 @@ from . import engine
 from .app import (
     HTML_PAGE,
     JSON,
-    Simulator,
     _error,
     _headers_then_nothing,
     _json_reply,
@@ -46,6 +45,7 @@ from .app import (
 )
 from .cache import NO_CACHE
 from .faults import Fault
+from .instance import Simulator
 from .oauth import CLOUD_PLATFORM, ISSUER, ServiceAccount, TokenIssuer, token
 from .requestlog import RequestRecord
 from .stream import hold

@@ -22,7 +22,7 @@ from ezat_router.core.kinds.bedrock_answers import EventStreamParser, count_toke
 from ezat_router.core.stream import StepResult, StreamStep
 from ezat_router.core.upstream_errors import from_stream_error
 from ezat_simulator import engine, eventstream, sse
-from ezat_simulator.bedrock import EventStreamResponse, _stream_failure
+from ezat_simulator.bedrock_stream import EventStreamResponse, _stream_failure
 from ezat_simulator.bedrock_wire import BedrockError, stream_member
 from ezat_simulator.cache import NO_CACHE
 from hypothesis import given, settings

@@ -10,57 +10,45 @@ One request's path (see docs/architecture.md):
 Every message carries the request id. Replies are a tagged union; a reply stream is
 ``ReplyHead`` (stream only), ``ReplyChunk``*, then exactly one final ``ReplyEnd``, ``ReplyBody``
 or ``ReplyError``.
+
+This module holds the request path's messages; the usage messages are in usage_envelopes.py,
+the fetcher's in fetch_envelopes.py, what they share in envelope_parts.py. Every name is
+re-exported here: callers write ``envelopes.UsageRecord`` whichever module defines it.
 """
 
 from __future__ import annotations
 
-from typing import Literal, Protocol
+from typing import Literal
 
 import msgspec
 from msgspec import Struct
 
-from .prices import Prices
+from .envelope_parts import Api as Api
+from .envelope_parts import Attribution as Attribution
+from .envelope_parts import Identified
+from .fetch_envelopes import FetchRequest as FetchRequest
+from .fetch_envelopes import FetchResult as FetchResult
+from .fetch_envelopes import decode_fetch_request as decode_fetch_request
+from .fetch_envelopes import decode_fetch_result as decode_fetch_result
+from .usage_envelopes import SERVER_TOOL_FIELDS as SERVER_TOOL_FIELDS
+from .usage_envelopes import TOKEN_FIELDS as TOKEN_FIELDS
+from .usage_envelopes import Delivered as Delivered
+from .usage_envelopes import OutboxMessage as OutboxMessage
+from .usage_envelopes import UsageAck as UsageAck
+from .usage_envelopes import UsageQuery as UsageQuery
+from .usage_envelopes import UsageRecord as UsageRecord
+from .usage_envelopes import UsageStatus as UsageStatus
+from .usage_envelopes import decode_outbox as decode_outbox
+from .usage_envelopes import decode_usage_ack as decode_usage_ack
+from .usage_envelopes import decode_usage_query as decode_usage_query
+from .usage_envelopes import decode_usage_record as decode_usage_record
 
-Api = Literal["messages", "count_tokens", "chat", "responses"]
 # The APIs whose answers the translator converts from Messages (the router relays the
 # deployment's bytes to it unchanged); the others reach the edge as the router sends them.
 CONVERTED: frozenset[str] = frozenset({"chat", "responses"})
 
 
-class _AboutARequest(Protocol):
-    uid: str
-    request_id: str
-
-
-class _Identified:
-    """A message about one request, whose ``uid`` is that request's identity inside the gateway.
-
-    Older producers sent no uid: the request id stands in for it, resolved here when the message
-    is made or decoded (msgspec runs ``__post_init__`` on both), so a reader only reads ``uid``.
-    """
-
-    __slots__ = ()
-
-    def __post_init__(self: _AboutARequest) -> None:
-        if not self.uid:
-            self.uid = self.request_id
-
-
-class Attribution(Struct, kw_only=True):
-    """Who and what a request's spend is attributed to (docs/billing.md, "Attribution"): made by
-    the edge from the key and the request's headers, ``user`` overridden by the translator with
-    Anthropic's ``metadata.user_id``; carried to the usage record and stored on the row. Never a
-    metric label (unbounded)."""
-
-    team_id: str | None = None
-    user: str | None = None
-    tags: list[str] = []
-    session: str | None = None
-    # claude-code, codex-cli, openai-agents, openai-sdk, anthropic-sdk, other
-    client: str = "other"
-
-
-class ClientRequest(Struct, _Identified, kw_only=True, tag_field="t", tag="client_request"):
+class ClientRequest(Struct, Identified, kw_only=True, tag_field="t", tag="client_request"):
     """edge -> translator: an authenticated client request, body untouched."""
 
     request_id: str
@@ -93,7 +81,7 @@ class ClientRequest(Struct, _Identified, kw_only=True, tag_field="t", tag="clien
     attribution: Attribution | None = None
 
 
-class RouteRequest(Struct, _Identified, kw_only=True, tag_field="t", tag="route_request"):
+class RouteRequest(Struct, Identified, kw_only=True, tag_field="t", tag="route_request"):
     """translator -> router: an Anthropic Messages body to run on one deployment of ``model``.
 
     ``body`` is the request JSON *without* its ``model`` and ``stream`` fields (``stream`` is
@@ -267,7 +255,7 @@ NO_ROUTER = ReplyError(
 Reply = ReplyHead | ReplyChunk | ReplyEnd | ReplyBody | ReplyError | Heartbeat
 
 
-class CancelRequest(Struct, _Identified, kw_only=True, tag_field="t", tag="cancel"):
+class CancelRequest(Struct, Identified, kw_only=True, tag_field="t", tag="cancel"):
     """edge -> routers and translators: stop this request.
 
     ``reason`` "client": the client disconnected (what was consumed is billed, estimated);
@@ -278,100 +266,6 @@ class CancelRequest(Struct, _Identified, kw_only=True, tag_field="t", tag="cance
     request_id: str
     uid: str = ""
     reason: Literal["client", "gateway"] = "client"
-
-
-UsageStatus = Literal["complete", "client_closed", "failed"]
-# The token counts a usage record carries, in the order of its fields and of billing's columns
-# (the usage page and its totals carry the same names).
-TOKEN_FIELDS = (
-    "input_tokens",
-    "cache_read_tokens",
-    "cache_write_5m_tokens",
-    "cache_write_1h_tokens",
-    "output_tokens",
-    "reasoning_tokens",
-)
-
-
-class UsageRecord(Struct, _Identified, kw_only=True, tag_field="t", tag="usage"):
-    """router -> billing: what one request consumed. Billing prices it and stores it once."""
-
-    request_id: str
-    key_id: str
-    model: str
-    api: Api
-    stream: bool
-    status: UsageStatus
-    uid: str = ""
-    deployment: str = ""
-    region: str = ""
-    input_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_5m_tokens: int = 0
-    cache_write_1h_tokens: int = 0
-    output_tokens: int = 0
-    reasoning_tokens: int = 0
-    estimated: bool = False
-    received_at: float = 0.0
-    upstream_started_at: float = 0.0
-    first_token_at: float = 0.0
-    finished_at: float = 0.0
-    error_type: str | None = None
-    # The deployment's kind (anthropic, bedrock, vertex: docs/routing.md, "Deployment kinds").
-    deployment_kind: str = ""
-    # Server-tool requests the upstream reported in ``usage.server_tool_use``, priced per
-    # request (docs/billing.md, "Server tools"). Defaults: records of older routers decode.
-    web_search_requests: int = 0
-    web_fetch_requests: int = 0
-    # The prices the router priced the answer at (its ``cost_usd``): billing stores the row at
-    # these, so the row's cost equals the answer's (docs/billing.md, "Cost in the answer").
-    # None (older routers, records nobody answered with a cost): billing's own config prices it.
-    prices: Prices | None = None
-    # Team, user, tags, session and client family of the request (migration 0008).
-    attribution: Attribution | None = None
-
-    def __post_init__(self) -> None:
-        _Identified.__post_init__(self)
-        # Routers older than deployment kinds sent none, and had only Anthropic deployments.
-        if not self.deployment_kind and self.deployment:
-            self.deployment_kind = "anthropic"
-
-
-# The per-request counts of a record (server tools), beside its TOKEN_FIELDS.
-SERVER_TOOL_FIELDS = ("web_search_requests", "web_fetch_requests")
-
-
-class Delivered(Struct, kw_only=True, tag_field="t", tag="delivered"):
-    """edge -> billing, through the usage outbox: the requests (uids) whose final event this edge
-    wrote to its client, or whose client left first (docs/billing.md, "Billed only when
-    delivered"). Batched: one message per ``Deliveries`` flush."""
-
-    uids: list[str]
-
-
-# What the usage outbox stream carries.
-OutboxMessage = UsageRecord | Delivered
-
-
-class UsageAck(Struct, kw_only=True, tag_field="t", tag="usage_ack"):
-    request_id: str
-    ok: bool
-    cost_micros: int = 0
-    error: str | None = None
-
-
-class UsageQuery(Struct, kw_only=True, tag_field="t", tag="usage_query"):
-    key_id: str | None = None
-    # The usage of every key that belongs to this team now (the edge's team budget).
-    team_id: str | None = None
-    since: float | None = None
-    until: float | None = None
-    model: str | None = None
-    limit: int = 100
-    cursor: str | None = None
-    # Read your own usage: first wait (up to a second) until what the usage outbox holds now is
-    # stored, so a row shows as soon as its final event was sent (docs/billing.md).
-    fresh: bool = False
 
 
 class HealthReply(Struct, kw_only=True, tag_field="t", tag="health"):
@@ -385,59 +279,6 @@ class HealthReply(Struct, kw_only=True, tag_field="t", tag="health"):
     states: dict[str, str] = msgspec.field(default_factory=dict)
 
 
-class FetchRequest(Struct, _Identified, kw_only=True, tag_field="t", tag="fetch_request"):
-    """translator -> fetcher: download one untrusted http(s) URL of a content part.
-
-    ``part`` is the JSON path of the part (``messages[0].content[2].image_url.url``), for logs;
-    the caller prefixes it to the error it shows the client.
-    """
-
-    request_id: str
-    url: str
-    part: str
-    max_bytes: int = 10 * 1024 * 1024
-    # "image" (JPEG, PNG, GIF, WebP); "pdf" is understood too, for later use.
-    kind: str = "image"
-    # Fair shares of the fetcher's download slots are per key and per request (the request's
-    # gateway-made uid; ``request_id`` when empty), and a broadcast ``CancelRequest`` with this
-    # uid drops the request's downloads.
-    key_id: str = ""
-    uid: str = ""
-    # Seconds from sending that the caller still waits for this answer, queueing at the fetcher
-    # included: a download not started by then never starts, a running one is cut. 0: the
-    # fetcher's default. Relative, so the two processes' clocks need not agree.
-    timeout: float = 0.0
-    # The caller fails the whole request on the first failed download (the translator does): the
-    # fetcher then drops the request's other downloads at once.
-    fail_together: bool = False
-    # The caller tells heartbeats from the answer on its reply subject: the fetcher sends one
-    # every second while it holds the download (an older caller takes the first message).
-    heartbeat: bool = False
-
-
-class FetchResult(Struct, kw_only=True, tag_field="t", tag="fetch_result"):
-    """fetcher -> translator: the downloaded bytes and their type (decided from the bytes).
-
-    ``data`` inline when it fits a message, else ``data_ref`` names a claim check. When ``ok`` is
-    false, ``error`` is client-facing and reads after the part path, e.g.
-    ``could not download the image (HTTP 404)``.
-
-    Until it comes, the fetcher sends a ``Heartbeat`` to the same reply subject every second
-    (liveness.py) when the request asked for them (``heartbeat``), so the caller can tell a slow
-    download from a dead fetcher.
-    """
-
-    request_id: str
-    ok: bool
-    media_type: str | None = None
-    data: bytes = b""
-    data_ref: str | None = None
-    error: str | None = None
-    # Set when the failure is the gateway's, not the URL's (the fetcher was too busy to start the
-    # download before the caller's deadline, or the request was cancelled): retry after this long.
-    retry_after: float | None = None
-
-
 _encoder = msgspec.msgpack.Encoder()
 encode = _encoder.encode
 
@@ -445,10 +286,4 @@ decode_reply = msgspec.msgpack.Decoder(Reply).decode
 decode_client_request = msgspec.msgpack.Decoder(ClientRequest).decode
 decode_route_request = msgspec.msgpack.Decoder(RouteRequest).decode
 decode_cancel = msgspec.msgpack.Decoder(CancelRequest).decode
-decode_usage_record = msgspec.msgpack.Decoder(UsageRecord).decode
-decode_outbox = msgspec.msgpack.Decoder(OutboxMessage).decode
-decode_usage_ack = msgspec.msgpack.Decoder(UsageAck).decode
-decode_usage_query = msgspec.msgpack.Decoder(UsageQuery).decode
 decode_health = msgspec.msgpack.Decoder(HealthReply).decode
-decode_fetch_request = msgspec.msgpack.Decoder(FetchRequest).decode
-decode_fetch_result = msgspec.msgpack.Decoder(FetchResult).decode

@@ -15,6 +15,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
+from .config_error import ConfigError
+
 CONFIG = "EZAT_CONFIG"
 SUBJECT_PREFIX = "EZAT_SUBJECT_PREFIX"
 NATS_URL = "NATS_URL"
@@ -59,12 +61,6 @@ DEFAULT_LOG_LEVEL = "INFO"
 _PREFIX = re.compile(r"[A-Za-z0-9_-]+")
 
 
-def _config_error(message: str) -> Exception:
-    from .config import ConfigError  # config.py reads the environment through here
-
-    return ConfigError(message)
-
-
 def value(name: str, environ: Mapping[str, str] | None = None) -> str | None:
     """The variable as set (possibly empty), or None; for names the configuration gives
     (a deployment's ``api_key_env``)."""
@@ -86,7 +82,7 @@ def subject_prefix(environ: Mapping[str, str] | None = None) -> str:
     if prefix is None:
         return DEFAULT_SUBJECT_PREFIX
     if not _PREFIX.fullmatch(prefix):
-        raise _config_error(
+        raise ConfigError(
             f"{SUBJECT_PREFIX}: `{prefix}` cannot start NATS subjects; use one token of letters, "
             f"digits, `_` and `-` (such as `ezat` or `tenant-2`), or unset it for "
             f"`{DEFAULT_SUBJECT_PREFIX}`"
@@ -172,9 +168,9 @@ def _positive(name: str, parse: Callable[[str], _N], what: str) -> _N | None:
     try:
         number = parse(raw)
     except ValueError:
-        raise _config_error(f"{name}: `{raw}` is not {what}") from None
+        raise ConfigError(f"{name}: `{raw}` is not {what}") from None
     if not math.isfinite(number) or number <= 0:
-        raise _config_error(f"{name}: must be a positive {what.removeprefix('a ')}")
+        raise ConfigError(f"{name}: must be a positive {what.removeprefix('a ')}")
     return number
 
 

@@ -1,5 +1,6 @@
-"""Background tasks kept until they end: ``TaskSet``; and stopping one that may have swallowed
-its cancellation: ``stop_task``.
+"""Background tasks kept until they end: ``TaskSet`` (``spawn_guarded`` for a task per message
+whose failure is logged, not lost); and stopping one that may have swallowed its cancellation:
+``stop_task``.
 
 The event loop keeps only a weak reference to a task, so a task started and not kept may be
 garbage-collected before it finishes; a service keeps the tasks it spawns in a ``TaskSet``, which
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -60,6 +61,21 @@ class TaskSet:
         task.add_done_callback(self._tasks.discard)
         return task
 
+    def spawn_guarded(
+        self,
+        work: Awaitable[None],
+        log: logging.Logger,
+        failure: str,
+        *args: object,
+        on_error: Callable[[], Awaitable[None]] | None = None,
+        name: str | None = None,
+    ) -> asyncio.Task[None]:
+        """``spawn`` for work started per message: an exception ``work`` raises is logged on
+        ``log`` with its traceback (``log.exception(failure, *args)``: ``args`` are formatted
+        only then), then ``on_error`` is awaited, e.g. to tell the requester. Nothing is raised:
+        the task's exception would otherwise surface only when the task is collected, if ever."""
+        return self.spawn(_guarded(work, log, failure, args, on_error), name=name)
+
     def __len__(self) -> int:
         return len(self._tasks)
 
@@ -72,3 +88,18 @@ class TaskSet:
         """Until every task now running is done, or ``timeout`` seconds have passed."""
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=timeout)
+
+
+async def _guarded(
+    work: Awaitable[None],
+    log: logging.Logger,
+    failure: str,
+    args: tuple[object, ...],
+    on_error: Callable[[], Awaitable[None]] | None,
+) -> None:
+    try:
+        await work
+    except Exception:
+        log.exception(failure, *args)
+        if on_error is not None:
+            await on_error()

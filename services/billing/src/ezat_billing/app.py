@@ -46,16 +46,9 @@ def spawning(
     record waiting for its group commit must not hold back the records behind it."""
 
     async def on_msg(msg: Msg) -> None:
-        tasks.spawn(_guarded(handler, msg))
+        tasks.spawn_guarded(handler(msg), log, "handler failed on %s", msg.subject)
 
     return on_msg
-
-
-async def _guarded(handler: Callable[[Msg], Awaitable[None]], msg: Msg) -> None:
-    try:
-        await handler(msg)
-    except Exception:
-        log.exception("handler failed on %s", msg.subject)
 
 
 def database_check(pool: asyncpg.Pool, batcher: Batcher) -> Callable[[], Awaitable[str | None]]:

@@ -24,8 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Coroutine
-from typing import Any
+from collections.abc import Callable
 
 import msgspec
 from ezat_common import bus, envelopes, usage_page
@@ -33,6 +32,7 @@ from ezat_common.db import ApiKey, Enforcement
 from ezat_common.errors import GatewayError
 from ezat_common.spend_counter import key_scope, month_of, team_scope
 from ezat_common.subjects import Subjects
+from ezat_common.tasks import TaskSet
 from ezat_common.undecodable import undecodable
 
 from . import metrics as m
@@ -81,7 +81,7 @@ class Budgets:
         # (key id, None) or (None, team id) -> (month start epoch, spent micros, fetched at)
         self._cache: dict[Owner, tuple[float, int, float]] = {}
         self._inflight: dict[Owner, asyncio.Future[int | None]] = {}
-        self._background: set[asyncio.Future[None]] = set()
+        self._background = TaskSet()  # keeps each task referenced until done
         # (uid, scopes, lifetime, since): holds to void, and the one task voiding them.
         self._to_void: list[tuple[str, list[str], float, float]] = []
         self._voider: asyncio.Future[None] | None = None
@@ -170,11 +170,6 @@ class Budgets:
             self._to_void = kept + self._to_void
             await asyncio.sleep(VOID_EVERY)
 
-    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.ensure_future(work)
-        self._background.add(task)  # referenced until done: the loop keeps weak references only
-        task.add_done_callback(self._background.discard)
-
     def ending(self, uids: list[str], scopes: list[str], free: bool = False) -> None:
         """``ended`` for each of ``uids``, in the background: the answer is not held back by
         a Redis round trip (a JSON answer is written only once its handler returns)."""
@@ -185,7 +180,7 @@ class Budgets:
             for uid in uids:
                 await self.ended(uid, scopes, free)
 
-        self._spawn(end())
+        self._background.spawn_guarded(end(), log, "ending budget holds failed")
 
     async def moved(self, uid: str, new_uid: str, scopes: list[str], expiry: float) -> None:
         """The request of ``uid`` is published again under ``new_uid``: its hold follows it."""

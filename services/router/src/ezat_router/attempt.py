@@ -65,9 +65,11 @@ class Attempts:
             if name not in self._series:
                 self._series[name] = metrics.DeploymentSeries(name, e.kind)
 
-    async def run(
+    async def try_deployment(
         self, req: RouteRequest, state: RequestState, endpoint: Endpoint, body: bytes
     ) -> AttemptFailure | None:
+        """One attempt of ``req`` on ``endpoint``'s deployment: None when it succeeded, else
+        why it failed (the caller fails over on a retryable failure)."""
         state.attempts += 1
         state.endpoint = endpoint
         state.usage = usage = UsageAccumulator()

@@ -62,8 +62,8 @@ class Handlers:
         self._expire_cancels()
         if self._cancelled.pop(key, None) is not None:
             return  # the client is already gone
-        run = self._router.run(req, tracing.received(msg.headers))
-        task = asyncio.get_running_loop().create_task(run)
+        routed = self._router.route(req, tracing.received(msg.headers))
+        task = asyncio.get_running_loop().create_task(routed)
         self.tasks[key] = task
         if self._beats is not None:
             self._beats.open(req.reply_to, req.stream)

@@ -4,10 +4,10 @@ Failover happens only before the first byte reached the client (``ReplyHead``): 
 errors, timeouts before the headers (or, for a stream, before its first event), a 2xx that is
 not an event stream / JSON (an HTML page), 429, 5xx, 529 and the other failures
 ``core.upstream_errors`` marks retryable. After exhausting ``max_attempts`` the last failure is
-what the client gets. Each attempt is ``attempt.Attempts.run``. A cancelled request closes its
-upstream connection (the ``finally`` of the attempt) and records ``client_closed`` usage in the
-background (``UsageSink.record_later``, retried until durable) since nobody waits for it;
-``count_tokens`` is never recorded.
+what the client gets. Each attempt is ``attempt.Attempts.try_deployment``. A cancelled request
+closes its upstream connection (the ``finally`` of the attempt) and records ``client_closed``
+usage in the background (``UsageSink.record_later``, retried until durable) since nobody waits
+for it; ``count_tokens`` is never recorded.
 """
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ class Router:
         metrics.unwatch_health(gone)  # removed, or changed (its model may be another)
         metrics.watch_health(cfg.deployments, self._shared.health, self._clock)
 
-    async def run(self, req: RouteRequest, traceparent: str | None = None) -> None:
+    async def route(self, req: RouteRequest, traceparent: str | None = None) -> None:
         """The whole request; the body of its task. ``traceparent``: what its NATS message
         carried (docs/observability.md, "Traces")."""
         logs.request_id.set(req.request_id)
@@ -286,7 +286,7 @@ class Router:
                 continue  # removed by a reload since this request planned its order
             state.reply_headers = {**endpoint.reply_headers, "x-ezat-affinity": affinity}
             decision.affinity = affinity
-            failure = await self._attempts.run(req, state, endpoint, body)
+            failure = await self._attempts.try_deployment(req, state, endpoint, body)
             if failure is not None and failure.reason == counting.CANNOT_COUNT:
                 self._note_cannot_count(endpoint)
             self._record_health(dep.name, failure, state)

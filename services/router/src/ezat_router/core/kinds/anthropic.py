@@ -15,7 +15,7 @@ import msgspec
 from ezat_common.config import DeploymentConfig
 
 from ..payload import upstream_model
-from . import Api, Route, Wire, origin_of
+from .shaping import Api, Route, Wire, origin_of
 
 DEFAULT_VERSION = "2023-06-01"
 # The Anthropic API accepts every beta it documents: no allow-list unless configured.

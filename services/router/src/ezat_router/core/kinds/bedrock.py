@@ -41,7 +41,7 @@ from urllib.parse import quote
 import msgspec
 from ezat_common.config import DeploymentConfig
 
-from . import Api, Route, SigV4Inputs, Wire, origin_of
+from .shaping import Api, Route, SigV4Inputs, Wire, origin_of
 
 DEFAULT_VERSION = "bedrock-2023-05-31"
 SIGNING_SERVICE = "bedrock"

@@ -26,7 +26,7 @@ from urllib.parse import quote
 import msgspec
 from ezat_common.config import DeploymentConfig
 
-from . import Api, Route, Wire, origin_of
+from .shaping import Api, Route, Wire, origin_of
 
 DEFAULT_VERSION = "vertex-2023-10-16"
 JSON = "application/json"
