@@ -151,6 +151,27 @@ def test_a_stored_response_keeps_the_search_sealed() -> None:
     assert turn["content"][1]["data"] == output[1]["id"][3:]
 
 
+def test_a_continuation_gives_the_stored_search_back() -> None:
+    """previous_response_id: the stored turn's sealed search is opened again (as the
+    translator's store opener does: a key since removed drops it, never a 400)."""
+    output = answer()["output"]
+    stored = assistant_turn(output)
+    assert stored is not None
+    earlier = [{"role": "user", "content": [{"type": "text", "text": "What changed?"}]}, stored]
+    body = {"model": "test/plain", "input": "Tell me more.", "previous_response_id": "resp_1"}
+    translation = translate_request(
+        decode_responses_request(msgspec.json.encode(body)),
+        CATALOGUE,
+        session_header=None,
+        cache_header=None,
+        open_reasoning=opener("key_a"),
+        earlier=earlier,
+        open_stored=lambda blob, path: SEALER.open("key_a", blob, path, unknown_drops=True) or [],
+    )
+    original = json.loads((ANSWER / "in.json").read_text())["content"]
+    assert assistant_blocks(translation)[1:3] == original[1:3]
+
+
 def test_the_sealed_id_s_size() -> None:
     """docs/responses.md quotes this: the id of a search of five results, each with 1,500
     characters of encrypted_content (what Anthropic sends is of that order)."""
