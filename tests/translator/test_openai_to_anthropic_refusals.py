@@ -60,6 +60,17 @@ REFUSALS: list[tuple[str, dict[str, Any], int, str | None, str]] = [
         'web_search_options.search_context_size: must be "low", "medium" or "high"',
     ),
     (
+        "web_search_options_country",
+        request(
+            web_search_options={
+                "user_location": {"type": "approximate", "approximate": {"country": "fr-FR"}}
+            }
+        ),
+        400,
+        "web_search_options.user_location.approximate.country",
+        "web_search_options.user_location.approximate.country: must be a two-letter",
+    ),
+    (
         "web_search_options_location",
         request(web_search_options={"user_location": {"type": "exact", "approximate": {}}}),
         400,

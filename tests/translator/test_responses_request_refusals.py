@@ -86,6 +86,25 @@ REFUSALS: list[tuple[str, dict[str, Any], str, str]] = [
         "must be \"approximate\"; got 'exact'",
     ),
     (
+        "web_search_domain_with_scheme",
+        request(
+            tools=[
+                {
+                    "type": "web_search",
+                    "filters": {"allowed_domains": ["a.example", "https://b.example"]},
+                }
+            ]
+        ),
+        "tools[0].filters.allowed_domains[1]",
+        "must be a domain name without a scheme; got 'https://b.example'",
+    ),
+    (
+        "web_search_location_country",
+        request(tools=[{"type": "web_search", "user_location": {"country": "France"}}]),
+        "tools[0].user_location.country",
+        "must be a two-letter ISO 3166-1 country code, such as \"GB\"; got 'France'",
+    ),
+    (
         "web_search_location_city",
         request(tools=[{"type": "web_search", "user_location": {"city": 7}}]),
         "tools[0].user_location.city",

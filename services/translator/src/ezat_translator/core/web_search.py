@@ -46,9 +46,12 @@ def _object(value: Any, path: str) -> dict[str, Any]:
     return value
 
 
-def _strings(value: Any, path: str) -> list[str]:
+def _domains(value: Any, path: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
         raise invalid(path, 'must be a list of domain names, such as ["example.com"]')
+    for k, domain in enumerate(value):
+        if "://" in domain:  # Anthropic refuses a scheme; say so here, naming the entry
+            raise invalid(f"{path}[{k}]", f"must be a domain name without a scheme; got {domain!r}")
     return list(value)
 
 
@@ -74,6 +77,12 @@ def _location(raw: Any, path: str) -> dict[str, Any] | None:
             continue
         if not isinstance(value, str):
             raise invalid(f"{path}.{name}", "must be a string")
+        if name == "country" and (len(value) != 2 or not value.isalpha()):
+            # Anthropic takes ISO 3166-1 alpha-2 codes only, as OpenAI documents them.
+            raise invalid(
+                f"{path}.country",
+                f'must be a two-letter ISO 3166-1 country code, such as "GB"; got {value!r}',
+            )
         out[name] = value
     return out
 
@@ -96,7 +105,7 @@ def responses_tool(raw: dict[str, Any], path: str) -> dict[str, Any]:
     if filters is not None:
         allowed = _object(filters, f"{path}.filters").get("allowed_domains")
         if allowed is not None:
-            domains = _strings(allowed, f"{path}.filters.allowed_domains")
+            domains = _domains(allowed, f"{path}.filters.allowed_domains")
     max_uses = _max_uses(raw.get("search_context_size"), f"{path}.search_context_size")
     location = _location(raw.get("user_location"), f"{path}.user_location")
     return server_tool(max_uses, domains, location)
