@@ -16,6 +16,8 @@ import hashlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .websearch import SEARCH_TYPES, check_tool
+
 BLOCK_TYPES = (
     "text",
     "image",
@@ -268,6 +270,10 @@ def _check_tools(tools: Any, counter: list[int]) -> None:
                 f"{path}.input_schema",
                 "Field required",
             )
+        elif tool.get("type") in SEARCH_TYPES:
+            problem = check_tool(tool, path)
+            if problem is not None:
+                raise InvalidRequest(problem)
         _check_cache_control(tool, path, counter)
 
 
