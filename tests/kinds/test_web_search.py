@@ -130,3 +130,24 @@ async def test_two_real_searches_are_billed_exactly_once(
         0,
     )
     assert cost == row["cost_micros"] / 1_000_000 and cost > 0
+
+
+async def test_the_search_blocks_go_back_as_history_on_the_next_turn(gw: Kinds) -> None:
+    """As Claude Code does: the answer's blocks, search results and citations included, are the
+    next request's assistant turn; the gateway passes them on and the deployment takes them."""
+    first_args = _args("one-of-each")
+    first = await gw.anthropic().messages.create(**first_args)
+    _searched(first, 1)
+    history = [
+        *first_args["messages"],
+        {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in first.content]},
+        {"role": "user", "content": "and the day before?"},
+    ]
+    raw = await gw.anthropic().messages.with_raw_response.create(
+        **{**_args("one-of-each"), "messages": history}
+    )
+    _searched(await raw.parse(), 1)
+    face = {"mix-anthropic": "anthropic", "mix-vertex": "vertex"}[raw.headers["x-ezat-deployment"]]
+    (received,) = await gw.received(face)
+    sent_back = received["body"]["messages"][1]["content"]
+    assert [b["type"] for b in sent_back] == [b.type for b in first.content]

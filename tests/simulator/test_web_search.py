@@ -194,3 +194,17 @@ async def test_bedrock_refuses_the_search_tool(bedrock: Running) -> None:  # noq
         "tools.0: Input tag 'web_search_20250305' found using 'type' does not match any of the "
         "expected tags: 'bash_20250124', 'custom'"
     )
+
+
+async def test_the_answer_sent_back_is_accepted_on_the_next_turn(sim: Running) -> None:
+    """A client (Claude Code, a stateless loop) sends the search blocks back as history."""
+    first = await sim.client.messages.create(**ask())
+    history = [
+        *ask()["messages"],
+        {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in first.content]},
+        {"role": "user", "content": "and the one before?"},
+    ]
+    second = await sim.client.messages.create(**{**ask(), "messages": history})
+    assert searches(second)[0][0].input == {"query": "and the one before?"}
+    # The pages read before count as input, as the API counts them.
+    assert second.usage.input_tokens > first.usage.input_tokens + 100
