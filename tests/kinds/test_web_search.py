@@ -65,6 +65,23 @@ async def test_a_bedrock_only_model_refuses_the_search_with_a_400(gw: Kinds, str
     assert await _bedrock_received(gw) == before  # Bedrock was never asked
 
 
+async def test_a_count_with_the_tool_is_refused_alike(gw: Kinds) -> None:
+    args = _args("bedrock-only")
+    del args["max_tokens"]
+    with pytest.raises(anthropic.BadRequestError) as exc:
+        await gw.anthropic().messages.count_tokens(**args)
+    body = exc.value.body
+    assert isinstance(body, dict), body
+    assert body["error"]["message"].startswith(
+        "tools.0.type: web_search_20250305 is not available for model `bedrock-only`"
+    )
+    # On a model that has the tool the count is the deployment's own.
+    args["model"] = "anthropic-only"
+    raw = await gw.anthropic().messages.with_raw_response.count_tokens(**args)
+    assert raw.headers["x-ezat-token-count"] == "upstream"
+    assert (await raw.parse()).input_tokens > 0
+
+
 async def test_without_the_tool_the_bedrock_only_model_still_answers(gw: Kinds) -> None:
     args = _args("bedrock-only")
     del args["tools"]

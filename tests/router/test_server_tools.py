@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from ezat_common.config import DeploymentConfig
-from ezat_common.errors import ANTHROPIC
+from ezat_common.errors import ANTHROPIC, OPENAI, RESPONSES
 from ezat_router.core import server_tools
 from ezat_router.core.server_tools import ServerTool
 
@@ -94,3 +94,18 @@ def test_the_refusal_names_the_tool_the_model_and_what_to_do() -> None:
     rendered = json.loads(ANTHROPIC.body(err.reply, "req_1"))
     assert rendered["type"] == "error"
     assert rendered["error"] == {"type": "invalid_request_error", "message": err.message}
+
+
+@pytest.mark.parametrize("renderer", [OPENAI, RESPONSES], ids=["chat", "responses"])
+def test_the_refusal_as_openai_clients_see_it(renderer: Any) -> None:
+    """Relayed to an OpenAI API as any router error: its 400, param and code kept."""
+    err = server_tools.unavailable(ServerTool(0, "web_search_20250305"), "sonnet", (BED,))
+    assert renderer.status(err.reply) == 400
+    assert json.loads(renderer.body(err.reply, "req_1")) == {
+        "error": {
+            "message": err.message,
+            "type": "invalid_request_error",
+            "param": "tools.0.type",
+            "code": "server_tool_unavailable",
+        }
+    }
