@@ -9,7 +9,7 @@ request's candidates are the deployments whose kind has the tool, and where the 
 the client gets a 400 naming the tool and the model, in the API's own error shape.
 
 Pure: the body's bytes in, deployments and an error out. Requests without such a tool (almost
-all) pay one substring search of the body, never a JSON decode.
+all) pay one substring search of the body (some 60 µs for 100 kB here), never a JSON decode.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from ezat_common.errors import GatewayError
 
 # Tool type prefixes (every dated version) of the server tools a kind may lack.
 PREFIXES = ("web_search_", "web_fetch_")
-_MARKERS = tuple(b'"' + p.encode() for p in PREFIXES)
+# What every such type's JSON string starts with: one pass over the body finds both.
+_MARKER = b'"web_'
 # The kinds that run them. Bedrock has neither (simulator/README.md, "Web search").
 KINDS_WITH = frozenset({"anthropic", "vertex"})
 
@@ -44,7 +45,7 @@ _decode = msgspec.json.Decoder(_Tools).decode
 
 def requested(body: bytes) -> tuple[ServerTool, ...]:
     """The server tools of a Messages ``body`` that some kinds lack, in ``tools`` order."""
-    if not any(marker in body for marker in _MARKERS):
+    if _MARKER not in body:
         return ()
     try:
         tools = _decode(body).tools or []
