@@ -208,3 +208,11 @@ async def test_the_answer_sent_back_is_accepted_on_the_next_turn(sim: Running) -
     assert searches(second)[0][0].input == {"query": "and the one before?"}
     # The pages read before count as input, as the API counts them.
     assert second.usage.input_tokens > first.usage.input_tokens + 100
+
+
+async def test_an_anthropic_defined_client_tool_is_still_called(sim: Running) -> None:
+    """Only the API's own tools are kept from tool_use: bash is the client's to run."""
+    args = {**ask(), "tools": [TOOL, {"type": "bash_20250124", "name": "bash"}]}
+    message = await sim.client.messages.create(**{**args, "tool_choice": {"type": "any"}})
+    assert [b.name for b in message.content if b.type == "tool_use"] == ["bash"]
+    assert message.stop_reason == "tool_use"

@@ -91,9 +91,14 @@ def search_tool(req: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return None
 
 
+# Tools the API runs itself. Anthropic-defined client tools (bash, text editor, computer use)
+# are called with tool_use blocks as custom ones are.
+SERVER_TOOL_PREFIXES = ("web_search_", "web_fetch_", "code_execution_")
+
+
 def is_server_tool(tool: Any) -> bool:
-    """A tool the API runs itself (any type but ``custom``): never called as a client tool."""
-    return isinstance(tool, Mapping) and tool.get("type", "custom") != "custom"
+    """A tool the API runs itself: never returned as a client ``tool_use``."""
+    return isinstance(tool, Mapping) and str(tool.get("type", "")).startswith(SERVER_TOOL_PREFIXES)
 
 
 def searches_wanted(req: Mapping[str, Any], asked: int | None) -> int:
