@@ -316,16 +316,18 @@ def _client_tools(req: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 
 def _tool_name(req: Mapping[str, Any], directives: Directives) -> str | None:
-    # A server tool (web search) is run by the "API", never returned as a client tool call.
+    # A server tool (web search) is run by the "API", never returned as a client tool call: when
+    # it is forced (or first under "any") the search runs, and "any" calls the first client tool.
+    servers = {t.get("name") for t in req.get("tools") or () if is_server_tool(t)}
     clients = _client_tools(req)
-    names = {t.get("name") for t in clients}
     forced = forced_tool(req)
     choice = req.get("tool_choice")
-    if forced is not None and forced in names:
+    if forced is not None and forced not in servers:
         return forced
-    if isinstance(choice, Mapping) and choice.get("type") == "any" and clients:
-        return str(clients[0].get("name", ""))
-    if forced is not None or (isinstance(choice, Mapping) and choice.get("type") == "none"):
+    if forced is not None:
+        wants_any = isinstance(choice, Mapping) and choice.get("type") == "any"
+        return str(clients[0].get("name", "")) if wants_any and clients else None
+    if isinstance(choice, Mapping) and choice.get("type") == "none":
         return None
     if directives.tool is None and _asks_for_a_tool(req):
         return str(clients[0].get("name", ""))
