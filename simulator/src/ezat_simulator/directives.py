@@ -24,13 +24,15 @@ bracket may hold several, separated by spaces or commas (``[sim:think tokens=40]
 ``token_ms``        delay between deltas (overrides the instance's)
 ``refuse``          stop_reason ``refusal``
 ``stop=WORD``       stop_reason ``stop_sequence``, stop_sequence WORD
-``web_search=N``    the final usage reports N server-side web searches
+``web_search=N``    the final usage reports N server-side web searches; with a web search
+                    tool in the request, the model runs N searches (``websearch.py``)
 ``web_fetch=N``     the final usage reports N server-side web fetches
 ==================  ==========================================================================
 
 ``web_search``/``web_fetch`` put Anthropic's ``"server_tool_use": {"web_search_requests": N,
 "web_fetch_requests": M}`` (the one not given at 0) in the final usage only (the body's, the
-message_delta's); no search blocks. Without either, usage has no ``server_tool_use``.
+message_delta's); no search blocks unless the request has a web search tool (then it searches
+once even without the directive). Without either, usage has no ``server_tool_use``.
 
 K counts "content tokens": thinking and text deltas. When the reply has fewer, the failure comes
 before message_delta, so these directives always fail the request. The stalls and

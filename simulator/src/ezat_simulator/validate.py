@@ -18,6 +18,7 @@ from typing import Any
 from .invalid import InvalidRequest as InvalidRequest
 from .invalid import is_int, is_number, require
 from .thinking import check_thinking, check_thinking_history
+from .websearch import SEARCH_TYPES, check_tool
 
 BLOCK_TYPES = (
     "text",
@@ -27,6 +28,9 @@ BLOCK_TYPES = (
     "tool_result",
     "thinking",
     "redacted_thinking",
+    # a web search's blocks, as a client sends its earlier answers back (websearch.py)
+    "server_tool_use",
+    "web_search_tool_result",
 )
 _TAGS = ", ".join(f"'{t}'" for t in BLOCK_TYPES)
 # Top-level fields the Messages API knows; anything else is "Extra inputs are not permitted".
@@ -75,6 +79,7 @@ _REQUIRED_FIELD: dict[str, tuple[str, type, str]] = {
     "thinking": ("thinking", str, "a valid string"),
     "redacted_thinking": ("data", str, "a valid string"),
     "tool_result": ("tool_use_id", str, "a valid string"),
+    "web_search_tool_result": ("tool_use_id", str, "a valid string"),
     "image": ("source", dict, "a valid dictionary"),
     "document": ("source", dict, "a valid dictionary"),
 }
@@ -129,7 +134,7 @@ def _check_block(block: Any, path: str, counter: list[int]) -> None:
         require(isinstance(block[field], cls), f"{path}.{field}", f"Input should be {what}")
     if kind == "image":
         _check_image_source(block["source"], f"{path}.source")
-    if kind == "tool_use":
+    if kind in ("tool_use", "server_tool_use"):
         for field in ("id", "name"):
             require(isinstance(block.get(field), str), f"{path}.{field}", "Field required")
         require(
@@ -246,6 +251,10 @@ def _check_tools(tools: Any, counter: list[int]) -> None:
                 f"{path}.input_schema",
                 "Field required",
             )
+        elif tool.get("type") in SEARCH_TYPES:
+            problem = check_tool(tool, path)
+            if problem is not None:
+                raise InvalidRequest(problem)
         _check_cache_control(tool, path, counter)
 
 
