@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import base64
 import time
+from typing import Any
 
 import anthropic
 import pytest
+from support import images
+from support.images import PNG
 
 from .conftest import Gateway
 
@@ -248,3 +252,33 @@ async def test_sdk_error_class_for_unknown_model(gateway: Gateway) -> None:
         "GET /v1/models lists the models you can use."
     )
     assert body["request_id"] == info.value.response.headers["request-id"]
+
+
+async def test_stream_with_an_image_url_downloaded_for_the_deployment(gateway: Gateway) -> None:
+    """The Messages API's image URLs are downloaded (through the fetcher, off the translator's
+    subscription) and sent inline; a URL that cannot be fetched is a 400 naming it."""
+    client = gateway.anthropic()
+    rid = f"msg-image-{time.time_ns()}"
+    async with images.serving() as server:
+        picture: Any = {"type": "image", "source": {"type": "url", "url": f"{server}/photo.png"}}
+        content: Any = [picture, {"type": "text", "text": "what is it? [sim:tokens=3]"}]
+        async with client.messages.stream(
+            model=MODEL,
+            max_tokens=16,
+            messages=[{"role": "user", "content": content}],
+            extra_headers={"x-request-id": rid},
+        ) as stream:
+            final = await stream.get_final_message()
+        assert final.usage.output_tokens == 3
+        block = (await gateway.sent_upstream(rid))["body"]["messages"][0]["content"][0]
+        assert block["type"] == "image" and block["source"]["type"] == "base64"
+        assert base64.b64decode(block["source"]["data"]) == PNG
+
+        missing: Any = {"type": "image", "source": {"type": "url", "url": f"{server}/no.png"}}
+        with pytest.raises(anthropic.BadRequestError) as info:
+            await client.messages.create(
+                model=MODEL, max_tokens=16, messages=[{"role": "user", "content": [missing]}]
+            )
+    assert info.value.body["error"]["message"] == (  # type: ignore[index]
+        "messages[0].content[0].source.url: could not download the image (HTTP 404)"
+    )

@@ -55,9 +55,8 @@ async def nc(nats_url: str) -> AsyncIterator[Client]:
 
 def chat_path(nc: Client) -> OpenAIPath:
     subjects = Subjects(prefix="heldchat")
-    # Catalogue and thinking store are not used when converting replies without thinking.
     claims = bus.Claims(nc, subjects, "translator")
-    return OpenAIPath(nc, subjects, claims, None, None, "tr-1", "", Heartbeats(nc))  # type: ignore[arg-type]
+    return OpenAIPath(nc, subjects, claims, "tr-1", "", Heartbeats(nc))
 
 
 def state(stream: bool) -> OpenAIState:

@@ -68,7 +68,7 @@ def request(api: Api, body: bytes) -> ClientRequest:
 async def test_no_request_stays_held_once_handled(
     translator: Translator, api: Api, body: bytes, off_loop: int
 ) -> None:
-    translator.off_loop_bytes = translator.chat.off_loop_bytes = off_loop
+    translator.off_loop_bytes = off_loop
     req = request(api, body)
     await translator.handle(req)
     assert req.reply_to not in translator.beats

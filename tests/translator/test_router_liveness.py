@@ -1,5 +1,6 @@
-"""The chat path watches the router it sent a request to, and beats the edge meanwhile
-(docs/reliability.md). Real NATS; the router is whatever the test does on the route subject."""
+"""The OpenAI APIs' reply side watches the router a request went to, and beats the edge
+meanwhile (docs/reliability.md). Real NATS; the router is whatever the test does on the route
+subject."""
 
 from __future__ import annotations
 
@@ -12,13 +13,13 @@ from pathlib import Path
 import msgspec
 import nats
 import pytest
-from ezat_common import bus, envelopes, liveness
+from ezat_common import envelopes, liveness
 from ezat_common.catalogue import Catalogue
 from ezat_common.config import load_config
 from ezat_common.envelopes import ClientRequest, Heartbeat, ReplyChunk, ReplyHead, RouteRequest
-from ezat_common.liveness import Heartbeats
 from ezat_common.subjects import Subjects
-from ezat_translator.openai_path import OpenAIPath
+from ezat_translator.app import Translator
+from ezat_translator.responses_requests import ResponsesRequests
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
@@ -35,22 +36,22 @@ START = b'event: message_start\ndata: {"type":"message_start","message":{"id":"m
 
 
 class Wire:
-    """A chat path on real NATS, what reached the route subject and the edge's inbox."""
+    """A translator's request path and reply side on real NATS (neither its subscriptions nor
+    its periodic watch: the tests watch), what reached the route subject and the edge's inbox."""
 
     def __init__(self, nc: Client, subjects: Subjects) -> None:
         self.nc = nc
         self.subjects = subjects
-        self.beats = Heartbeats(nc)
-        self.path = OpenAIPath(
+        catalogue = Catalogue(load_config(str(CONFIG)))
+        self.translator = Translator(
             nc,
             subjects,
-            bus.Claims(nc, subjects, "translator"),
-            Catalogue(load_config(str(CONFIG))),
+            catalogue,
             None,  # type: ignore[arg-type]  # no thinking in these requests
-            "tr-test",
-            subjects.inbox("tr-test") + ".nr.",
-            self.beats,
+            responses=ResponsesRequests(catalogue),
         )
+        self.beats = self.translator.beats
+        self.path = self.translator.replies
         self.routes: list[RouteRequest] = []
         self.edge: list[envelopes.Reply] = []
         self.edge_inbox = f"_INBOX.{subjects.prefix}.edge-x.1"
@@ -75,7 +76,12 @@ class Wire:
             key_id="key-1",
             reply_to=self.edge_inbox,
             received_at=time.time(),
+            body=BODY,
         )
+
+    async def route(self, req: ClientRequest) -> None:
+        """``req`` taken from the translate subject (off it, as every chat request is)."""
+        await self.translator.handle(req, spawned=True)
 
     async def settle(self) -> None:
         await self.nc.flush()
@@ -99,7 +105,7 @@ async def wire(nats_url: str) -> AsyncIterator[Wire]:
 
 
 async def test_the_edge_hears_from_the_translator_while_it_holds_a_request(wire: Wire) -> None:
-    await wire.path.route(wire.request(), BODY)
+    await wire.route(wire.request())
     assert wire.edge_inbox in wire.beats  # a stream: the edge may commit it on these beats
     await asyncio.sleep(liveness.HEARTBEAT_INTERVAL)
     assert await wire.beats.beat_once() == 1
@@ -111,7 +117,7 @@ async def test_a_router_silent_before_its_first_reply_gets_the_request_once_more
     wire: Wire,
 ) -> None:
     req = wire.request()
-    await wire.path.route(req, BODY)
+    await wire.route(req)
     await wire.settle()
     wire.age(liveness.OWNER_TIMEOUT + 0.1)
     assert await wire.path.watch() == 1
@@ -135,7 +141,7 @@ async def test_a_router_silent_before_its_first_reply_gets_the_request_once_more
 
 
 async def test_a_router_that_beats_is_not_taken_for_dead(wire: Wire) -> None:
-    await wire.path.route(wire.request(), BODY)
+    await wire.route(wire.request())
     await wire.settle()
     route = wire.routes[0]
     wire.age(liveness.OWNER_TIMEOUT + 0.1)
@@ -146,7 +152,7 @@ async def test_a_router_that_beats_is_not_taken_for_dead(wire: Wire) -> None:
 
 
 async def test_a_router_silent_after_the_stream_started_ends_it_at_the_edge(wire: Wire) -> None:
-    await wire.path.route(wire.request(), BODY)
+    await wire.route(wire.request())
     await wire.settle()
     route = wire.routes[0]
     await wire.nc.publish(route.reply_to, envelopes.encode(ReplyHead(data=START)))

@@ -1,6 +1,8 @@
-"""Translator wiring: takes ``ClientRequest``s from the edge, validates and translates them, and
-forwards ``RouteRequest``s to the router with the edge's inbox as the reply address, so that
-replies of the Anthropic API go straight back to the edge (no hop through here).
+"""Translator wiring and its one request path: takes ``ClientRequest``s from the edge, has the
+API's entry (apis.py) validate and translate each, and forwards ``RouteRequest``s to the router.
+The Anthropic API's route names the edge's inbox as the reply address, so its replies go
+straight back to the edge (no hop through here); the OpenAI APIs' replies come back here to be
+converted (openai_path.py).
 
 ``main`` reads the configuration and the environment and hands ``Translator`` its connected
 collaborators (subjects, the thinking store), as every service's wiring does
@@ -24,16 +26,19 @@ from ezat_common.errors import GatewayError
 from ezat_common.liveness import OWNER_TIMEOUT, Heartbeats
 from ezat_common.loop_lag import LoopLag
 from ezat_common.periodic import Periodic
-from ezat_common.subjects import QUEUE_TRANSLATOR, Subjects, from_env
+from ezat_common.subjects import IMAGES, QUEUE_TRANSLATOR, Subjects, from_env
 from ezat_common.tasks import TaskSet
 from ezat_common.undecodable import decoded
 from nats.aio.msg import Msg
 
+from . import apis, spans
 from . import metrics as m
-from . import spans
+from .apis import Translated
 from .conversation_tokens import ConversationTokens
-from .core.messages import Prepared, encode_body, prepare_count, prepare_create
+from .conversions import Conversion
+from .core.messages import encode_body
 from .core.sealing import Sealer
+from .images import Images
 from .openai_path import NO_ROUTER_TAG, OpenAIPath
 from .responses_requests import ResponsesRequests
 from .route_request import route_request
@@ -72,20 +77,18 @@ class Translator:
         self.thinking = thinking
         # The edge hears from us while we hold its request (docs/reliability.md).
         self.beats = Heartbeats(nc)
-        self.chat = OpenAIPath(
-            nc,
-            self.subjects,
-            self.claims,
-            catalogue,
-            self.thinking,
-            instance,
-            self.no_router_prefix,
-            self.beats,
-            responses or ResponsesRequests(catalogue, _sealer()),
-            off_loop_bytes,
+        responses = responses or ResponsesRequests(catalogue, _sealer())
+        # Every API's request side, one entry each (apis.py); all go through ``handle``.
+        self.apis = apis.table(catalogue, thinking, responses)
+        # The image downloads of every API's requests; the fetcher's downloads come in a
+        # bucket of their own (docs/architecture.md).
+        self.images = Images(nc, subjects, bus.Claims(nc, subjects, IMAGES), instance)
+        self.stored = responses.store
+        # The OpenAI APIs' replies come back through here: the token table that converts them.
+        self.replies = OpenAIPath(
+            nc, self.subjects, self.claims, instance, self.no_router_prefix, self.beats
         )
         self.lag = LoopLag(m.LOOP_LAG.observe)
-        self.stored = self.chat.responses.store if self.chat.responses else None
         self.tasks = TaskSet()
         self._sub: Any = None
 
@@ -93,17 +96,17 @@ class Translator:
         s = self.subjects
         # Its buckets exist before anyone may send to it (the senders may not make them).
         await self.claims.open()
-        await self.chat.images.open()
+        await self.images.start()
         self._sub = await self.nc.subscribe(s.translate, queue=QUEUE_TRANSLATOR, cb=self.on_request)
         await self.nc.subscribe(self.no_router_prefix + ">", cb=self.on_no_router)
         await self.nc.subscribe(s.cancel, cb=self.on_cancel)
-        await self.chat.start()
+        await self.replies.start()
         self.ready.use(self.checks)
         await bus.serve_health(self.nc, s, "translator", self.ready.problem)
         self.beats.start()
         self.lag.start()
         # Its own task, not in ``tasks``: those are the requests a stop waits for.
-        self._watcher = Periodic("router-watch", OWNER_TIMEOUT / 6, self.chat.watch)
+        self._watcher = Periodic("router-watch", OWNER_TIMEOUT / 6, self.replies.watch)
         self._watcher.start()
         self._sweeper: Periodic | None = None
         if isinstance(self.stored, StoredResponses):
@@ -120,7 +123,7 @@ class Translator:
         await lifecycle.stop_taking(self._sub)
 
         def busy() -> int:
-            return len(self.tasks) + len(self.chat.states) + len(self.chat.tasks)
+            return len(self.tasks) + len(self.replies.states) + len(self.replies.tasks)
 
         left = await lifecycle.wait_idle(busy, drain_timeout)
         lifecycle.drain_log("translator", left, started)
@@ -128,8 +131,8 @@ class Translator:
         if self._sweeper is not None:
             await self._sweeper.stop()
         self.tasks.cancel()
-        self.chat.tasks.cancel()
-        await self.chat.end_all(lifecycle.RESTARTING)
+        self.replies.tasks.cancel()
+        await self.replies.end_all(lifecycle.RESTARTING)
         await self.beats.stop()
         await self.lag.stop()
 
@@ -137,7 +140,7 @@ class Translator:
         cancel = decoded(envelopes.decode_cancel, "cancel", msg)
         if cancel is None:
             return
-        self.chat.cancel(cancel.uid)
+        self.replies.cancel(cancel.uid)
 
     async def checks(self) -> dict[str, str]:
         """Readiness: NATS and the translate subscription. The thinking store (Redis) is not
@@ -154,13 +157,16 @@ class Translator:
             # Object-store reads, image downloads, Redis look-ups and a large body's translation
             # (in a thread) must not hold up the subscription, which runs its callbacks one at a
             # time.
-            self.tasks.spawn(self.handle(req, traceparent))
+            self.tasks.spawn(self.handle(req, traceparent, spawned=True))
         else:
             await self.handle(req, traceparent)
 
-    async def handle(self, req: envelopes.ClientRequest, traceparent: str | None = None) -> None:
-        """Translate and route ``req``; ``traceparent`` (what its message carried) goes on to
-        the router and the fetcher: the translation span's, with tracing on."""
+    async def handle(
+        self, req: envelopes.ClientRequest, traceparent: str | None = None, spawned: bool = False
+    ) -> None:
+        """Translate ``req`` through its API's entry (apis.py) and route it; ``traceparent``
+        (what its message carried) goes on to the router and the fetcher: the translation
+        span's, with tracing on. ``spawned``: already off the subscription (on_request)."""
         token = logs.request_id.set(req.request_id)
         m.REQUESTS_BY(req.api).inc()
         span = spans.translation(req, traceparent) if tracing.ENABLED else None
@@ -170,51 +176,44 @@ class Translator:
         # seconds, and silence would have it publish the request again (docs/reliability.md).
         # A request done within a second never gets a beat.
         self.beats.open(req.reply_to)
-        held = True  # False once whoever carries the request on closes the beats
+        held = True  # False once ``route`` closes the beats or hands them on
         try:
             body = await self._body(req)
-            if req.api in CONVERTED:
-                await self.chat.route(req, body, traceparent, span)
-                held = False  # routed: the chat path's state holds them (and closes them)
-                return
-            prepared = await self.prepare(req, body)
+            large = len(body) > self.off_loop_bytes
+            tr, conv = await self.apis[req.api].translate(req, body, large)
             if span is not None:
-                span.set_attribute("gen_ai.request.model", prepared.model.id)
-            if prepared.image_urls:
+                span.set_attribute("gen_ai.request.model", tr.model.id)
+            held = False
+            if tr.image_urls and not spawned:
                 # Downloads must not hold up the subscription (see on_request); the task ends
                 # the span and the beats.
-                task = self.route_with_images(req, prepared, traceparent, span)
+                self.tasks.spawn(self.route_in_task(req, tr, conv, traceparent, span))
                 span = None
-                held = False
-                self.tasks.spawn(task)
                 return
-            await self.route(req, prepared, prepared.body, traceparent)
+            await self.route(req, tr, conv, traceparent)
         except BaseException as exc:
             if span is not None:
                 spans.failed(span, exc)
             await self.fail(req, exc)
         finally:
-            if held:  # routed: the router beats the edge now
+            if held:
                 self.beats.close(req.reply_to)
             if span is not None:
                 span.end()
             logs.request_id.reset(token)
 
-    async def route_with_images(
+    async def route_in_task(
         self,
         req: envelopes.ClientRequest,
-        prepared: Prepared,
+        tr: Translated,
+        conv: Conversion | None,
         traceparent: str | None = None,
         span: Span | None = None,
     ) -> None:
-        """Image blocks with a URL source go to the deployment inline (docs/api.md, "Messages
-        API")."""
+        """``route`` where image downloads may take long (docs/api.md, "Messages API")."""
         token = logs.request_id.set(req.request_id)
-        self.beats.open(req.reply_to, prepared.stream)
         try:
-            assert prepared.data is not None
-            await self.chat.images.of_request(req, prepared.data, prepared.image_urls, traceparent)
-            await self.route(req, prepared, encode_body(prepared.data), traceparent)
+            await self.route(req, tr, conv, traceparent)
         except BaseException as exc:
             if span is not None:
                 spans.failed(span, exc)
@@ -222,37 +221,62 @@ class Translator:
         finally:
             if span is not None:
                 span.end()
-            self.beats.close(req.reply_to)
             logs.request_id.reset(token)
 
     async def route(
         self,
         req: envelopes.ClientRequest,
-        prepared: Prepared,
-        body: bytes,
+        tr: Translated,
+        conv: Conversion | None,
         traceparent: str | None = None,
     ) -> None:
-        inline, ref = await self.claims.pack(body, "router")
-        route = route_request(
-            req,
-            model=prepared.model.id,
-            response_model=prepared.response_model,
-            stream=prepared.stream,
-            reply_to=req.reply_to,
-            body=inline,
-            body_ref=ref,
-            session_key=req.session,
-            prefix_hash=prepared.prefix_hash,
-            cache_ttl=prepared.cache_ttl,
-            input_estimate=prepared.input_estimate,
-            user_id=prepared.user_id,
-        )
-        await self.nc.publish(
-            self.subjects.route,
-            envelopes.encode(route),
-            reply=self.no_router_prefix + req.reply_to,
-            headers=tracing.headers(traceparent),
-        )
+        """Download the images into the body, restore thinking, send the route. ``conv`` None:
+        the router replies to the edge's inbox; else to the reply side's token table, which
+        converts each reply (openai_path.py) and holds the beats until the last one."""
+        if conv is not None or tr.image_urls:
+            # The wait ahead is long (downloads, a whole relayed answer): the edge learns from
+            # the beats whether the request streams. A plain Messages request keeps its plain
+            # beats until its router beats the edge itself.
+            self.beats.open(req.reply_to, tr.stream)
+        handed_on = False
+        try:
+            if tr.image_urls:
+                assert tr.data is not None
+                await self.images.of_request(req, tr.data, tr.image_urls, traceparent)
+            if tr.restore_thinking is not None:
+                await tr.restore_thinking()
+            body = tr.body
+            if body is None:
+                assert tr.data is not None
+                body = encode_body(tr.data)
+            inline, ref = await self.claims.pack(body, "router")
+            route = route_request(
+                req,
+                model=tr.model.id,
+                response_model=tr.response_model,
+                stream=tr.stream,
+                reply_to=req.reply_to if conv is None else "",
+                body=inline,
+                body_ref=ref,
+                session_key=tr.session_key,
+                prefix_hash=tr.prefix_hash,
+                cache_ttl=tr.cache_ttl,
+                input_estimate=tr.input_estimate,
+                user_id=tr.user_id,
+            )
+            if conv is not None:
+                await self.replies.open(req, route, conv, traceparent)
+                handed_on = True  # the request's state holds the beats (and closes them)
+                return
+            await self.nc.publish(
+                self.subjects.route,
+                envelopes.encode(route),
+                reply=self.no_router_prefix + req.reply_to,
+                headers=tracing.headers(traceparent),
+            )
+        finally:
+            if not handed_on:  # routed to the edge: the router beats it now
+                self.beats.close(req.reply_to)
 
     async def _body(self, req: envelopes.ClientRequest) -> bytes:
         """The request's body; a claim that cannot be read (gone, NATS away, past
@@ -277,16 +301,6 @@ class Translator:
         else:
             raise exc
 
-    async def prepare(self, req: envelopes.ClientRequest, body: bytes) -> Prepared:
-        """The Messages request; a large body is decoded (in pieces) and prepared in a worker
-        thread (docs/reliability.md, "Large bodies")."""
-        prepare = prepare_count if req.api == "count_tokens" else prepare_create
-        if len(body) > self.off_loop_bytes:
-            return await asyncio.to_thread(
-                prepare, body, self.catalogue, in_pieces=True, allowed=req.models
-            )
-        return prepare(body, self.catalogue, allowed=req.models)
-
     async def reply_error(self, reply_to: str, err: GatewayError) -> None:
         await self.nc.publish(reply_to, envelopes.encode(err.reply))
 
@@ -296,8 +310,8 @@ class Translator:
         m.NO_ROUTER.inc()
         rest = msg.subject[len(self.no_router_prefix) :]
         if rest.startswith(NO_ROUTER_TAG):
-            # A chat route: its state goes, and the edge inbox is the state's.
-            found = self.chat.no_router(rest[len(NO_ROUTER_TAG) :])
+            # A converted route: its state goes, and the edge inbox is the state's.
+            found = self.replies.no_router(rest[len(NO_ROUTER_TAG) :])
             if found is None:
                 return
             edge_inbox = found

@@ -1,5 +1,6 @@
 """How each OpenAI API's answers are made from the router's Anthropic replies: one
-``Conversion`` per request, built when it is routed and used by openai_path.py for every reply.
+``Conversion`` per request, made by its API's entry (apis.py) and used by openai_path.py for
+every reply.
 
 A conversion turns stream frames (``feed``), the final frame (``end``) and a whole body
 (``body``) into its API's bytes. ``end`` and ``body`` also say what must be done *before* that

@@ -1,6 +1,7 @@
-"""The path of both OpenAI APIs (Chat Completions and Responses): translate, inline images,
-restore thinking, route, and convert the router's Anthropic replies into the API's answers on
-their way to the edge (each request's ``Conversion``, conversions.py).
+"""The reply side of both OpenAI APIs (Chat Completions and Responses): convert the router's
+Anthropic replies into the API's answers on their way to the edge (each request's
+``Conversion``, conversions.py). Their requests are translated and routed by the translator's
+one request path (app.py, apis.py), which hands each route to ``open``.
 
 Unlike the Anthropic API, the format changes on the way back, so the router replies to this
 process's inbox; one wildcard subscription dispatches by sequence number to the request's state
@@ -26,17 +27,13 @@ comes or goes as a claim check.
 from __future__ import annotations
 
 import contextlib
-import functools
 import itertools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import msgspec
 from ezat_common import bus, envelopes, logs, tracing
-from ezat_common.catalogue import Catalogue
-from ezat_common.config import DEFAULT_OFF_LOOP_BODY
 from ezat_common.envelopes import (
     OWNER_LOST,
     Heartbeat,
@@ -47,28 +44,17 @@ from ezat_common.envelopes import (
     ReplyHead,
 )
 from ezat_common.liveness import OWNER_TIMEOUT, Heartbeats
-from ezat_common.subjects import IMAGES, Subjects
+from ezat_common.subjects import Subjects
 from ezat_common.tasks import TaskSet
 from ezat_common.undecodable import decoded
 from nats.aio.msg import Msg
 
 from . import metrics as m
-from .conversions import Before, ChatConversion, Conversion, cost_of
-from .core.chat_stream import ChatStream
-from .core.openai_request import Translation
-from .core.openai_to_anthropic import ChatTranslation, to_messages_request
-from .images import Images
+from .conversions import Before, Conversion, cost_of
 from .openai_state import OpenAIState
-from .responses_requests import ResponsesRequests
-from .route_request import route_request
-from .thinking_store import ThinkingStore
-
-if TYPE_CHECKING:
-    from opentelemetry.trace import Span
 
 log = logging.getLogger("ezat.translator.chat")
 
-_encode_json = msgspec.json.Encoder().encode
 # After the no-router prefix: the reply subject of a chat route names its state, not the edge.
 NO_ROUTER_TAG = "chat."
 
@@ -79,27 +65,15 @@ class OpenAIPath:
         nc: bus.Client,
         subjects: Subjects,
         claims: bus.Claims,
-        catalogue: Catalogue,
-        thinking: ThinkingStore,
         instance: str,
         no_router_prefix: str,
         beats: Heartbeats,
-        responses: ResponsesRequests | None = None,
-        off_loop_bytes: int = DEFAULT_OFF_LOOP_BODY,
     ) -> None:
         self.nc = nc
-        # Bodies above it are translated in a worker thread ([translator] off_loop_body_bytes).
-        self.off_loop_bytes = off_loop_bytes
         self.beats = beats
         self.subjects = subjects
         self.claims = claims
-        self.catalogue = catalogue
-        self.thinking = thinking
-        self.responses = responses  # None: the Responses API is not served by this process
         self.prefix = subjects.inbox(instance)
-        # The image downloads of both APIs' requests (the Anthropic path uses it too).
-        # The fetcher's downloads come in a bucket of their own (docs/architecture.md).
-        self.images = Images(nc, subjects, bus.Claims(nc, subjects, IMAGES), instance)
         self.no_router_prefix = no_router_prefix
         self.seq = itertools.count(1)
         self.states: dict[str, OpenAIState] = {}
@@ -110,93 +84,19 @@ class OpenAIPath:
     async def start(self) -> None:
         await self.claims.open()
         await self.nc.subscribe(self.prefix + ".*", cb=self.on_reply)
-        await self.images.start()
 
     # ---- request -> router ----------------------------------------------------------------
 
-    async def route(
+    async def open(
         self,
         req: envelopes.ClientRequest,
-        body: bytes,
-        traceparent: str | None = None,
-        span: Span | None = None,
-    ) -> None:
-        """Translate, then route; ``traceparent`` goes on to the fetcher and the router, and
-        ``span`` (tracing on) learns the model."""
-        tr: Translation
-        conv: Conversion
-        large = len(body) > self.off_loop_bytes
-        if req.api == "responses":
-            assert self.responses is not None
-            tr, conv = await self.responses.translate(req, body, large)
-        else:
-            tr, conv = await self._translate_chat(req, body, large)
-        if span is not None:
-            span.set_attribute("gen_ai.request.model", tr.model.id)
-        # From here until the state is forgotten the edge hears from us.
-        self.beats.open(req.reply_to, tr.stream)
-        try:
-            await self._route(req, tr, conv, traceparent)
-        except BaseException:
-            self.beats.close(req.reply_to)
-            raise
-
-    async def _translate_chat(
-        self, req: envelopes.ClientRequest, body: bytes, large: bool
-    ) -> tuple[ChatTranslation, ChatConversion]:
-        """``large``: decoded in pieces and translated in a worker thread (docs/reliability.md,
-        "Large bodies")."""
-        translate = functools.partial(
-            to_messages_request,
-            body,
-            self.catalogue,
-            session_header=req.session,
-            cache_header=req.cache,
-            in_pieces=large,
-            allowed=req.models,
-        )
-        ct = await m.REQUEST.run_off_loop(translate) if large else m.REQUEST.run(translate)
-        created = int(time.time())
-        stream = (
-            ChatStream(
-                request_id=req.request_id,
-                response_model=ct.response_model,
-                created=created,
-                include_usage=ct.include_usage,
-            )
-            if ct.stream
-            else None
-        )
-        conv = ChatConversion(
-            req.request_id, ct.response_model, created, stream, self.thinking, req.key_id
-        )
-        return ct, conv
-
-    async def _route(
-        self,
-        req: envelopes.ClientRequest,
-        tr: Translation,
+        route: envelopes.RouteRequest,
         conv: Conversion,
         traceparent: str | None,
     ) -> None:
-        if tr.image_urls:
-            await self.images.of_request(req, tr.body, tr.image_urls, traceparent)
-        if isinstance(tr, ChatTranslation) and tr.thinking_requested and tr.tool_turns:
-            await self.thinking.restore(req.key_id, tr)
+        """Publish ``route`` (``req``'s) with a reply subject of its own, whose replies go
+        through ``conv`` to the edge; the request's state holds the edge's beats from here."""
         token = str(next(self.seq))
-        inline, ref = await self.claims.pack(_encode_json(tr.body), "router")
-        route = route_request(
-            req,
-            model=tr.model.id,
-            response_model=tr.response_model,
-            stream=tr.stream,
-            reply_to="",
-            body=inline,
-            body_ref=ref,
-            session_key=tr.session_key,
-            prefix_hash=tr.prefix_hash,
-            cache_ttl=tr.cache_ttl,
-        )
         # Registered only once nothing can fail before the publish: no state is left behind.
         state = OpenAIState(req.request_id, req.uid, req.key_id, req.reply_to, conv)
         state.traceparent = traceparent

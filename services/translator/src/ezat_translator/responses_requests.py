@@ -1,4 +1,4 @@
-"""The Responses API's side of the OpenAI path: a request's translation together with the
+"""The Responses API's request side (its entry in apis.py): a request's translation with the
 ``Conversion`` its replies go through, and the two things only this API has around a turn
 (docs/responses.md): ``previous_response_id`` read from the response store, and reasoning
 items whose ``encrypted_content`` carries the turn's thinking, sealed to the key's tenant.

@@ -1,5 +1,5 @@
-"""The ``RouteRequest`` both translator paths send: what the client request carries is copied
-in one place, so the Anthropic and the OpenAI path cannot drift apart."""
+"""The ``RouteRequest`` every API's request is routed with (app.py): what the client request
+carries is copied in one place, so the APIs cannot drift apart."""
 
 from __future__ import annotations
 
