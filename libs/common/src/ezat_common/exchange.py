@@ -37,6 +37,7 @@ from typing import Literal
 
 from msgspec import Struct
 
+from .envelopes import ReplyBody, ReplyChunk, ReplyEnd, ReplyError, ReplyHead
 from .liveness import OWNER_TIMEOUT
 
 # How many times a request is published when its holder dies before the client saw anything.
@@ -54,6 +55,16 @@ class Kind(enum.Enum):
     END = "end"
     BODY = "body"
     ERROR = "error"
+
+
+# The kind of each reply (a ``Heartbeat`` is ``heartbeat``'s).
+KINDS: dict[type, Kind] = {
+    ReplyHead: Kind.HEAD,
+    ReplyChunk: Kind.CHUNK,
+    ReplyEnd: Kind.END,
+    ReplyBody: Kind.BODY,
+    ReplyError: Kind.ERROR,
+}
 
 
 class Tick(Struct, frozen=True, tag="tick"):

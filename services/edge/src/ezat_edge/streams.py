@@ -44,12 +44,14 @@ from ezat_common.envelopes import (
 )
 from ezat_common.exchange import (
     IGNORE,
+    KINDS,
     LOST_OWNER,
     LOST_PART,
     LOST_TICK,
     PING,
     PING_TICK,
     Exchange,
+    Kind,
     Tick,
 )
 from nats.aio.msg import Msg
@@ -60,7 +62,6 @@ from . import metrics as m
 # (stream_relay.py) imports them from here.
 from .core.stream import (
     RESPONSES_EVENT,
-    STREAM_KINDS,
     Added,
     add_lost,
     add_reply,
@@ -168,8 +169,8 @@ class Collector:
         """Feed ``reply`` to the exchange; what it adds to ``parts`` if it counts."""
         ex = self.ex
         now = time.monotonic()
-        kind = STREAM_KINDS.get(type(reply))
-        if kind is None:
+        kind = KINDS.get(type(reply))
+        if kind is None or kind is Kind.BODY:  # a heartbeat, or no reply of a stream
             if type(reply) is Heartbeat:
                 ex.heartbeat(reply.stream, now)
                 return "more"

@@ -12,7 +12,6 @@ from typing import Literal
 
 from ezat_common import envelopes
 from ezat_common.envelopes import Heartbeat, ReplyChunk, ReplyEnd, ReplyError, ReplyHead
-from ezat_common.exchange import Kind
 
 from .routes import Format
 
@@ -49,15 +48,6 @@ class StreamState:
     events: int = 0  # Responses events written (their sequence numbers): counted for that API
     # The error its error event carried (the request log's error type and reason).
     error: ReplyError | None = None
-
-
-# The kind of each reply that belongs inside a stream (a ReplyBody does not).
-STREAM_KINDS: dict[type, Kind] = {
-    ReplyHead: Kind.HEAD,
-    ReplyChunk: Kind.CHUNK,
-    ReplyEnd: Kind.END,
-    ReplyError: Kind.ERROR,
-}
 
 
 def has_token(fmt: Format, data: bytes) -> bool:
