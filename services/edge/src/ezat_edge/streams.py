@@ -43,6 +43,7 @@ from ezat_common.envelopes import (
     ReplyError,
 )
 from ezat_common.exchange import (
+    FORWARD,
     IGNORE,
     KINDS,
     LOST_OWNER,
@@ -75,6 +76,8 @@ from .responses import Format, reply_frame
 
 log = logging.getLogger("ezat.edge.relay")
 
+_BODY, _CHUNK = Kind.BODY, Kind.CHUNK
+_NUMBERED = (ReplyChunk, ReplyEnd)  # the stream messages a holder numbers
 SSE_HEADERS = {"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache"}
 # Seconds a cut stream's connection stays open for its client to take what the edge still holds
 # (and the error event behind it); then it is reset and that memory freed.
@@ -149,34 +152,48 @@ class Collector:
                 self.keep_ack(msg)  # overtook the ReplyEnd it acknowledges
             else:
                 reply = self.decode(msg)
-                match self._add(reply, parts):
-                    case "held":
-                        return self._out(b"".join(parts)), True, cast(ReplyEnd, reply)
-                    case "final":
-                        return self._out(b"".join(parts)), True, None
-                    case "part_lost":
-                        m.OWNER_LOST_BY("part_lost").inc()
-                        return self._lost(parts, PART_LOST), True, None
-                    case "ignored":
-                        log.warning("ignored %s inside a stream", type(reply).__name__)
+                added: Added | Literal["part_lost"]
+                if type(reply) is ReplyChunk:  # the hot path: one exchange step, one append
+                    added = self._chunk(reply, parts)
+                else:
+                    added = self._add(reply, parts)
+                if added != "more":
+                    match added:
+                        case "held":
+                            return self._out(b"".join(parts)), True, cast(ReplyEnd, reply)
+                        case "final":
+                            return self._out(b"".join(parts)), True, None
+                        case "part_lost":
+                            m.OWNER_LOST_BY("part_lost").inc()
+                            return self._lost(parts, PART_LOST), True, None
+                        case "ignored":
+                            log.warning("ignored %s inside a stream", type(reply).__name__)
             if queue.empty():
-                if parts:
+                if parts and not self.ex.answered:
                     self.ex.answering()
                 return self._out(next_write(parts, ping, self.fmt)), False, None
             msg = queue.get_nowait()
+
+    def _chunk(self, chunk: ReplyChunk, parts: list[bytes]) -> Literal["more", "part_lost"]:
+        decision = self.ex.reply(_CHUNK, chunk.seq, time.monotonic())
+        if decision is FORWARD:
+            parts.append(chunk.data)
+            return "more"
+        # IGNORE: its holder was found silent a moment before, its end is queued.
+        return "part_lost" if decision is LOST_PART else "more"
 
     def _add(self, reply: envelopes.Reply, parts: list[bytes]) -> Added | Literal["part_lost"]:
         """Feed ``reply`` to the exchange; what it adds to ``parts`` if it counts."""
         ex = self.ex
         now = time.monotonic()
         kind = KINDS.get(type(reply))
-        if kind is None or kind is Kind.BODY:  # a heartbeat, or no reply of a stream
+        if kind is None or kind is _BODY:  # a heartbeat, or no reply of a stream
             if type(reply) is Heartbeat:
                 ex.heartbeat(reply.stream, now)
                 return "more"
             ex.heard(now)
             return "ignored"
-        seq = reply.seq if isinstance(reply, ReplyChunk | ReplyEnd) else 0
+        seq = reply.seq if isinstance(reply, _NUMBERED) else 0
         decision = ex.reply(kind, seq, now)
         if decision is LOST_PART:
             return "part_lost"

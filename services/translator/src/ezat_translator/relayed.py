@@ -46,6 +46,8 @@ log = logging.getLogger("ezat.translator.chat")
 
 # After the no-router prefix: the reply subject of a chat route names its state, not the edge.
 NO_ROUTER_TAG = "chat."
+_HEAD, _CHUNK = Kind.HEAD, Kind.CHUNK
+_NUMBERED = (ReplyChunk, ReplyEnd)  # the stream messages the router numbers
 
 
 class Relayed:
@@ -155,11 +157,11 @@ class Relayed:
         its exchange says whether it counts, its conversion what it becomes."""
         state.route = None  # the router answered: the request is its own now
         kind = KINDS[type(reply)]
-        seq = reply.seq if isinstance(reply, ReplyChunk | ReplyEnd) else 0
+        seq = reply.seq if isinstance(reply, _NUMBERED) else 0
         if state.ex.reply(kind, seq, time.monotonic()) is LOST_PART:
             self._forget(token)  # one was lost between the router and here
             return PART_LOST
-        if kind is not Kind.HEAD and kind is not Kind.CHUNK:
+        if kind is not _HEAD and kind is not _CHUNK:
             self._forget(token)  # its final reply
         return self.converter.convert(state, reply)
 
