@@ -387,3 +387,83 @@ def test_without_a_ping_interval_a_stream_is_never_pinged_nor_committed() -> Non
     assert x.reply(Kind.HEAD, 0, T0 + 100) == FORWARD
     assert x.tick(T0 + 102) == WaitUntil(T0 + 103)
     assert x.wake_at() == T0 + 103
+
+
+# ---- every input in every phase ------------------------------------------------------------
+
+NOW = T0 + 1  # before the early commit (T0 + PING_EVERY) and the owner timeout
+
+
+def in_phase(phase: Phase) -> Exchange:
+    x = new()
+    if phase is not Phase.NEW:
+        x.published(T0)
+    if phase is Phase.STREAMING:
+        x.reply(HEAD, 0, T0)
+    elif phase is Phase.LOST:
+        x.tick(T0 + OWNER)
+    elif phase is Phase.DONE:
+        x.reply(BODY, 0, T0)
+    assert x.phase is phase
+    return x
+
+
+N, W, S, L, D = Phase.NEW, Phase.WAITING, Phase.STREAMING, Phase.LOST, Phase.DONE
+INPUTS: dict[str, Step] = {
+    "head": reply(HEAD, now=NOW),
+    "chunk": reply(CHUNK, 1, NOW),
+    "chunk, a gap": reply(CHUNK, 2, NOW),
+    "end": reply(END, 1, NOW),
+    "held end": reply(END, 1, NOW, held=True),
+    "body": reply(BODY, now=NOW),
+    "error": reply(ERROR, now=NOW),
+    "heartbeat": beat(NOW),
+    "heard": heard(NOW),
+    "tick": tick(NOW),
+    "no responders": nobody(NOW),
+    "wrote": wrote(True, NOW),
+    "lost": lost(),
+    "client gone": gone(),
+}
+WAIT_SILENT = WaitUntil(NOW + OWNER)
+# (input, phase) -> (decision, phase after); every input in every phase.
+MATRIX: dict[tuple[str, Phase], tuple[Decision | None, Phase]] = {
+    **{(i, p): (IGNORE, p) for i in INPUTS for p in (N, L, D)},
+    **{(i, p): (None, p) for i in ("heard", "wrote") for p in (N, W, S, L, D)},
+    **{("client gone", p): (IGNORE, D) for p in (N, W, S, L, D)},
+    ("head", W): (FORWARD, S),
+    ("chunk", W): (FORWARD, D),  # a stream's chunk before its head: the driver's to refuse
+    ("chunk, a gap", W): (FORWARD, D),  # numbers count inside a stream only
+    ("end", W): (FORWARD, D),
+    ("held end", W): (HOLD_FINAL, D),
+    ("body", W): (FORWARD, D),
+    ("error", W): (FORWARD, D),
+    ("heartbeat", W): (WAIT_SILENT, W),
+    ("tick", W): (SILENT, W),
+    ("no responders", W): (PublishAgain(new_uid=False, at=NOW + 0.02), W),
+    ("lost", W): (IGNORE, W),
+    ("head", S): (FORWARD, S),
+    ("chunk", S): (FORWARD, S),
+    ("chunk, a gap", S): (LOST_PART, L),
+    ("end", S): (FORWARD, D),
+    ("held end", S): (HOLD_FINAL, D),
+    ("body", S): (FORWARD, D),  # no reply of a stream: the edge's collector never feeds it
+    ("error", S): (FORWARD, D),
+    ("heartbeat", S): (FORWARD, S),
+    ("tick", S): (WaitUntil(T0 + PING_EVERY), S),
+    ("no responders", S): (IGNORE, S),
+    ("lost", S): (IGNORE, S),
+}
+# Its holder lost while it waited (in_phase), on its first publish: published again. ``lost`` is
+# the only input a lost exchange awaits.
+MATRIX[("lost", L)] = (AGAIN, D)
+
+
+@pytest.mark.parametrize(
+    ("name", "phase"), [(i, p) for p in Phase for i in INPUTS], ids=lambda v: getattr(v, "value", v)
+)
+def test_every_input_in_every_phase(name: str, phase: Phase) -> None:
+    x = in_phase(phase)
+    decision, after = MATRIX[(name, phase)]
+    assert INPUTS[name](x) == decision
+    assert x.phase is after

@@ -291,14 +291,13 @@ class Exchange:
         router: the translator's ``NO_ROUTER``): during a rolling restart the old replica has
         left its queue group and the new one is about to join. Publish again with backoff for
         up to ``NO_RESPONDER_WAIT``, then fail."""
-        if self.phase is not _WAITING and self.phase is not _DONE:
+        if self.phase is not _WAITING:
             return IGNORE
         if not self.give_up:
             self.give_up = now + NO_RESPONDER_WAIT
         if now + self.delay < self.give_up:
             at = now + self.delay
             self.delay = min(self.delay * 2, MAX_BACKOFF)
-            self.phase = _WAITING
             return PublishAgain(new_uid=False, at=at)
         self.phase = _DONE
         return Fail("no_responders")
