@@ -3,6 +3,7 @@ converted end / body until that record is durable (docs/billing.md, ezat_common.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 
 import msgspec
@@ -14,8 +15,8 @@ from ezat_common.liveness import Heartbeats
 from ezat_common.subjects import Subjects
 from ezat_translator.conversions import ChatConversion
 from ezat_translator.core.chat_stream import ChatStream
-from ezat_translator.openai_path import OpenAIPath
 from ezat_translator.openai_state import OpenAIState
+from ezat_translator.relayed import Relayed
 from nats.aio.client import Client
 
 USAGE = envelopes.encode(
@@ -53,25 +54,27 @@ async def nc(nats_url: str) -> AsyncIterator[Client]:
     await conn.close()
 
 
-def chat_path(nc: Client) -> OpenAIPath:
+def chat_path(nc: Client) -> Relayed:
     subjects = Subjects(prefix="heldchat")
     claims = bus.Claims(nc, subjects, "translator")
-    return OpenAIPath(nc, subjects, claims, "tr-1", "", Heartbeats(nc))
+    return Relayed(nc, subjects, claims, "tr-1", "", Heartbeats(nc))
 
 
 def state(stream: bool) -> OpenAIState:
     chunks = ChatStream(request_id="r1", response_model="gpt-x", created=1, include_usage=False)
     conv = ChatConversion("r1", "gpt-x", 1, chunks if stream else None, None, "k")  # type: ignore[arg-type]
-    return OpenAIState("r1", "u1", "k", "_INBOX.edge.1", conv)
+    st = OpenAIState("r1", "u1", "k", "_INBOX.edge.1", conv)
+    st.ex.published(time.monotonic())  # as ``open`` leaves it: its route sent
+    return st
 
 
 async def test_a_converted_stream_end_keeps_the_record_it_waits_for(nc: Client) -> None:
     path = chat_path(nc)
     st = state(stream=True)
     path.states["7"] = st
-    head = path._convert("7", st, ReplyHead(data=START))
+    head = path.step("7", st, ReplyHead(data=START))
     assert isinstance(head, ReplyHead)
-    end = path._convert("7", st, ReplyEnd(data=END, usage=USAGE))
+    end = path.step("7", st, ReplyEnd(data=END, usage=USAGE))
     assert isinstance(end, ReplyEnd)
     assert end.usage == USAGE
     assert end.data.endswith(b"data: [DONE]\n\n")
@@ -81,7 +84,7 @@ async def test_a_converted_body_keeps_the_record_it_waits_for(nc: Client) -> Non
     path = chat_path(nc)
     st = state(stream=False)
     path.states["8"] = st
-    body = path._convert("8", st, ReplyBody(status=200, data=BODY, usage=USAGE))
+    body = path.step("8", st, ReplyBody(status=200, data=BODY, usage=USAGE))
     assert isinstance(body, ReplyBody)
     assert body.usage == USAGE
     assert msgspec.json.decode(body.data)["object"] == "chat.completion"
@@ -91,7 +94,7 @@ async def test_a_final_reply_without_a_record_stays_without_one(nc: Client) -> N
     path = chat_path(nc)
     st = state(stream=False)
     path.states["9"] = st
-    body = path._convert("9", st, ReplyBody(status=200, data=BODY))
+    body = path.step("9", st, ReplyBody(status=200, data=BODY))
     assert isinstance(body, ReplyBody) and body.usage == b""
 
 
@@ -104,11 +107,11 @@ async def test_a_converted_stream_is_numbered_anew_and_a_gap_from_the_router_is_
     path = chat_path(nc)
     st = state(stream=True)
     path.states["10"] = st
-    assert isinstance(path._convert("10", st, ReplyHead(data=START)), ReplyHead)
-    end = path._convert("10", st, ReplyEnd(data=END, usage=USAGE, seq=1))
+    assert isinstance(path.step("10", st, ReplyHead(data=START)), ReplyHead)
+    end = path.step("10", st, ReplyEnd(data=END, usage=USAGE, seq=1))
     assert isinstance(end, ReplyEnd) and end.seq == 1  # no chunk was sent before it
     st2 = state(stream=True)
     path.states["11"] = st2
-    path._convert("11", st2, ReplyHead(data=START))
-    assert path._convert("11", st2, ReplyEnd(data=END, usage=USAGE, seq=2)) is PART_LOST
+    path.step("11", st2, ReplyHead(data=START))
+    assert path.step("11", st2, ReplyEnd(data=END, usage=USAGE, seq=2)) is PART_LOST
     assert "11" not in path.states

@@ -88,9 +88,10 @@ class Wire:
         await asyncio.sleep(0.1)
 
     def age(self, seconds: float) -> None:
-        """As if the router had been silent for ``seconds`` (the watch reads ``heard``)."""
+        """As if the router had been silent for ``seconds`` (the watch ticks each request's
+        exchange, which knows when it last heard from its router)."""
         for state in self.path.states.values():
-            state.heard -= seconds
+            state.ex.received -= seconds
 
 
 @pytest.fixture
@@ -168,3 +169,21 @@ async def test_a_router_silent_after_the_stream_started_ends_it_at_the_edge(wire
     await wire.nc.publish(route.reply_to, envelopes.encode(ReplyChunk(data=b"")))
     await wire.settle()
     assert len(wire.edge) == 2
+
+
+async def test_a_number_skipped_by_the_router_ends_the_stream_at_the_edge(wire: Wire) -> None:
+    """The route's exchange checks the router's numbering: a chunk lost between the router and
+    here ends the stream with PART_LOST, never sent again, and the request is forgotten."""
+    req = wire.request()
+    await wire.route(req)
+    await wire.settle()
+    route = wire.routes[0]
+    await wire.nc.publish(route.reply_to, envelopes.encode(ReplyHead(data=START)))
+    await wire.nc.publish(route.reply_to, envelopes.encode(ReplyChunk(data=b"", seq=2)))
+    await wire.settle()
+    assert [type(r) for r in wire.edge] == [ReplyHead, envelopes.ReplyError]
+    assert wire.edge[-1] == envelopes.PART_LOST
+    assert wire.path.states == {} and wire.path.by_request == {}
+    assert wire.edge_inbox not in wire.beats
+    wire.age(liveness.OWNER_TIMEOUT + 0.1)
+    assert await wire.path.watch() == 0 and len(wire.routes) == 1

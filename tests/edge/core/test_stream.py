@@ -16,7 +16,7 @@ from ezat_edge.core.stream import (
     ANTHROPIC_PING,
     OPENAI_PING,
     StreamState,
-    add_owner_lost,
+    add_lost,
     add_reply,
     next_write,
     ping_for,
@@ -30,7 +30,7 @@ def frame(err: ReplyError) -> bytes:
 
 
 def fresh() -> StreamState:
-    return StreamState(received=0.0, written=0.0)
+    return StreamState()
 
 
 def test_chunks_and_a_late_head_are_collected_in_order() -> None:
@@ -39,7 +39,7 @@ def test_chunks_and_a_late_head_are_collected_in_order() -> None:
     assert add_reply(state, parts, ReplyChunk(data=b"a", seq=1), frame) == "more"
     assert add_reply(state, parts, Heartbeat(), frame) == "more"
     assert add_reply(state, parts, ReplyChunk(data=b"b", seq=2), frame) == "more"
-    assert parts == [b"h", b"a", b"b"] and state.seq == 2 and not state.lost
+    assert parts == [b"h", b"a", b"b"] and not state.complete
 
 
 def test_end_without_usage_is_final_and_complete() -> None:
@@ -60,35 +60,20 @@ def test_error_is_final_as_its_frame() -> None:
     assert parts == [b"<boom>"]
 
 
-def test_a_skipped_number_ends_the_stream_as_part_lost() -> None:
-    state, parts = fresh(), []
-    assert add_reply(state, parts, ReplyChunk(data=b"a", seq=1), frame) == "more"
-    assert add_reply(state, parts, ReplyChunk(data=b"c", seq=3), frame) == "part_lost"
+def test_a_lost_holder_or_part_ends_the_write_with_its_error_event() -> None:
+    """Whether a number was skipped, or the holder fell silent, is the exchange's (the table in
+    tests/common/test_exchange.py; the collector's in tests/edge/test_stream_collector.py)."""
+    parts = [b"a"]
+    add_lost(parts, frame, PART_LOST)
     assert parts == [b"a", frame(PART_LOST)]
-    assert state.lost == "part" and state.answered
-
-
-def test_unnumbered_chunks_are_never_a_gap() -> None:
-    state, parts = fresh(), []
-    for _ in range(3):
-        assert add_reply(state, parts, ReplyChunk(data=b"x"), frame) == "more"
-    assert state.seq == 0
-
-
-def test_owner_lost_before_any_answer_leaves_it_unanswered() -> None:
-    state, parts = fresh(), []
-    add_owner_lost(state, parts, frame)
-    assert parts == [frame(OWNER_LOST)] and state.lost == "owner" and not state.answered
-    after, collected = fresh(), [b"a"]
-    add_owner_lost(after, collected, frame)
-    assert after.answered
+    add_lost(parts, frame, OWNER_LOST)
+    assert parts[-1] == frame(OWNER_LOST)
 
 
 def test_next_write_is_the_collected_bytes_else_a_due_ping() -> None:
-    state = fresh()
-    assert next_write(state, [], False, "anthropic") == b"" and not state.answered
-    assert next_write(state, [], True, "openai") == OPENAI_PING and not state.answered
-    assert next_write(state, [b"a", b"b"], True, "anthropic") == b"ab" and state.answered
+    assert next_write([], False, "anthropic") == b""
+    assert next_write([], True, "openai") == OPENAI_PING
+    assert next_write([b"a", b"b"], True, "anthropic") == b"ab"
 
 
 def test_ping_per_api() -> None:

@@ -32,6 +32,7 @@ from nats.js.errors import BucketNotFoundError, ObjectNotFoundError
 from nats.js.object_store import ObjectStore
 
 from . import envelopes, lifecycle, metrics, nats_env
+from .exchange import Tick
 from .subjects import PAYLOAD_READERS, Subjects
 from .subjects import from_env as subjects_from_env
 
@@ -317,7 +318,7 @@ class Inbox:
         self._prefix = subjects.inbox(instance)
         self._ack_prefix = f"{self._prefix}.{ACK}"
         self._seq = itertools.count(1)
-        self._queues: dict[str, asyncio.Queue[Msg]] = {}
+        self._queues: dict[str, asyncio.Queue[Msg] | asyncio.Queue[Msg | Tick]] = {}
         self._sub: Any = None
 
     async def start(self) -> None:
@@ -330,12 +331,18 @@ class Inbox:
             queue.put_nowait(msg)
 
     def open(self) -> tuple[str, str, asyncio.Queue[Msg]]:
-        token = str(next(self._seq))
         queue: asyncio.Queue[Msg] = asyncio.Queue()
+        token, subject = self.attach(queue)
+        return token, subject, queue
+
+    def attach(self, queue: asyncio.Queue[Msg] | asyncio.Queue[Msg | Tick]) -> tuple[str, str]:
+        """A token and reply subject for ``queue``: a relay's queue also holds its driver's
+        ``Tick``s (exchange.py)."""
+        token = str(next(self._seq))
         self._queues[token] = queue
         # The request's acknowledgement subject (``ack_subject``) feeds the same queue.
         self._queues[ACK + token] = queue
-        return token, f"{self._prefix}.{token}", queue
+        return token, f"{self._prefix}.{token}"
 
     def ack_subject(self, token: str) -> str:
         """Where the usage outbox acknowledges this request's record (``ack_subject_of`` its

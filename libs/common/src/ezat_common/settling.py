@@ -44,6 +44,17 @@ from .undecodable import undecodable
 log = logging.getLogger("ezat.settling")
 
 
+class Queued(Protocol):
+    """A request's inbox queue: its replies and acknowledgements (``Msg``), and whatever else
+    its driver queues beside them (not this module's: skipped)."""
+
+    def empty(self) -> bool: ...
+
+    def get_nowait(self) -> object: ...
+
+    async def get(self) -> object: ...
+
+
 class Acks(Protocol):
     async def next(self, until: float) -> bool | None:
         """The outbox's verdict on the record by ``until`` (event-loop time): True stored, False
@@ -135,7 +146,7 @@ class _QueueAcks:
 
     __slots__ = ("_holder", "_queue")
 
-    def __init__(self, holder: Holder, queue: asyncio.Queue[Msg]) -> None:
+    def __init__(self, holder: Holder, queue: Queued) -> None:
         self._holder = holder
         self._queue = queue
 
@@ -173,7 +184,7 @@ class Holder:
         """An acknowledgement that came before the final reply it acknowledges."""
         held.settlement.ack(self.verdict(msg), asyncio.get_running_loop().time())
 
-    async def durable(self, queue: asyncio.Queue[Msg], held: Held, usage: bytes) -> bool:
+    async def durable(self, queue: Queued, held: Held, usage: bytes) -> bool:
         """Whether the final reply carrying ``usage`` may be released."""
         held.usage = usage
         s = held.settlement
@@ -191,7 +202,7 @@ class Holder:
             self._hand_off(queue, held)
             raise
 
-    def close(self, queue: asyncio.Queue[Msg], held: Held) -> None:
+    def close(self, queue: Queued, held: Held) -> None:
         """At the end of a request: settle a held final reply nobody took off the queue (the
         client left first), then close the inbox token unless a settlement still needs it."""
         if not held.usage:
@@ -203,7 +214,7 @@ class Holder:
         """At shutdown, before NATS goes: let the background settlements finish."""
         await self.confirming.wait(timeout)
 
-    def _hand_off(self, queue: asyncio.Queue[Msg], held: Held) -> bool:
+    def _hand_off(self, queue: Queued, held: Held) -> bool:
         s = held.settlement
         if not isinstance(s.client_gone(), HandOff):
             return s.handed_off
@@ -213,12 +224,12 @@ class Holder:
         task.add_done_callback(lambda _: self.inbox.close(held.token))
         return True
 
-    def _rescue(self, queue: asyncio.Queue[Msg], held: Held) -> None:
+    def _rescue(self, queue: Queued, held: Held) -> None:
         """A final reply still queued: its record is settled like one the client had read."""
         while not queue.empty():
             msg = queue.get_nowait()
             if not isinstance(msg, Msg):
-                continue  # the stream watchdog's markers
+                continue  # not a message of the bus
             if self.inbox.is_ack(msg):
                 self.ack(held, msg)
                 continue

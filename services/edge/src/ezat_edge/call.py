@@ -1,14 +1,19 @@
-"""What the relay knows of one request (``Call``), and of a stream committed to its client before
-any of its answer (``Committed``): relay.py's state, beside it so that the handler (which makes a
-``Call`` and reads back its first token) and the tests need not import the relay loop for it."""
+"""What the relay knows of one request (``Call``), of one publish of it (``Publish``), and of a
+stream committed to its client before any of its answer (``Committed``): relay.py's state,
+beside it so that the handler (which makes a ``Call`` and reads back its first token) and the
+tests need not import the relay loop for it."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from aiohttp import web
 from ezat_common import envelopes
+from ezat_common.exchange import Exchange, Tick
+from ezat_common.settling import Held
+from nats.aio.msg import Msg
 
 from . import metrics as m
 from .core.request_log import Entry
@@ -51,3 +56,17 @@ class Call:
 
     def __post_init__(self) -> None:
         self.meter = m.METERS[self.fmt]
+
+
+@dataclass(slots=True)
+class Publish:
+    """One publish of a request: where its replies arrive, the request's exchange (the relay
+    rule's state, across its publishes), and the stream it carries on, if any."""
+
+    call: Call
+    ex: Exchange
+    queue: asyncio.Queue[Msg | Tick]
+    held: Held  # its inbox token and the settlement of its final reply
+    subject: str  # its reply subject
+    committed: Committed | None = None  # a stream committed by an earlier publish
+    data: bytes = b""  # the encoded envelope: sent again while nobody takes it

@@ -1,10 +1,12 @@
 """The client side of one SSE stream: its response, its pings and watchdog, and its buffer cap.
 
-The relay's loop (relay.py) is a stream's only writer; this module owns what it writes through.
+The relay's loop (stream_relay.py) is a stream's only writer; this module owns what it writes
+through.
 
 * ``SseResponse``: the status line and headers leave with the first body bytes.
-* ``watchdog``: queues a ping after ``ping_interval`` without a write and an end marker after
-  ``owner_timeout`` without a reply (docs/reliability.md, "A holder dies").
+* ``watchdog``: ticks the stream's ``Exchange`` (ezat_common/exchange.py) when it has something
+  due and queues what it decided as a ``Tick``: a ping after ``ping_interval`` without a write,
+  the end after ``owner_timeout`` without a reply (docs/reliability.md, "A holder dies").
 * ``Collector``: turns what the request's queue holds into the bytes of the next write (each
   reply's part in it: core/stream.py).
 * ``Outlet``: writes without waiting for the client, within ``[edge] stream_buffer_bytes``
@@ -22,23 +24,50 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Literal, cast
 
 from aiohttp import web
 from aiohttp.abc import AbstractStreamWriter
 from aiohttp.http_writer import StreamWriter
 from ezat_common import envelopes
-from ezat_common.envelopes import ReplyEnd, ReplyError
+from ezat_common.envelopes import (
+    OWNER_LOST,
+    PART_LOST,
+    Heartbeat,
+    ReplyChunk,
+    ReplyEnd,
+    ReplyError,
+)
+from ezat_common.exchange import (
+    FORWARD,
+    IGNORE,
+    KINDS,
+    LOST_OWNER,
+    LOST_PART,
+    LOST_TICK,
+    PING,
+    PING_TICK,
+    Exchange,
+    Kind,
+    Tick,
+)
 from nats.aio.msg import Msg
 
 from . import metrics as m
 
-# StreamState, count_events, has_token and ping_for are re-exported: relay.py's stream loop
-# imports them from here.
-from .core.stream import RESPONSES_EVENT, add_owner_lost, add_reply, next_write
+# StreamState, count_events, has_token and ping_for are re-exported: the stream loop
+# (stream_relay.py) imports them from here.
+from .core.stream import (
+    RESPONSES_EVENT,
+    Added,
+    add_lost,
+    add_reply,
+    next_write,
+)
 from .core.stream import StreamState as StreamState
 from .core.stream import count_events as count_events
 from .core.stream import has_token as has_token
@@ -47,8 +76,8 @@ from .responses import Format, reply_frame
 
 log = logging.getLogger("ezat.edge.relay")
 
-IDLE = object()  # queued by the watchdog: the stream's holder fell silent
-PING = object()  # queued by the watchdog: nothing was written for ping_interval
+_BODY, _CHUNK = Kind.BODY, Kind.CHUNK
+_NUMBERED = (ReplyChunk, ReplyEnd)  # the stream messages a holder numbers
 SSE_HEADERS = {"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache"}
 # Seconds a cut stream's connection stays open for its client to take what the edge still holds
 # (and the error event behind it); then it is reset and that memory freed.
@@ -68,26 +97,27 @@ class SseResponse(web.StreamResponse):
     sent = 0  # body bytes handed to the transport (Outlet): ezat_edge_response_body_bytes
 
 
-async def watchdog(
-    queue: asyncio.Queue[Msg], state: StreamState, ping_interval: float, owner_timeout: float
-) -> None:
-    """Queue a ping ``ping_interval`` after the last write, and an end to streams whose holder
-    went silent for ``owner_timeout`` (heartbeats count). It never writes itself: the relay's
-    loop is the only writer, so nothing races ``write_eof``."""
+async def watchdog(queue: asyncio.Queue[Msg | Tick], ex: Exchange) -> None:
+    """Tick the stream's exchange when it has something due (a ping ``ping_interval`` after the
+    last write, its end when its holder went silent for ``owner_timeout``: heartbeats count) and
+    queue what it decided. It never writes itself: the relay's loop is the only writer, so
+    nothing races ``write_eof``."""
     while True:
         now = time.monotonic()
-        wake = min(state.written + ping_interval, state.received + owner_timeout)
+        wake = ex.wake_at()
+        if wake == math.inf:
+            return  # the exchange ended (its final reply came, or a part was lost)
         if wake > now:
             await asyncio.sleep(wake - now)
             now = time.monotonic()
-        if now - state.received >= owner_timeout:
-            queue.put_nowait(IDLE)  # type: ignore[arg-type]
+        decision = ex.tick(now)
+        if decision is LOST_OWNER:
+            queue.put_nowait(LOST_TICK)
             return
-        if now - state.written >= ping_interval:
-            # Counted as written now, so a ping still queued behind a slow write is not queued
-            # again on every wake-up.
-            state.written = now
-            queue.put_nowait(PING)  # type: ignore[arg-type]
+        if decision is PING:
+            queue.put_nowait(PING_TICK)
+        elif decision is IGNORE:
+            return
 
 
 @dataclass(slots=True)
@@ -97,44 +127,85 @@ class Collector:
     fmt: Format
     rid: str
     state: StreamState
+    ex: Exchange
     keep_ack: Callable[[Msg], None]  # an outbox acknowledgement, for the request's settlement
     is_ack: Callable[[Msg], bool]
     decode: Callable[[Msg], envelopes.Reply]
     # What ``take`` is collecting (for ``error_frame``).
     _parts: list[bytes] = field(default_factory=list)
 
-    def take(self, msg: Msg, queue: asyncio.Queue[Msg]) -> tuple[bytes, bool, ReplyEnd | None]:
+    def take(
+        self, msg: Msg | Tick, queue: asyncio.Queue[Msg | Tick]
+    ) -> tuple[bytes, bool, ReplyEnd | None]:
         """Bytes of this message and of every one already queued behind it; True when final; and
         the final ``ReplyEnd`` when it must wait for its usage to be durable (not in the bytes).
-        What each reply adds is core/stream.py's."""
-        state = self.state
+        What each reply adds is core/stream.py's; whether it counts, the exchange's."""
         parts: list[bytes] = []
         self._parts = parts
         ping = False
         while True:
-            if msg is IDLE:
-                add_owner_lost(state, parts, self.error_frame)
-                return self._out(b"".join(parts)), True, None
-            if msg is PING:
+            if isinstance(msg, Tick):
+                if msg.lost:
+                    return self._lost(parts, OWNER_LOST), True, None
                 ping = True
             elif self.is_ack(msg):
                 self.keep_ack(msg)  # overtook the ReplyEnd it acknowledges
             else:
-                state.received = time.monotonic()
                 reply = self.decode(msg)
-                match add_reply(state, parts, reply, self.error_frame):
-                    case "held":
-                        return self._out(b"".join(parts)), True, cast(ReplyEnd, reply)
-                    case "final":
-                        return self._out(b"".join(parts)), True, None
-                    case "part_lost":
-                        m.OWNER_LOST_BY("part_lost").inc()
-                        return self._out(b"".join(parts)), True, None
-                    case "ignored":
-                        log.warning("ignored %s inside a stream", type(reply).__name__)
+                added: Added | Literal["part_lost"]
+                if type(reply) is ReplyChunk:  # the hot path: one exchange step, one append
+                    added = self._chunk(reply, parts)
+                else:
+                    added = self._add(reply, parts)
+                if added != "more":
+                    match added:
+                        case "held":
+                            return self._out(b"".join(parts)), True, cast(ReplyEnd, reply)
+                        case "final":
+                            return self._out(b"".join(parts)), True, None
+                        case "part_lost":
+                            m.OWNER_LOST_BY("part_lost").inc()
+                            return self._lost(parts, PART_LOST), True, None
+                        case "ignored":
+                            log.warning("ignored %s inside a stream", type(reply).__name__)
             if queue.empty():
-                return self._out(next_write(state, parts, ping, self.fmt)), False, None
+                if parts and not self.ex.answered:
+                    self.ex.answering()
+                return self._out(next_write(parts, ping, self.fmt)), False, None
             msg = queue.get_nowait()
+
+    def _chunk(self, chunk: ReplyChunk, parts: list[bytes]) -> Literal["more", "part_lost"]:
+        decision = self.ex.reply(_CHUNK, chunk.seq, time.monotonic())
+        if decision is FORWARD:
+            parts.append(chunk.data)
+            return "more"
+        # IGNORE: its holder was found silent a moment before, its end is queued.
+        return "part_lost" if decision is LOST_PART else "more"
+
+    def _add(self, reply: envelopes.Reply, parts: list[bytes]) -> Added | Literal["part_lost"]:
+        """Feed ``reply`` to the exchange; what it adds to ``parts`` if it counts."""
+        ex = self.ex
+        now = time.monotonic()
+        kind = KINDS.get(type(reply))
+        if kind is None or kind is _BODY:  # a heartbeat, or no reply of a stream
+            if type(reply) is Heartbeat:
+                ex.heartbeat(reply.stream, now)
+                return "more"
+            ex.heard(now)
+            return "ignored"
+        seq = reply.seq if isinstance(reply, _NUMBERED) else 0
+        decision = ex.reply(kind, seq, now)
+        if decision is LOST_PART:
+            return "part_lost"
+        if decision is IGNORE:
+            return "more"  # its holder was found silent a moment before: its end is queued
+        return add_reply(self.state, parts, reply, self.error_frame)
+
+    def _lost(self, parts: list[bytes], err: ReplyError) -> bytes:
+        if parts:
+            self.ex.answering()
+        add_lost(parts, self.error_frame, err)
+        return self._out(b"".join(parts))
 
     def _out(self, data: bytes) -> bytes:
         count_events(self.state, self.fmt, data)

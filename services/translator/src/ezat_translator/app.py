@@ -2,7 +2,7 @@
 API's entry (apis.py) validate and translate each, and forwards ``RouteRequest``s to the router.
 The Anthropic API's route names the edge's inbox as the reply address, so its replies go
 straight back to the edge (no hop through here); the OpenAI APIs' replies come back here to be
-converted (openai_path.py).
+converted (relayed.py, converting.py).
 
 ``main`` reads the configuration and the environment and hands ``Translator`` its connected
 collaborators (subjects, the thinking store), as every service's wiring does
@@ -39,7 +39,7 @@ from .conversions import Conversion
 from .core.messages import encode_body
 from .core.sealing import Sealer
 from .images import Images
-from .openai_path import NO_ROUTER_TAG, OpenAIPath
+from .relayed import NO_ROUTER_TAG, Relayed
 from .responses_requests import ResponsesRequests
 from .route_request import route_request
 from .stored_responses import SWEEP_EVERY, StoredResponses
@@ -85,7 +85,7 @@ class Translator:
         self.images = Images(nc, subjects, bus.Claims(nc, subjects, IMAGES), instance)
         self.stored = responses.store
         # The OpenAI APIs' replies come back through here: the token table that converts them.
-        self.replies = OpenAIPath(
+        self.replies = Relayed(
             nc, self.subjects, self.claims, instance, self.no_router_prefix, self.beats
         )
         self.lag = LoopLag(m.LOOP_LAG.observe)
@@ -232,7 +232,7 @@ class Translator:
     ) -> None:
         """Download the images into the body, restore thinking, send the route. ``conv`` None:
         the router replies to the edge's inbox; else to the reply side's token table, which
-        converts each reply (openai_path.py) and holds the beats until the last one."""
+        converts each reply (relayed.py) and holds the beats until the last one."""
         if conv is not None or tr.image_urls:
             # The wait ahead is long (downloads, a whole relayed answer): the edge learns from
             # the beats whether the request streams. A plain Messages request keeps its plain

@@ -1,5 +1,5 @@
 """How each OpenAI API's answers are made from the router's Anthropic replies: one
-``Conversion`` per request, made by its API's entry (apis.py) and used by openai_path.py for
+``Conversion`` per request, made by its API's entry (apis.py) and used by converting.py for
 every reply.
 
 A conversion turns stream frames (``feed``), the final frame (``end``) and a whole body

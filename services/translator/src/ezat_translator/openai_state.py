@@ -1,10 +1,12 @@
-"""What the OpenAI path keeps of one request between its route and its final reply
-(``OpenAIState``; openai_path.py, docs/reliability.md)."""
+"""What the OpenAI APIs' reply side keeps of one request between its route and its final reply
+(``OpenAIState``; relayed.py, docs/reliability.md)."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+
+from ezat_common.exchange import Exchange
 
 from .conversions import Conversion
 
@@ -16,14 +18,14 @@ class OpenAIState:
     key_id: str
     edge_reply_to: str
     conv: Conversion  # how its replies become its API's answers
-    # The encoded RouteRequest, kept until the router's first reply: sent once more if that
-    # router dies first (None: sent again already, a claim-checked body, or replies came).
+    # The relay rule's state: when the router was last heard from, the numbers it sent, whether
+    # the route may be sent once more (relayed.py sets its publishes; ezat_common/exchange.py).
+    ex: Exchange = field(default_factory=lambda: Exchange(time.monotonic()))
+    # The encoded RouteRequest, kept until the router's first reply: sent once more if its
+    # exchange says so (None: sent again already, a claim-checked body, or replies came).
     route: bytes | None = None
-    # When the router was last heard from (any reply or heartbeat), monotonic.
-    heard: float = field(default_factory=time.monotonic)
-    # Stream messages numbered (ReplyChunk.seq): the last received from the router, the last
-    # sent to the edge (the conversion may drop a chunk, so the two differ).
-    seq_in: int = 0
+    # The last stream message numbered (ReplyChunk.seq) sent to the edge: the conversion may
+    # drop a chunk, so the router's numbers (its exchange checks them) are not the edge's.
     seq_out: int = 0
     # Time spent converting this stream's chunks (one observation when it ends).
     stream_seconds: float = 0.0

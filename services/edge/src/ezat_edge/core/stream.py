@@ -1,6 +1,8 @@
 """One step of a stream's relay loop: what each reply adds to the stream's next write, and how
 it changes what the stream knows of itself (docs/reliability.md, "A holder dies" and "A 3-node
-NATS cluster"). The loop, its queue and its clock are streams.py's and relay.py's."""
+NATS cluster"). Whether a reply counts (its number, its holder's silence) is its ``Exchange``'s
+(ezat_common/exchange.py); the loop, its queue and its clock are streams.py's and
+stream_relay.py's."""
 
 from __future__ import annotations
 
@@ -9,16 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ezat_common import envelopes
-from ezat_common.envelopes import (
-    OWNER_LOST,
-    PART_LOST,
-    Heartbeat,
-    ReplyChunk,
-    ReplyEnd,
-    ReplyError,
-    ReplyHead,
-    skipped,
-)
+from ezat_common.envelopes import Heartbeat, ReplyChunk, ReplyEnd, ReplyError, ReplyHead
 
 from .routes import Format
 
@@ -43,20 +36,15 @@ RESPONSES_EVENT = b"\ndata: "
 ErrorFrame = Callable[[ReplyError], bytes]
 # What a reply did to the write being collected: "more" (keep collecting), "final" (the write
 # ends the stream), "held" (a final ReplyEnd that waits for its usage to be durable, not in the
-# bytes), "part_lost" (final: a message before it was lost), "ignored" (not a stream's reply).
-Added = Literal["more", "final", "held", "part_lost", "ignored"]
+# bytes), "ignored" (not a stream's reply).
+Added = Literal["more", "final", "held", "ignored"]
 
 
 @dataclass(slots=True)
 class StreamState:
-    received: float  # last reply received (the idle timeout)
-    written: float  # last write to the client, pings included (the ping schedule)
-    # Why it ended without its answer: its holder fell silent ("owner"), or one of its messages
-    # was lost on the way ("part"); "" while it has not.
-    lost: Literal["", "owner", "part"] = ""
-    seq: int = 0  # the last numbered stream message received (ReplyChunk.seq)
+    """What a stream knows of what it wrote (its exchange knows what it heard: exchange.py)."""
+
     complete: bool = False  # its final event is durable and goes out with the last write
-    answered: bool = False  # some of the answer (not only pings) is in what was collected
     events: int = 0  # Responses events written (their sequence numbers): counted for that API
     # The error its error event carried (the request log's error type and reason).
     error: ReplyError | None = None
@@ -86,21 +74,12 @@ def count_events(state: StreamState, fmt: Format, data: bytes) -> None:
 def add_reply(
     state: StreamState, parts: list[bytes], reply: envelopes.Reply, error_frame: ErrorFrame
 ) -> Added:
-    """Append what ``reply`` writes to ``parts``."""
-    if isinstance(reply, ReplyChunk | ReplyEnd) and reply.seq:
-        state.seq += 1
-        if skipped(state.seq, reply.seq):
-            # A message of this stream was lost on the way (a NATS server died): an error, never
-            # a complete answer with a piece missing.
-            state.lost = "part"
-            state.answered = state.answered or bool(parts)
-            parts.append(error_frame(PART_LOST))
-            return "part_lost"
+    """Append what ``reply`` writes to ``parts`` (its number was checked: exchange.py)."""
     match reply:
         case ReplyChunk():
             parts.append(reply.data)
         case Heartbeat():
-            pass  # its holder is alive: counted as received by the caller
+            pass  # its holder is alive: counted as heard by the caller
         case ReplyHead():
             parts.append(reply.data)  # a stream committed before its head
         case ReplyEnd():
@@ -117,17 +96,16 @@ def add_reply(
     return "more"
 
 
-def add_owner_lost(state: StreamState, parts: list[bytes], error_frame: ErrorFrame) -> None:
-    """The stream's holder fell silent: its error event ends the write, and the stream."""
-    state.lost = "owner"
-    state.answered = state.answered or bool(parts)
-    parts.append(error_frame(OWNER_LOST))
+def add_lost(parts: list[bytes], error_frame: ErrorFrame, err: ReplyError) -> None:
+    """Its holder fell silent (``OWNER_LOST``), or a message of it was lost on the way
+    (``PART_LOST``: an error, never a complete answer with a piece missing): the error event
+    ends the write, and the stream."""
+    parts.append(error_frame(err))
 
 
-def next_write(state: StreamState, parts: list[bytes], ping: bool, fmt: Format) -> bytes:
+def next_write(parts: list[bytes], ping: bool, fmt: Format) -> bytes:
     """The bytes of a write that does not end the stream: what was collected, else a ping when
     one is due (any write keeps the connection alive)."""
     if not parts:
         return ping_for(fmt) if ping else b""
-    state.answered = True
     return parts[0] if len(parts) == 1 else b"".join(parts)
