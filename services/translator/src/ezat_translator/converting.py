@@ -12,12 +12,13 @@ converted final event once the record is durable (``ezat_common.settling``).
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-from ezat_common import bus, envelopes, logs
+from ezat_common import bus, envelopes
 from ezat_common.envelopes import ReplyBody, ReplyChunk, ReplyEnd, ReplyError, ReplyHead
 from ezat_common.tasks import TaskSet
 
@@ -121,14 +122,8 @@ class Converter:
         await self.nc.publish(state.edge_reply_to, envelopes.encode(end))
 
     def _spawn(self, state: OpenAIState, coro: Coroutine[Any, Any, None]) -> None:
-        self.tasks.spawn(self._guarded(state, coro))
-
-    async def _guarded(self, state: OpenAIState, coro: Coroutine[Any, Any, None]) -> None:
-        rid = logs.request_id.set(state.request_id)
-        try:
-            await coro
-        except Exception:
-            log.exception("reply conversion failed")
-            await self.fail(state)
-        finally:
-            logs.request_id.reset(rid)
+        # Spawned while the reply is handled (relayed.py's on_reply): the task's copy of the
+        # context already names the request for its log lines.
+        self.tasks.spawn_guarded(
+            coro, log, "reply conversion failed", on_error=functools.partial(self.fail, state)
+        )
