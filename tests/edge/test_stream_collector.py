@@ -5,6 +5,7 @@ real envelopes, no socket."""
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any, cast
 
 from ezat_common import envelopes
@@ -17,10 +18,10 @@ from ezat_common.envelopes import (
     ReplyEnd,
     ReplyHead,
 )
-from ezat_common.exchange import LOST_TICK, PING_TICK, Exchange, Kind, Phase, Tick
+from ezat_common.exchange import TICK, Exchange, Kind, Phase, Tick
 from ezat_edge.core.stream import ANTHROPIC_PING, StreamState
 from ezat_edge.decode import decode
-from ezat_edge.streams import Collector
+from ezat_edge.streams import Collector, watchdog
 from nats.aio.msg import Msg
 
 
@@ -28,10 +29,13 @@ def msg(reply: envelopes.Reply) -> Msg:
     return Msg(_client=cast(Any, None), subject="inbox.1", data=envelopes.encode(reply))
 
 
-def collector() -> tuple[Collector, Exchange]:
-    ex = Exchange(0.0, first_reply_timeout=30.0, ping_interval=2.0, owner_timeout=3.0)
-    ex.published(0.0)
-    ex.reply(Kind.HEAD, 0, 0.0)  # a stream: its head came
+def collector(ago: float = 0.0) -> tuple[Collector, Exchange]:
+    """A stream whose head came ``ago`` seconds before now (the collector reads the clock when
+    it ticks the exchange): 2.5 s ago a ping is due, 3 s or more ago its holder is silent."""
+    t0 = time.monotonic() - ago
+    ex = Exchange(t0, first_reply_timeout=30.0, ping_interval=2.0, owner_timeout=3.0)
+    ex.published(t0)
+    ex.reply(Kind.HEAD, 0, t0)  # a stream: its head came
     c = Collector("anthropic", "req", StreamState(), ex, lambda m: None, lambda m: False, decode)
     return c, ex
 
@@ -66,18 +70,34 @@ def test_a_gap_before_any_answer_leaves_it_unanswered() -> None:
 
 
 def test_owner_lost_before_any_answer_leaves_it_unanswered() -> None:
-    c, ex = collector()
-    data, final, _ = take(c, LOST_TICK)
+    c, ex = collector(ago=10.0)
+    data, final, _ = take(c, TICK)
     assert final and data == c.error_frame(OWNER_LOST) and not ex.answered
-    after, ex_after = collector()
-    data, final, _ = take(after, msg(ReplyChunk(data=b"a", seq=1)), LOST_TICK)
-    assert final and data.startswith(b"a") and ex_after.answered
+    assert c.ticked.is_set()  # the watchdog may go on
+
+
+def test_a_tick_behind_replies_is_taken_after_them() -> None:
+    """The holder looked silent when the tick was queued (an event loop stalled past the owner
+    timeout), but its replies were queued first: they count, and the tick finds it alive."""
+    c, ex = collector(ago=10.0)
+    data, final, _ = take(c, msg(ReplyChunk(data=b"a", seq=1)), TICK)
+    assert (data, final) == (b"a", False) and ex.answered and ex.phase is Phase.STREAMING
+    end = ReplyEnd(data=b"z", usage=b"record", seq=2)
+    c, ex = collector(ago=10.0)
+    data, final, held = take(c, msg(ReplyChunk(data=b"a", seq=1)), msg(end), TICK)
+    assert (data, final, held) == (b"a", True, end) and ex.phase is Phase.DONE
 
 
 def test_a_due_ping_is_written_only_when_nothing_else_is() -> None:
+    c, ex = collector(ago=2.5)
+    assert take(c, TICK) == (ANTHROPIC_PING, False, None) and not ex.answered
+    c, ex = collector(ago=2.5)
+    assert take(c, TICK, msg(ReplyChunk(data=b"a", seq=1))) == (b"a", False, None)
+
+
+def test_a_tick_with_nothing_due_writes_nothing() -> None:
     c, ex = collector()
-    assert take(c, PING_TICK) == (ANTHROPIC_PING, False, None) and not ex.answered
-    assert take(c, PING_TICK, msg(ReplyChunk(data=b"a", seq=1))) == (b"a", False, None)
+    assert take(c, TICK) == (b"", False, None) and ex.phase is Phase.STREAMING
 
 
 def test_a_held_end_is_out_of_the_bytes_and_ends_the_exchange() -> None:
@@ -91,3 +111,24 @@ def test_a_whole_body_inside_a_stream_is_ignored_but_heard() -> None:
     c, ex = collector()
     assert take(c, msg(ReplyBody(data=b"{}"))) == (b"", False, None)
     assert ex.phase is Phase.STREAMING and not ex.answered
+
+
+async def test_the_watchdog_queues_one_tick_and_waits_for_the_loop_to_take_it() -> None:
+    """The watchdog never ticks the exchange itself: it queues one ``Tick`` when something is
+    due, and queues the next only once the loop has taken it (``ticked``)."""
+    t0 = time.monotonic()
+    ex = Exchange(t0, first_reply_timeout=30.0, ping_interval=0.05, owner_timeout=30.0)
+    ex.published(t0)
+    ex.reply(Kind.HEAD, 0, t0)
+    queue: asyncio.Queue[Msg | Tick] = asyncio.Queue()
+    ticked = asyncio.Event()
+    dog = asyncio.create_task(watchdog(queue, ex, ticked))
+    try:
+        assert await asyncio.wait_for(queue.get(), 5.0) == TICK
+        await asyncio.sleep(0.2)  # pings are due again, but the loop has not taken the tick
+        assert queue.empty() and ex.phase is Phase.STREAMING
+        ex.tick(time.monotonic())  # what the loop does when it takes the tick
+        ticked.set()
+        assert await asyncio.wait_for(queue.get(), 5.0) == TICK
+    finally:
+        dog.cancel()

@@ -68,15 +68,14 @@ KINDS: dict[type, Kind] = {
 
 
 class Tick(Struct, frozen=True, tag="tick"):
-    """What a driver's timer puts in a request's queue beside its replies, so that the one loop
-    reading the queue acts on it in order: a keep-alive is due, or (``lost``) the holder fell
-    silent (``tick`` returned ``PING`` or ``LOST_OWNER``)."""
+    """What a driver's timer puts in a request's queue beside its replies once ``wake_at`` has
+    passed. The one loop reading the queue calls ``tick`` when it takes it, so the exchange is
+    ticked in order: after every reply queued before it. A timer that ticked the exchange itself
+    could find a holder "silent" whose final reply already sat unread in the queue (an event loop
+    stalled for longer than the owner timeout), and that reply would then be ignored."""
 
-    lost: bool
 
-
-PING_TICK = Tick(lost=False)
-LOST_TICK = Tick(lost=True)
+TICK = Tick()
 
 
 class WaitUntil(Struct, frozen=True, tag="wait_until"):

@@ -55,7 +55,7 @@ class StreamRelay:
         keep_ack = functools.partial(hop.holder.ack, p.held)
         step = Collector(call.fmt, _named(call), state, p.ex, keep_ack, hop.inbox.is_ack, decode)
         # The watchdog runs from ReplyHead on: a stream can stall before its first chunk too.
-        dog = asyncio.create_task(watchdog(p.queue, p.ex))
+        dog = asyncio.create_task(watchdog(p.queue, p.ex, step.ticked))
         handed_back: Committed | None = None
         try:
             first = ping_for(call.fmt) if head is None else head.data

@@ -4,9 +4,10 @@ The relay's loop (stream_relay.py) is a stream's only writer; this module owns w
 through.
 
 * ``SseResponse``: the status line and headers leave with the first body bytes.
-* ``watchdog``: ticks the stream's ``Exchange`` (ezat_common/exchange.py) when it has something
-  due and queues what it decided as a ``Tick``: a ping after ``ping_interval`` without a write,
-  the end after ``owner_timeout`` without a reply (docs/reliability.md, "A holder dies").
+* ``watchdog``: queues a ``Tick`` when the stream's ``Exchange`` (ezat_common/exchange.py) has
+  something due: a ping after ``ping_interval`` without a write, the end after ``owner_timeout``
+  without a reply (docs/reliability.md, "A holder dies"). The loop ticks the exchange when it
+  takes the ``Tick``, behind the replies queued before it.
 * ``Collector``: turns what the request's queue holds into the bytes of the next write (each
   reply's part in it: core/stream.py).
 * ``Outlet``: writes without waiting for the client, within ``[edge] stream_buffer_bytes``
@@ -48,9 +49,8 @@ from ezat_common.exchange import (
     KINDS,
     LOST_OWNER,
     LOST_PART,
-    LOST_TICK,
     PING,
-    PING_TICK,
+    TICK,
     Exchange,
     Kind,
     Tick,
@@ -97,27 +97,24 @@ class SseResponse(web.StreamResponse):
     sent = 0  # body bytes handed to the transport (Outlet): ezat_edge_response_body_bytes
 
 
-async def watchdog(queue: asyncio.Queue[Msg | Tick], ex: Exchange) -> None:
-    """Tick the stream's exchange when it has something due (a ping ``ping_interval`` after the
-    last write, its end when its holder went silent for ``owner_timeout``: heartbeats count) and
-    queue what it decided. It never writes itself: the relay's loop is the only writer, so
+async def watchdog(queue: asyncio.Queue[Msg | Tick], ex: Exchange, ticked: asyncio.Event) -> None:
+    """Queue a ``Tick`` whenever the stream's exchange has something due (a ping
+    ``ping_interval`` after the last write, its end when its holder went silent for
+    ``owner_timeout``: heartbeats count), then wait until the loop has taken it (``ticked``).
+    It neither ticks the exchange nor writes: the relay's loop does both, in the order of its
+    queue (a final reply queued before the tick is read first), and is the only writer, so
     nothing races ``write_eof``."""
     while True:
-        now = time.monotonic()
         wake = ex.wake_at()
         if wake == math.inf:
             return  # the exchange ended (its final reply came, or a part was lost)
-        if wake > now:
-            await asyncio.sleep(wake - now)
-            now = time.monotonic()
-        decision = ex.tick(now)
-        if decision is LOST_OWNER:
-            queue.put_nowait(LOST_TICK)
-            return
-        if decision is PING:
-            queue.put_nowait(PING_TICK)
-        elif decision is IGNORE:
-            return
+        delay = wake - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+            continue  # a reply meanwhile may have moved the wake-up
+        ticked.clear()
+        queue.put_nowait(TICK)
+        await ticked.wait()
 
 
 @dataclass(slots=True)
@@ -133,6 +130,8 @@ class Collector:
     decode: Callable[[Msg], envelopes.Reply]
     # What ``take`` is collecting (for ``error_frame``).
     _parts: list[bytes] = field(default_factory=list)
+    # Set when a ``Tick`` was taken and the exchange ticked: the watchdog waits for it.
+    ticked: asyncio.Event = field(default_factory=asyncio.Event)
 
     def take(
         self, msg: Msg | Tick, queue: asyncio.Queue[Msg | Tick]
@@ -145,9 +144,11 @@ class Collector:
         ping = False
         while True:
             if isinstance(msg, Tick):
-                if msg.lost:
+                decision = self.ex.tick(time.monotonic())
+                self.ticked.set()
+                if decision is LOST_OWNER:
                     return self._lost(parts, OWNER_LOST), True, None
-                ping = True
+                ping = ping or decision is PING
             elif self.is_ack(msg):
                 self.keep_ack(msg)  # overtook the ReplyEnd it acknowledges
             else:
@@ -179,7 +180,7 @@ class Collector:
         if decision is FORWARD:
             parts.append(chunk.data)
             return "more"
-        # IGNORE: its holder was found silent a moment before, its end is queued.
+        # IGNORE: the exchange has ended (nothing after its end counts).
         return "part_lost" if decision is LOST_PART else "more"
 
     def _add(self, reply: envelopes.Reply, parts: list[bytes]) -> Added | Literal["part_lost"]:
@@ -198,7 +199,7 @@ class Collector:
         if decision is LOST_PART:
             return "part_lost"
         if decision is IGNORE:
-            return "more"  # its holder was found silent a moment before: its end is queued
+            return "more"  # the exchange has ended: nothing after its end counts
         return add_reply(self.state, parts, reply, self.error_frame)
 
     def _lost(self, parts: list[bytes], err: ReplyError) -> bytes:
