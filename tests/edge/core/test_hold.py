@@ -41,6 +41,20 @@ PRICES = Prices(
             False,
             Ask(30, 1, False, 3 + WEB_SEARCH_USES),
         ),
+        # An OpenAI web_search tool: the translator sets max_uses itself, so the client's
+        # (or a malformed one) is not trusted; the rest of the body is still read.
+        (
+            b'{"max_output_tokens":1,"tools":[{"type":"web_search","max_uses":1},'
+            b'{"type":"web_search_preview","max_uses":"x"}]}',
+            False,
+            Ask(29, 1, False, 2 * WEB_SEARCH_USES),
+        ),
+        # An Anthropic tool's max_uses that is not a positive whole number: the default.
+        (
+            b'{"max_tokens":1,"tools":[{"type":"web_search_20250305","max_uses":-3}]}',
+            False,
+            Ask(18, 1, False, WEB_SEARCH_USES),
+        ),
         # Chat Completions' web_search_options, even empty, turns the search tool on.
         (b'{"max_tokens":1,"web_search_options":{}}', False, Ask(10, 1, False, WEB_SEARCH_USES)),
     ],

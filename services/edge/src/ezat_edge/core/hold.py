@@ -14,6 +14,8 @@ rounded up.
 
 from __future__ import annotations
 
+import re
+
 import msgspec
 from ezat_common.catalogue import Catalogue, Prices
 
@@ -24,9 +26,17 @@ WEB_SEARCH_USES = 10
 _MILLION = 1_000_000
 
 
+# Anthropic's server tool (``web_search_20250305``): its ``max_uses`` is what the upstream
+# allows. The OpenAI APIs' (``web_search``, ``web_search_preview``, dated with underscores) have
+# no ``max_uses``: the translator sets its own (at most 5), so whatever the client wrote there is
+# not what bounds the searches.
+_ANTHROPIC_SEARCH = re.compile(r"web_search_\d{8}")
+
+
 class _Tool(msgspec.Struct):
     type: str | None = None
-    max_uses: int | None = None
+    # Any JSON: a malformed value must not make the whole body unreadable to the hold.
+    max_uses: object = None
 
 
 class _Limits(msgspec.Struct):
@@ -61,7 +71,7 @@ def ask_of(body: bytes, default_max_tokens: int, cache_header: bool) -> Ask:
     searches = 0
     for tool in limits.tools or ():
         if tool.type is not None and tool.type.startswith("web_search"):
-            searches += max(tool.max_uses or WEB_SEARCH_USES, 0)
+            searches += _search_uses(tool)
     if limits.web_search_options is not None:
         searches += WEB_SEARCH_USES
     return Ask(
@@ -70,6 +80,16 @@ def ask_of(body: bytes, default_max_tokens: int, cache_header: bool) -> Ask:
         writes_cache=cache_header or b'"cache_control"' in body,
         web_searches=searches,
     )
+
+
+def _search_uses(tool: _Tool) -> int:
+    """The searches held for one web-search tool: an Anthropic tool's ``max_uses`` when it is a
+    positive whole number (the upstream refuses any other), else ``WEB_SEARCH_USES``."""
+    uses = tool.max_uses
+    anthropic = tool.type is not None and _ANTHROPIC_SEARCH.fullmatch(tool.type) is not None
+    if anthropic and type(uses) is int and uses > 0:
+        return uses
+    return WEB_SEARCH_USES
 
 
 def worst_case(prices: Prices, ask: Ask) -> int:
