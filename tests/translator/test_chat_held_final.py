@@ -11,6 +11,7 @@ import nats
 import pytest
 from ezat_common import bus, envelopes
 from ezat_common.envelopes import PART_LOST, ReplyBody, ReplyEnd, ReplyHead, UsageRecord
+from ezat_common.exchange import Exchange
 from ezat_common.liveness import Heartbeats
 from ezat_common.subjects import Subjects
 from ezat_translator.conversions import ChatConversion
@@ -63,7 +64,7 @@ def chat_path(nc: Client) -> Relayed:
 def state(stream: bool) -> OpenAIState:
     chunks = ChatStream(request_id="r1", response_model="gpt-x", created=1, include_usage=False)
     conv = ChatConversion("r1", "gpt-x", 1, chunks if stream else None, None, "k")  # type: ignore[arg-type]
-    st = OpenAIState("r1", "u1", "k", "_INBOX.edge.1", conv)
+    st = OpenAIState("r1", "u1", "k", "_INBOX.edge.1", conv, Exchange(time.monotonic()))
     st.ex.published(time.monotonic())  # as ``open`` leaves it: its route sent
     return st
 

@@ -3,8 +3,7 @@
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ezat_common.exchange import Exchange
 
@@ -19,8 +18,8 @@ class OpenAIState:
     edge_reply_to: str
     conv: Conversion  # how its replies become its API's answers
     # The relay rule's state: when the router was last heard from, the numbers it sent, whether
-    # the route may be sent once more (relayed.py sets its publishes; ezat_common/exchange.py).
-    ex: Exchange = field(default_factory=lambda: Exchange(time.monotonic()))
+    # the route may be sent once more (its publishes: relayed.py; ezat_common/exchange.py).
+    ex: Exchange
     # The encoded RouteRequest, kept until the router's first reply: sent once more if its
     # exchange says so (None: sent again already, a claim-checked body, or replies came).
     route: bytes | None = None

@@ -90,9 +90,9 @@ class Relayed:
         through ``conv`` to the edge; the request's state holds the edge's beats from here."""
         token = str(next(self.seq))
         # Registered only once nothing can fail before the publish: no state is left behind.
-        state = OpenAIState(req.request_id, req.uid, req.key_id, req.reply_to, conv)
         # A claim-checked body is read (and deleted) by the router: it cannot be sent twice.
-        state.ex = Exchange(time.monotonic(), publishes=2 if route.body_ref is None else 1)
+        ex = Exchange(time.monotonic(), publishes=2 if route.body_ref is None else 1)
+        state = OpenAIState(req.request_id, req.uid, req.key_id, req.reply_to, conv, ex)
         state.traceparent = traceparent
         self.states[token] = state
         self.by_request[req.uid] = token

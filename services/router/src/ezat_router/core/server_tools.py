@@ -24,8 +24,8 @@ from ezat_common.errors import GatewayError
 
 # Tool type prefixes (every dated version) of the server tools a kind may lack.
 PREFIXES = ("web_search_", "web_fetch_")
-# What every such type's JSON string starts with: one pass over the body finds both.
-_MARKER = b'"web_'
+# What every such type's JSON string starts with: a body holding neither is never decoded.
+_MARKERS = (b'"web_search_', b'"web_fetch_')
 # The kinds that run them. Bedrock has neither (simulator/README.md, "Web search").
 KINDS_WITH = frozenset({"anthropic", "vertex"})
 
@@ -45,7 +45,7 @@ _decode = msgspec.json.Decoder(_Tools).decode
 
 def requested(body: bytes) -> tuple[ServerTool, ...]:
     """The server tools of a Messages ``body`` that some kinds lack, in ``tools`` order."""
-    if _MARKER not in body:
+    if _MARKERS[0] not in body and _MARKERS[1] not in body:
         return ()
     try:
         tools = _decode(body).tools or []
