@@ -13,11 +13,13 @@ from pathlib import Path
 
 import asyncpg
 import pytest
+from ezat_common.codex_catalogue import INSTRUCTIONS
 
 from .conftest import Gateway
 
 CODEX = Path(__file__).parents[2] / ".tools" / "codex" / "node_modules" / ".bin" / "codex"
-MODEL = "Claude-Sonnet-5.5"
+# Codex finds its model's metadata by exact name: an alias as the catalogue spells it.
+MODEL = "claude-sonnet-5.5"
 # The simulated model calls Codex's own shell tool with {"cmd": "pwd"}, then answers.
 PROMPT = "Where am I? Run the command for me. [sim:tool=exec_command arg=pwd]"
 
@@ -34,6 +36,7 @@ name = "EZAT Router"
 base_url = "{url}/openai/v1"
 wire_api = "responses"
 env_key = "EZAT_API_KEY"
+model_catalog_url = "{url}/openai/v1/models"
 """
 
 
@@ -74,6 +77,8 @@ async def test_codex_exec_runs_its_tool_and_answers(gateway: Gateway, tmp_path: 
     )
     said = done.stdout + done.stderr
     assert done.returncode == 0, said[-4000:]
+    # It read its model's metadata from the gateway's catalogue, not its fallback.
+    assert "Model metadata for" not in said and "failed to refresh available models" not in said
     # Codex ran the call it got: its exec_command tool, in the working directory.
     assert "exec\n/bin/bash -lc pwd" in said, said[-4000:]
     # Its next request sent the command's output back as the tool result, and got an answer.
@@ -92,6 +97,8 @@ async def test_codex_exec_runs_its_tool_and_answers(gateway: Gateway, tmp_path: 
     assert results and str(work) in json.dumps(results[-1]["content"])
     # Its namespace tools (multi_agent_v1) reached the model flattened.
     assert any("__" in tool["name"] for tool in sent[0]["tools"])
+    # Its system prompt is the one the metadata carries (ezat_common/codex_instructions.md).
+    assert INSTRUCTIONS[:80] in json.dumps(sent[0]["system"]), sent[0]["system"]
     assert "codex\n" in said  # its final answer followed
     # Its requests' rows carry its client family and its session_id header (docs/billing.md,
     # "Attribution"): one session for the turn's requests.
