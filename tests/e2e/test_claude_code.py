@@ -41,7 +41,7 @@ async def rows_of(database_url: str, key_name: str, at_least: int) -> list[async
     try:
         for _ in range(100):
             rows = await conn.fetch(
-                "SELECT u.client, u.session, u.user_name FROM usage_records u"
+                "SELECT u.* FROM usage_records u"
                 " JOIN api_keys k ON k.id = u.key_id WHERE k.name = $1",
                 key_name,
             )
@@ -54,25 +54,33 @@ async def rows_of(database_url: str, key_name: str, at_least: int) -> list[async
 
 
 def run_claude(
-    url: str, secret: str, session: str, tmp_path: Path
+    url: str,
+    secret: str,
+    session: str,
+    tmp_path: Path,
+    *,
+    prompt: str = PROMPT,
+    allowed: str = "Bash(pwd)",
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """``claude -p`` in an empty working directory, its HOME in ``tmp_path``, allowed to run
-    ``pwd`` and nothing else."""
+    ``allowed`` (``pwd``) and nothing else; ``env`` adds to its environment."""
     work = tmp_path / "work"
     work.mkdir()
-    env = {
+    full = {
         "PATH": os.environ["PATH"],
         "HOME": str(tmp_path),
         "ANTHROPIC_BASE_URL": url,
         "ANTHROPIC_API_KEY": secret,
         **QUIET,
+        **(env or {}),
     }
-    argv = [str(CLAUDE), "-p", PROMPT, "--model", MODEL, "--session-id", session]
-    argv += ["--allowedTools", "Bash(pwd)", "--output-format", "json"]
+    argv = [str(CLAUDE), "-p", prompt, "--model", MODEL, "--session-id", session]
+    argv += ["--allowedTools", allowed, "--output-format", "json"]
     return subprocess.run(
         argv,
         cwd=work,
-        env=env,
+        env=full,
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,

@@ -205,9 +205,46 @@ def to_messages_body(body: Any, model: str) -> dict[str, Any]:
         raise _malformed("#/anthropic_beta: expected type: JSONArray of strings")
     if any(beta not in BETAS for beta in betas):
         raise BedrockError("ValidationException", "invalid beta flag")
+    refused = refused_tool(body.get("tools"))
+    if refused is not None:
+        raise BedrockError("ValidationException", refused)
     messages = {k: v for k, v in body.items() if k not in ("anthropic_version", "anthropic_beta")}
     messages["model"] = model
     return messages
+
+
+# The tool types Bedrock's invoke schema accepts. Anthropic's server tools (web search, web
+# fetch, code execution) are not among them: Bedrock refuses the request with the
+# discriminated-union message of its validator. The list and wording are a Bedrock-backed
+# deployment's answer as reported publicly, not checked against a live Bedrock here.
+BEDROCK_TOOL_TYPES = (
+    "bash_20250124",
+    "custom",
+    "memory_20250818",
+    "text_editor_20250124",
+    "text_editor_20250429",
+    "text_editor_20250728",
+    "tool_search_tool_bm25",
+    "tool_search_tool_bm25_20251119",
+    "tool_search_tool_regex",
+    "tool_search_tool_regex_20251119",
+)
+
+
+def refused_tool(tools: Any) -> str | None:
+    """Bedrock's message for the first tool whose ``type`` it does not know, or None."""
+    if not isinstance(tools, list):
+        return None
+    for i, tool in enumerate(tools):
+        kind = tool.get("type", "custom") if isinstance(tool, Mapping) else "custom"
+        # computer use is Bedrock's too, under its beta (the list above was sent without it)
+        if kind not in BEDROCK_TOOL_TYPES and not str(kind).startswith("computer_"):
+            expected = ", ".join(f"'{t}'" for t in BEDROCK_TOOL_TYPES)
+            return (
+                f"tools.{i}: Input tag '{kind}' found using 'type' does not match any of the "
+                f"expected tags: {expected}"
+            )
+    return None
 
 
 def count_tokens_body(request: Any) -> Any:

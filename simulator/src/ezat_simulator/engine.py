@@ -38,13 +38,15 @@ bracket may hold several, separated by spaces or commas (``[sim:think tokens=40]
 ``token_ms``        delay between deltas (overrides the instance's)
 ``refuse``          stop_reason ``refusal``
 ``stop=WORD``       stop_reason ``stop_sequence``, stop_sequence WORD
-``web_search=N``    the final usage reports N server-side web searches
+``web_search=N``    the final usage reports N server-side web searches; with a web search
+                    tool in the request, the model runs N searches (``websearch.py``)
 ``web_fetch=N``     the final usage reports N server-side web fetches
 ==================  ==========================================================================
 
 ``web_search``/``web_fetch`` put Anthropic's ``"server_tool_use": {"web_search_requests": N,
 "web_fetch_requests": M}`` (the one not given at 0) in the final usage only (the body's, the
-message_delta's); no search blocks. Without either, usage has no ``server_tool_use``.
+message_delta's); no search blocks unless the request has a web search tool (then it searches
+once even without the directive). Without either, usage has no ``server_tool_use``.
 
 K counts "content tokens": thinking and text deltas. When the reply has fewer, the failure comes
 before message_delta, so these directives always fail the request. The stalls and
@@ -63,6 +65,7 @@ import msgspec
 from .cache import CacheUsage
 from .tokens import CHARS_PER_TOKEN, reply_text, seed_of, tokens_for_chars
 from .validate import InvalidRequest, forced_tool, thinking_enabled, thinking_signature
+from .websearch import SearchPart, is_server_tool, plan_searches, searches_wanted
 
 DEFAULT_REPLY_TOKENS = 12
 DEFAULT_THINKING_TOKENS = 8
@@ -207,6 +210,7 @@ class ThinkingPart:
 @dataclass(frozen=True, slots=True)
 class TextPart:
     text: str
+    citations: tuple[dict[str, Any], ...] | None = None  # web search citations, when cited
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,7 +225,7 @@ class ToolPart:
         return tokens_for_chars(len(self.json))
 
 
-Part = ThinkingPart | TextPart | ToolPart
+Part = ThinkingPart | TextPart | ToolPart | SearchPart
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,7 +273,8 @@ class Plan:
         A non-streamed reply waits as long as a stream of this many deltas would take.
         """
         return sum(
-            1 if isinstance(p, ToolPart) else len(p.text) // CHARS_PER_TOKEN for p in self.parts
+            1 if isinstance(p, ToolPart | SearchPart) else len(p.text) // CHARS_PER_TOKEN
+            for p in self.parts
         )
 
 
@@ -306,24 +311,34 @@ def _tool_part(req: Mapping[str, Any], name: str, seq: int, text: str) -> ToolPa
     return ToolPart(f"toolu_sim_{seq}", name, value, msgspec.json.encode(value).decode())
 
 
+def _client_tools(req: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [t for t in req.get("tools") or () if not is_server_tool(t)]
+
+
 def _tool_name(req: Mapping[str, Any], directives: Directives) -> str | None:
+    # A server tool (web search) is run by the "API", never returned as a client tool call: when
+    # it is forced (or first under "any") the search runs, and "any" calls the first client tool.
+    servers = {t.get("name") for t in req.get("tools") or () if is_server_tool(t)}
+    clients = _client_tools(req)
     forced = forced_tool(req)
-    if forced is not None:
-        return forced
     choice = req.get("tool_choice")
+    if forced is not None and forced not in servers:
+        return forced
+    if forced is not None:
+        wants_any = isinstance(choice, Mapping) and choice.get("type") == "any"
+        return str(clients[0].get("name", "")) if wants_any and clients else None
     if isinstance(choice, Mapping) and choice.get("type") == "none":
         return None
     if directives.tool is None and _asks_for_a_tool(req):
-        return str(req["tools"][0].get("name", ""))
+        return str(clients[0].get("name", ""))
     return directives.tool
 
 
 def _asks_for_a_tool(req: Mapping[str, Any]) -> bool:
     """A plain-language "use the tool" in the newest user text (not a tool result) calls the
     first tool, so examples written for real models (like the seed page's) behave alike."""
-    tools = req.get("tools")
     messages = req["messages"]
-    if not tools or messages[-1]["role"] != "user":
+    if not _client_tools(req) or messages[-1]["role"] != "user":
         return False
     content = messages[-1]["content"]
     if isinstance(content, list) and any(b.get("type") == "tool_result" for b in content):
@@ -356,14 +371,20 @@ def plan_reply(
     if want_text is None:
         want_text = 0 if tool_name is not None else DEFAULT_REPLY_TOKENS
     n_think = min(want_think, budget)
-    n_text = min(want_text, budget - n_think)
+    searches, ran, cite = plan_searches(
+        req, searches_wanted(req, directives.web_search), seq, last_user_text(req["messages"])[1]
+    )
+    # The searches come before the answer; what they cost is taken from the text's budget.
+    search_tokens = sum(p.tokens for p in searches)
+    n_text = max(0, min(want_text, budget - n_think - search_tokens))
     capped = n_think < want_think or n_text < want_text
     parts: list[Part] = []
     if n_think:
         parts.append(_thinking_part(seed, n_think))
+    parts.extend(searches)
     if n_text:
-        parts.append(TextPart(_answer_text(req, seed, n_text)))
-    output = n_think + n_text
+        parts.extend(_text_parts(_answer_text(req, seed, n_text), cite))
+    output = n_think + n_text + search_tokens
     if tool_name is not None and not capped:
         tool = _tool_part(req, tool_name, seq, directives.arg)
         if tool.tokens <= budget - output:
@@ -373,8 +394,19 @@ def plan_reply(
             capped = True
     stop_reason, stop_sequence = _stop(capped, tool_name, directives)
     uncached = input_tokens - cache.read - cache.written
-    usage = Usage(uncached, cache, output, n_think, _server_tools(directives))
+    servers = _server_tools(directives, ran if searches else None)
+    usage = Usage(uncached, cache, output, n_think, servers)
     return Plan(f"msg_sim_{seq}", req["model"], tuple(parts), stop_reason, stop_sequence, usage)
+
+
+def _text_parts(text: str, cite: dict[str, Any] | None) -> list[TextPart]:
+    """The answer after a search: its first half plain, its second half citing the first
+    result found (as the API splits text around each citation); without one, one block."""
+    if cite is None:
+        return [TextPart(text)]
+    half = len(text) // CHARS_PER_TOKEN // 2 * CHARS_PER_TOKEN
+    cited = TextPart(text[half:], (cite,))
+    return [TextPart(text[:half]), cited] if half else [cited]
 
 
 def _answer_text(req: Mapping[str, Any], seed: int, n_tokens: int) -> str:
@@ -387,8 +419,11 @@ def _answer_text(req: Mapping[str, Any], seed: int, n_tokens: int) -> str:
     return text.ljust(n_tokens * CHARS_PER_TOKEN)[: n_tokens * CHARS_PER_TOKEN]
 
 
-def _server_tools(directives: Directives) -> dict[str, int] | None:
-    search, fetch = directives.web_search, directives.web_fetch
+def _server_tools(directives: Directives, searched: int | None) -> dict[str, int] | None:
+    """``usage.server_tool_use``: the searches that ran (``searched``; None when the request
+    has no search tool, then the ``web_search`` directive's count alone) and the fetches."""
+    search = directives.web_search if searched is None else searched
+    fetch = directives.web_fetch
     if search is None and fetch is None:
         return None
     return {"web_search_requests": search or 0, "web_fetch_requests": fetch or 0}
@@ -406,8 +441,16 @@ def _stop(capped: bool, tool_name: str | None, directives: Directives) -> tuple[
     return "end_turn", None
 
 
-def _block(part: Part) -> dict[str, Any]:
+def _blocks(part: Part) -> list[dict[str, Any]]:
+    if isinstance(part, SearchPart):
+        return [part.use_block({"query": part.query}), part.result_block()]
+    return [_block(part)]
+
+
+def _block(part: ThinkingPart | TextPart | ToolPart) -> dict[str, Any]:
     if isinstance(part, TextPart):
+        if part.citations is not None:
+            return {"type": "text", "text": part.text, "citations": list(part.citations)}
         return {"type": "text", "text": part.text}
     if isinstance(part, ThinkingPart):
         return {"type": "thinking", "thinking": part.text, "signature": part.signature}
@@ -421,7 +464,7 @@ def to_message(plan: Plan) -> dict[str, Any]:
         "type": "message",
         "role": "assistant",
         "model": plan.model,
-        "content": [_block(p) for p in plan.parts],
+        "content": [block for p in plan.parts for block in _blocks(p)],
         "stop_reason": plan.stop_reason,
         "stop_sequence": plan.stop_sequence,
         "usage": plan.usage.final(),

@@ -3,8 +3,10 @@
 ``stream_steps(plan)`` yields ``(kind, bytes, tokens)`` for every event:
 
 message_start, then per block content_block_start, its deltas (text_delta per token;
-thinking_delta per token then one signature_delta; input_json_delta in 2-3 pieces),
-content_block_stop; then message_delta (stop reason and the final usage) and message_stop.
+thinking_delta per token then one signature_delta; input_json_delta in 2-3 pieces; a cited
+text block's citations_delta before its text), content_block_stop (a web search is two blocks:
+``server_tool_use`` with its query's input_json_delta, then ``web_search_tool_result`` whole in
+its start); then message_delta (stop reason and the final usage) and message_stop.
 
 ``kind`` tells the writer where to pause and where faults strike: ``TOKEN`` is a thinking/text
 delta (one content token), ``PIECE`` a tool-input delta, ``FINAL`` the message_delta (a pending
@@ -22,6 +24,7 @@ from typing import Any
 import msgspec
 
 from .engine import Plan, TextPart, ThinkingPart, ToolPart
+from .websearch import SearchPart
 
 PLAIN, TOKEN, PIECE, FINAL = range(4)
 Step = tuple[int, bytes, int]
@@ -145,17 +148,50 @@ def _tool_steps(index: int, part: ToolPart) -> Iterator[Step]:
     yield PIECE, delta("input_json_delta", index, pieces[-1]), part.tokens
 
 
+def _cited_text_steps(index: int, part: TextPart) -> Iterator[Step]:
+    """A cited text block as the API streams one: it starts with empty ``citations``, each
+    citation comes as a ``citations_delta`` before the text it supports."""
+    block = {"type": "text", "text": "", "citations": []}
+    yield PLAIN, event({"type": "content_block_start", "index": index, "content_block": block}), 0
+    for citation in part.citations or ():
+        cited = {"type": "citations_delta", "citation": citation}
+        yield PLAIN, event({"type": "content_block_delta", "index": index, "delta": cited}), 0
+    yield from _token_steps("text_delta", index, part.text)
+
+
+def _search_steps(index: int, part: SearchPart) -> Iterator[Step]:
+    """The ``server_tool_use`` block (its query streamed as input JSON), then the whole
+    ``web_search_tool_result`` in its start event, as the API sends them."""
+    use = part.use_block({})
+    yield PLAIN, event({"type": "content_block_start", "index": index, "content_block": use}), 0
+    pieces = json_pieces(part.json)
+    for piece in pieces[:-1]:
+        yield PIECE, delta("input_json_delta", index, piece), 0
+    yield PIECE, delta("input_json_delta", index, pieces[-1]), part.tokens
+    yield PLAIN, _stop(index), 0
+    result = part.result_block()
+    start = {"type": "content_block_start", "index": index + 1, "content_block": result}
+    yield PLAIN, event(start), 0
+
+
 def stream_steps(plan: Plan) -> Iterator[Step]:
     """Every event of the streamed reply to ``plan``, in order."""
     yield PLAIN, message_start(plan), 0
-    for index, part in enumerate(plan.parts):
-        if isinstance(part, TextPart):
+    index = 0
+    for part in plan.parts:
+        if isinstance(part, TextPart) and part.citations is not None:
+            yield from _cited_text_steps(index, part)
+        elif isinstance(part, TextPart):
             yield PLAIN, _start("text", index), 0
             yield from _token_steps("text_delta", index, part.text)
         elif isinstance(part, ThinkingPart):
             yield from _thinking_steps(index, part)
+        elif isinstance(part, SearchPart):
+            yield from _search_steps(index, part)
+            index += 1  # the search's two blocks: the result block ends below
         else:
             yield from _tool_steps(index, part)
         yield PLAIN, _stop(index), 0
+        index += 1
     yield FINAL, message_delta(plan), 0
     yield PLAIN, MESSAGE_STOP, 0

@@ -145,8 +145,11 @@ def block_text(block: Mapping[str, Any]) -> tuple[str, int]:
     if kind == "redacted_thinking":
         text = block.get("data", "")
         return text, len(text)
-    if kind == "tool_use":
+    if kind in ("tool_use", "server_tool_use"):
         text = str(block.get("name", "")) + _json(block.get("input", {})).decode()
+        return text, len(text)
+    if kind == "web_search_tool_result":  # the pages found count as read, as the API's do
+        text = _json(block.get("content", [])).decode()
         return text, len(text)
     if kind == "tool_result":
         return _nested_text(block.get("content", ""))

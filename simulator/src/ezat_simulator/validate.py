@@ -16,6 +16,8 @@ import hashlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .websearch import SEARCH_TYPES, check_tool
+
 BLOCK_TYPES = (
     "text",
     "image",
@@ -24,6 +26,9 @@ BLOCK_TYPES = (
     "tool_result",
     "thinking",
     "redacted_thinking",
+    # a web search's blocks, as a client sends its earlier answers back (websearch.py)
+    "server_tool_use",
+    "web_search_tool_result",
 )
 _TAGS = ", ".join(f"'{t}'" for t in BLOCK_TYPES)
 # Top-level fields the Messages API knows; anything else is "Extra inputs are not permitted".
@@ -97,6 +102,7 @@ _REQUIRED_FIELD: dict[str, tuple[str, type, str]] = {
     "thinking": ("thinking", str, "a valid string"),
     "redacted_thinking": ("data", str, "a valid string"),
     "tool_result": ("tool_use_id", str, "a valid string"),
+    "web_search_tool_result": ("tool_use_id", str, "a valid string"),
     "image": ("source", dict, "a valid dictionary"),
     "document": ("source", dict, "a valid dictionary"),
 }
@@ -151,7 +157,7 @@ def _check_block(block: Any, path: str, counter: list[int]) -> None:
         _require(isinstance(block[field], cls), f"{path}.{field}", f"Input should be {what}")
     if kind == "image":
         _check_image_source(block["source"], f"{path}.source")
-    if kind == "tool_use":
+    if kind in ("tool_use", "server_tool_use"):
         for field in ("id", "name"):
             _require(isinstance(block.get(field), str), f"{path}.{field}", "Field required")
         _require(
@@ -268,6 +274,10 @@ def _check_tools(tools: Any, counter: list[int]) -> None:
                 f"{path}.input_schema",
                 "Field required",
             )
+        elif tool.get("type") in SEARCH_TYPES:
+            problem = check_tool(tool, path)
+            if problem is not None:
+                raise InvalidRequest(problem)
         _check_cache_control(tool, path, counter)
 
 

@@ -29,7 +29,7 @@ from nats.aio.client import Client
 
 from . import metrics, spans
 from .attempt import INTERNAL, Attempts
-from .core import counting, health, selection
+from .core import counting, health, selection, server_tools
 from .core.dropped import DroppedLog
 from .core.retry_budget import RetryBudget
 from .core.upstream_errors import AttemptFailure, all_down
@@ -175,11 +175,9 @@ class Router:
 
     async def _route(self, req: RouteRequest, state: RequestState, decision: Decision) -> str:
         body = await self._claims.unpack(req.body, req.body_ref)
-        deployments = self._deployments.get(req.model)
-        if not deployments:
-            await self._publish(req, model_not_found(req.response_model, req.api).reply)
-            state.final_sent = True
-            return "no_deployment"
+        deployments, refused = await self._candidates(req, state, body)
+        if refused:
+            return refused
         if req.api == "count_tokens":
             estimate = req.input_estimate
             deployments = counting.counters(deployments, self._cannot_count, estimate=estimate)
@@ -232,6 +230,26 @@ class Router:
             assert req.input_estimate is not None
             return await self._estimated(req, state, req.input_estimate, decision.affinity)
         return await self._report(req, state, failure)
+
+    async def _candidates(
+        self, req: RouteRequest, state: RequestState, body: bytes
+    ) -> tuple[tuple[DeploymentConfig, ...], str]:
+        """The model's deployments that can serve ``body``; or none, the client already
+        answered, and the outcome to log (an unknown model; a server tool no kind of the
+        model's deployments runs: core/server_tools.py)."""
+        deployments = self._deployments.get(req.model)
+        if not deployments:
+            await self._publish(req, model_not_found(req.response_model, req.api).reply)
+            state.final_sent = True
+            return (), "no_deployment"
+        tools = server_tools.requested(body)
+        able = server_tools.able(deployments, tools)
+        if not able:
+            refusal = server_tools.unavailable(tools[0], req.response_model, deployments)
+            await self._publish(req, refusal.reply)
+            state.final_sent = True
+            return (), "server_tool_unavailable"
+        return able, ""
 
     async def _estimated(
         self, req: RouteRequest, state: RequestState, estimate: int, affinity: str
