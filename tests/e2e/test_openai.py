@@ -216,7 +216,10 @@ REFUSED = [
     ({"logit_bias": {"50256": -100}}, "logit_bias"),
     ({"modalities": ["text", "audio"]}, "modalities"),
     ({"audio": {"voice": "alloy", "format": "wav"}}, "audio"),
-    ({"web_search_options": {}}, "web_search_options"),
+    (
+        {"web_search_options": {"search_context_size": "max"}},
+        "web_search_options.search_context_size",
+    ),
     ({"functions": [{"name": "f", "parameters": {}}]}, "functions"),
     ({"function_call": "auto"}, "function_call"),
     ({"response_format": {"type": "json_object"}}, "response_format.type"),

@@ -141,11 +141,14 @@ async def test_a_function_tool_loop_without_state(gateway: Gateway) -> None:
 async def test_a_refused_field_is_a_400_naming_it(gateway: Gateway) -> None:
     with pytest.raises(openai.BadRequestError) as err:
         await gateway.openai().responses.create(
-            model=MODEL, input="hi", tools=[{"type": "web_search"}], store=False
+            model=MODEL,
+            input="hi",
+            tools=[{"type": "code_interpreter", "container": {"type": "auto"}}],
+            store=False,
         )
     assert err.value.status_code == 400
     body: Any = err.value.body
-    assert body["message"].startswith("tools[0].type: the built-in tool web_search")
+    assert body["message"].startswith("tools[0].type: the built-in tool code_interpreter")
     assert body["param"] == "tools[0].type"
 
 
@@ -177,9 +180,14 @@ async def test_a_failure_mid_stream_is_response_failed_and_nothing_is_billed(
 
 REFUSED: list[tuple[dict[str, Any], str, str]] = [
     (
-        {"tools": [{"type": "web_search_preview"}]},
+        {"tools": [{"type": "web_search_preview", "search_context_size": "huge"}]},
+        "tools[0].search_context_size",
+        'tools[0].search_context_size: must be "low", "medium" or "high"; got \'huge\'',
+    ),
+    (
+        {"tools": [{"type": "image_generation"}]},
         "tools[0].type",
-        "tools[0].type: the built-in tool web_search_preview is not supported; use function or "
+        "tools[0].type: the built-in tool image_generation is not supported; use function or "
         "custom tools",
     ),
     (

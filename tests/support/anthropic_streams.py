@@ -11,7 +11,9 @@ deployments sometimes send), pings, ``message_delta`` with any stop reason and `
 ``FINISH`` is the documented table (docs/api.md) of each stop reason's OpenAI finish reason. A
 ``Transcript`` keeps its frames and what they said: the texts, the tool calls, the thinking
 blocks, the counts, and ``blocks``, the answer's content as the same answer's non-streamed body
-holds it (``body()``). ``reads_of`` regroups the frames into reads.
+holds it (``body()``). ``reads_of`` regroups the frames into reads. ``transcripts(searches=True)``
+also draws web searches (a ``server_tool_use`` block and its ``web_search_tool_result``) and text
+blocks citing them (``citations_delta``s before the text), kept in ``searches`` and ``cited``.
 """
 
 from __future__ import annotations
@@ -63,6 +65,10 @@ class Transcript:
     output_tokens: int = 0
     reasoning_tokens: int | None = None
     blocks: list[dict[str, Any]] = field(default_factory=list)
+    # Each search: (its server_tool_use id, the query, the result URLs).
+    searches: list[tuple[str, str, list[str]]] = field(default_factory=list)
+    # Each citation: (the cited text block's start in the joined text, its end, the URL).
+    cited: list[tuple[int, int, str]] = field(default_factory=list)
 
     def body(self) -> dict[str, Any]:
         """The same answer as a non-streamed Messages response body."""
@@ -117,8 +123,11 @@ def anthropic_stream(body: dict[str, Any]) -> bytes:
         deltas: list[dict[str, Any]] = []
         if kind == "text":
             start: dict[str, Any] = {"type": "text", "text": ""}
-            deltas = [{"type": "text_delta", "text": p} for p in _halves(block["text"])]
-        elif kind == "tool_use":
+            deltas = [
+                {"type": "citations_delta", "citation": c} for c in block.get("citations") or ()
+            ]
+            deltas += [{"type": "text_delta", "text": p} for p in _halves(block["text"])]
+        elif kind in ("tool_use", "server_tool_use"):
             start = {**block, "input": {}}
             arguments = msgspec.json.encode(block["input"]).decode()
             deltas = [{"type": "input_json_delta", "partial_json": p} for p in _halves(arguments)]
@@ -155,8 +164,60 @@ def pieces(draw: st.DrawFn, text: str) -> list[str]:
     return [text[a:b] for a, b in itertools.pairwise(bounds)]
 
 
+_urls = st.from_regex(r"https://[a-z]{1,8}\.example/[a-z0-9]{0,6}", fullmatch=True)
+
+
+def _citations(draw: st.DrawFn, t: Transcript) -> list[dict[str, Any]]:
+    urls = [u for _, _, found in t.searches for u in found]
+    if not urls:
+        return []
+    return [
+        {
+            "type": "web_search_result_location",
+            "url": url,
+            "title": draw(st.text(max_size=12)),
+            "encrypted_index": draw(st.text(alphabet="ABCDEF0123", min_size=1, max_size=8)),
+            "cited_text": draw(st.text(max_size=20)),
+        }
+        for url in [draw(st.sampled_from(urls)) for _ in range(draw(st.integers(0, 3)))]
+    ]
+
+
+def _search(draw: st.DrawFn, t: Transcript, index: int) -> int:
+    """A search (server_tool_use, its input in pieces) and its result: two blocks."""
+    use_id = f"srvtoolu_{index}"
+    query = draw(st.text(max_size=30))
+    urls = draw(st.lists(_urls, min_size=draw(st.integers(0, 1)), max_size=3))
+    encoded = msgspec.json.encode({"query": query}).decode()
+    results = [
+        {
+            "type": "web_search_result",
+            "url": url,
+            "title": draw(st.text(max_size=12)),
+            "encrypted_content": draw(st.text(alphabet="ABCDEFabcdef0123", max_size=24)),
+            "page_age": None,
+        }
+        for url in urls
+    ]
+    use = {"type": "server_tool_use", "id": use_id, "name": "web_search", "input": {}}
+    result = {"type": "web_search_tool_result", "tool_use_id": use_id, "content": results}
+    deltas = [{"type": "input_json_delta", "partial_json": p} for p in pieces(draw, encoded)]
+    t.frames.append(event({"type": "content_block_start", "index": index, "content_block": use}))
+    t.frames.extend(
+        event({"type": "content_block_delta", "index": index, "delta": d}) for d in deltas
+    )
+    t.frames.append(event({"type": "content_block_stop", "index": index}))
+    t.frames.append(
+        event({"type": "content_block_start", "index": index + 1, "content_block": result})
+    )
+    t.frames.append(event({"type": "content_block_stop", "index": index + 1}))
+    t.blocks += [{**use, "input": {"query": query}}, result]
+    t.searches.append((use_id, query, urls))
+    return index + 2
+
+
 @st.composite
-def transcripts(draw: st.DrawFn) -> Transcript:
+def transcripts(draw: st.DrawFn, searches: bool = False) -> Transcript:
     t = Transcript()
     t.input_tokens = draw(st.integers(0, 10**6))
     t.cache_read = draw(st.integers(0, 10**6))
@@ -175,20 +236,30 @@ def transcripts(draw: st.DrawFn) -> Transcript:
             }
         )
     )
-    kinds = draw(
-        st.lists(st.sampled_from(["text", "tool", "thinking", "redacted", "ping"]), max_size=8)
-    )
+    choices = ["text", "tool", "thinking", "redacted", "ping"] + (["search", "cited"] * searches)
+    kinds = draw(st.lists(st.sampled_from(choices), max_size=8))
     index = 0
     for kind in kinds:
         if kind == "ping":
             t.frames.append(event({"type": "ping"}))
             continue
+        if kind in ("search", "cited"):  # cited: a search, then text that may cite it
+            index = _search(draw, t, index)
+            if kind == "search":
+                continue
+            kind = "text"
         if kind == "text":
             block: dict[str, Any] = {"type": "text", "text": ""}
             text = draw(st.text(max_size=40))
-            deltas = [{"type": "text_delta", "text": p} for p in pieces(draw, text)]
+            citations = _citations(draw, t) if searches else []
+            deltas = [{"type": "citations_delta", "citation": c} for c in citations]
+            deltas += [{"type": "text_delta", "text": p} for p in pieces(draw, text)]
+            start = sum(len(x) for x in t.texts)
+            t.cited += [(start, start + len(text), c["url"]) for c in citations]
             t.texts.append(text)
             t.blocks.append({"type": "text", "text": text})
+            if citations:
+                t.blocks[-1]["citations"] = citations
         elif kind == "tool":
             tool_id = draw(st.from_regex(r"toolu_[A-Za-z0-9]{1,10}", fullmatch=True)) + f"_{index}"
             name = draw(st.from_regex(r"[a-zA-Z_][a-zA-Z0-9_-]{0,20}", fullmatch=True))

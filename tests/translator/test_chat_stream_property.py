@@ -1,8 +1,9 @@
 """core.chat_stream against the official openai SDK's stream accumulator.
 
-Any valid Anthropic event sequence, cut into arbitrary reads, must accumulate (with
-``ChatCompletionStreamState``, what ``client.chat.completions.stream`` uses) into the text, tool
-calls, finish reason and usage the Anthropic stream described, and end with one ``[DONE]``.
+Any valid Anthropic event sequence (web searches and cited text included), cut into arbitrary
+reads, must accumulate (with ``ChatCompletionStreamState``, what ``client.chat.completions.stream``
+uses) into the text, tool calls, citations, finish reason and usage the Anthropic stream
+described, and end with one ``[DONE]``.
 """
 
 from __future__ import annotations
@@ -11,16 +12,21 @@ import itertools
 import json
 
 import msgspec
+from ezat_translator.core.anthropic_to_openai import to_chat_completion
 from ezat_translator.core.chat_stream import ChatStream
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from openai.lib.streaming.chat._completions import ChatCompletionStreamState
-from openai.types.chat import ChatCompletionChunk
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from support.anthropic_streams import FINISH, Transcript, reads_of, transcripts
 
 
 @settings(max_examples=300, deadline=None)
-@given(t=transcripts(), include_usage=st.booleans(), cuts=st.lists(st.integers(0, 60), max_size=20))
+@given(
+    t=transcripts(searches=True),
+    include_usage=st.booleans(),
+    cuts=st.lists(st.integers(0, 60), max_size=20),
+)
 def test_openai_sdk_accumulates_what_anthropic_sent(
     t: Transcript, include_usage: bool, cuts: list[int]
 ) -> None:
@@ -63,6 +69,18 @@ def test_openai_sdk_accumulates_what_anthropic_sent(
         (tool_id, "function", name, arguments) for tool_id, name, arguments in t.tools
     ]
     assert choice.finish_reason == FINISH[t.stop_reason]
+    # Each citation spans its text block's place in the content, as the JSON answer says.
+    notes = choice.message.annotations or []
+    got = [
+        (a.url_citation.start_index, a.url_citation.end_index, a.url_citation.url) for a in notes
+    ]
+    assert got == t.cited
+    body, _ = to_chat_completion(
+        msgspec.json.encode(t.body()), request_id="req_p", response_model="m", created=1
+    )
+    assert ChatCompletion.model_validate_json(body).choices[0].message.annotations == (
+        notes or None
+    )
 
     prompt = t.input_tokens + t.cache_read + t.cache_write
     reasoning = t.reasoning_tokens

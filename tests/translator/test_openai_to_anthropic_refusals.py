@@ -46,11 +46,36 @@ REFUSALS: list[tuple[str, dict[str, Any], int, str | None, str]] = [
     ("modalities_empty", request(modalities=[]), 400, "modalities", "modalities: "),
     ("audio", request(audio={"voice": "alloy", "format": "mp3"}), 400, "audio", "audio: "),
     (
-        "web_search_options",
-        request(web_search_options={}),
+        "web_search_options_not_an_object",
+        request(web_search_options=[]),
         400,
         "web_search_options",
-        "web_search_options: ",
+        "web_search_options: must be an object",
+    ),
+    (
+        "web_search_options_context_size",
+        request(web_search_options={"search_context_size": "max"}),
+        400,
+        "web_search_options.search_context_size",
+        'web_search_options.search_context_size: must be "low", "medium" or "high"',
+    ),
+    (
+        "web_search_options_country",
+        request(
+            web_search_options={
+                "user_location": {"type": "approximate", "approximate": {"country": "fr-FR"}}
+            }
+        ),
+        400,
+        "web_search_options.user_location.approximate.country",
+        "web_search_options.user_location.approximate.country: must be a two-letter",
+    ),
+    (
+        "web_search_options_location",
+        request(web_search_options={"user_location": {"type": "exact", "approximate": {}}}),
+        400,
+        "web_search_options.user_location.type",
+        'web_search_options.user_location.type: must be "approximate"',
     ),
     ("functions", request(functions=[{"name": "f"}]), 400, "functions", "functions: "),
     ("function_call", request(function_call="auto"), 400, "function_call", "function_call: "),

@@ -142,7 +142,7 @@ ITEMS: list[tuple[str, dict[str, Any], list[dict[str, Any]]]] = [
         ],
     ),
     ("server_tool_use", {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search"}, []),
-    ("undeclared block type", {"type": "web_search_tool_result", "content": []}, []),
+    ("a search result without its search", {"type": "web_search_tool_result", "content": []}, []),
 ]
 
 

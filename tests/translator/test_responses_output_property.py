@@ -1,6 +1,7 @@
 """core.responses_stream against the official openai SDK's Responses stream accumulator.
 
-Any valid Anthropic event sequence (support.anthropic_streams), cut into arbitrary reads,
+Any valid Anthropic event sequence (support.anthropic_streams; web searches and cited text
+included), cut into arbitrary reads,
 must accumulate (with ``ResponseStreamState``, what ``client.responses.stream`` uses) into the
 response object that core.anthropic_to_responses makes of the same answer non-streamed, and any
 byte split of it must give the same output.
@@ -8,6 +9,7 @@ byte split of it must give the same output.
 
 from __future__ import annotations
 
+import base64
 import itertools
 import json
 from typing import Any
@@ -35,7 +37,7 @@ def comparable(response: Response) -> dict[str, Any]:
 
 
 @settings(max_examples=300, deadline=None)
-@given(t=transcripts(), cuts=st.lists(st.integers(0, 60), max_size=20))
+@given(t=transcripts(searches=True), cuts=st.lists(st.integers(0, 60), max_size=20))
 def test_the_sdk_accumulates_the_non_streamed_response(t: Transcript, cuts: list[int]) -> None:
     stream = ResponsesStream(META, visible_seal)
     out = b"".join(stream.feed(read) for read in reads_of(t.frames, cuts))
@@ -54,10 +56,41 @@ def test_the_sdk_accumulates_the_non_streamed_response(t: Transcript, cuts: list
         (tool_id, name) for tool_id, name, _ in t.tools
     ]
     assert stream.usage == msgspec.json.decode(body)["usage"]
+    _searches_and_citations(final, t)
+
+
+def _searches_and_citations(final: Response, t: Transcript) -> None:
+    """One web_search_call per search, its id sealing the search and its result (what
+    Anthropic wants back next turn); a url_citation per citation, spanning its part."""
+    calls = [i for i in final.output if i.type == "web_search_call"]
+    assert [(c.status, c.action.type) for c in calls] == [("completed", "search")] * len(t.searches)
+    assert [(c.action.query, [s.url for s in c.action.sources or []]) for c in calls] == [
+        (query, urls) for _, query, urls in t.searches
+    ]
+    for call, (use_id, query, _) in zip(calls, t.searches, strict=True):
+        assert call.id.startswith("ws_sealed:")
+        use, result = json.loads(base64.b64decode(call.id[len("ws_sealed:") :]))
+        assert use == {
+            "type": "server_tool_use",
+            "id": use_id,
+            "name": "web_search",
+            "input": {"query": query},
+        }
+        assert result["tool_use_id"] == use_id
+    notes = [
+        (a.start_index, a.end_index, a.url)
+        for item in final.output
+        if item.type == "message"
+        for part in item.content
+        if part.type == "output_text"
+        for a in part.annotations
+        if a.type == "url_citation"
+    ]
+    assert [(0, e - s, u) for s, e, u in t.cited] == notes
 
 
 @settings(max_examples=100, deadline=None)
-@given(t=transcripts(), cuts=st.lists(st.integers(0, 4000), max_size=30))
+@given(t=transcripts(searches=True), cuts=st.lists(st.integers(0, 4000), max_size=30))
 def test_any_byte_split_gives_the_same_output(t: Transcript, cuts: list[int]) -> None:
     sse = b"".join(t.frames)
     whole_stream = ResponsesStream(META, visible_seal)

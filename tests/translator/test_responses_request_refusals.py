@@ -33,9 +33,6 @@ REFUSALS: list[tuple[str, dict[str, Any], str, str]] = [
             f"the built-in tool {kind} is not supported; use function or custom tools",
         )
         for kind in (
-            "web_search",
-            "web_search_preview",
-            "web_search_preview_2025_03_11",
             "file_search",
             "computer_use_preview",
             "code_interpreter",
@@ -48,7 +45,76 @@ REFUSALS: list[tuple[str, dict[str, Any], str, str]] = [
         "tool_unknown",
         request(tools=[F, {"type": "shell"}]),
         "tools[1].type",
-        'must be "function", "custom" or "namespace"; got \'shell\'',
+        'must be "function", "custom", "namespace", "web_search" or "web_search_preview"; '
+        "got 'shell'",
+    ),
+    (
+        "tool_web_fetch",  # Anthropic's web fetch has no OpenAI tool type to map from
+        request(tools=[{"type": "web_fetch"}]),
+        "tools[0].type",
+        'must be "function", "custom", "namespace", "web_search" or "web_search_preview"; '
+        "got 'web_fetch'",
+    ),
+    (
+        "web_search_twice",
+        request(tools=[{"type": "web_search"}, {"type": "web_search_preview"}]),
+        "tools[1].type",
+        "web search is already in tools; send it once",
+    ),
+    (
+        "web_search_context_size",
+        request(tools=[{"type": "web_search", "search_context_size": "huge"}]),
+        "tools[0].search_context_size",
+        'must be "low", "medium" or "high"; got \'huge\'',
+    ),
+    (
+        "web_search_allowed_domains",
+        request(tools=[{"type": "web_search", "filters": {"allowed_domains": "a.example"}}]),
+        "tools[0].filters.allowed_domains",
+        'must be a list of domain names, such as ["example.com"]',
+    ),
+    (
+        "web_search_filters",
+        request(tools=[{"type": "web_search", "filters": ["a.example"]}]),
+        "tools[0].filters",
+        "must be an object",
+    ),
+    (
+        "web_search_location_type",
+        request(tools=[{"type": "web_search_preview", "user_location": {"type": "exact"}}]),
+        "tools[0].user_location.type",
+        "must be \"approximate\"; got 'exact'",
+    ),
+    (
+        "web_search_domain_with_scheme",
+        request(
+            tools=[
+                {
+                    "type": "web_search",
+                    "filters": {"allowed_domains": ["a.example", "https://b.example"]},
+                }
+            ]
+        ),
+        "tools[0].filters.allowed_domains[1]",
+        "must be a domain name without a scheme; got 'https://b.example'",
+    ),
+    (
+        "web_search_location_country",
+        request(tools=[{"type": "web_search", "user_location": {"country": "France"}}]),
+        "tools[0].user_location.country",
+        "must be a two-letter ISO 3166-1 country code, such as \"GB\"; got 'France'",
+    ),
+    (
+        "web_search_location_city",
+        request(tools=[{"type": "web_search", "user_location": {"city": 7}}]),
+        "tools[0].user_location.city",
+        "must be a string",
+    ),
+    (
+        "tool_choice_web_search_without_the_tool",
+        request(tools=[F], tool_choice={"type": "web_search_preview"}),
+        "tool_choice.type",
+        "no tool named 'web_search' in tools",
     ),
     (
         "tool_name_empty",
@@ -71,9 +137,9 @@ REFUSALS: list[tuple[str, dict[str, Any], str, str]] = [
     ),
     (
         "tool_choice_built_in",
-        request(tools=[F], tool_choice={"type": "web_search_preview"}),
+        request(tools=[F], tool_choice={"type": "file_search"}),
         "tool_choice.type",
-        "the built-in tool web_search_preview is not supported",
+        "the built-in tool file_search is not supported",
     ),
     (
         "tool_choice_allowed_tools",
@@ -236,10 +302,11 @@ REFUSALS: list[tuple[str, dict[str, Any], str, str]] = [
     ),
     (
         "item_unknown",
-        request(input=[user("q"), {"type": "web_search_call", "id": "ws_1"}]),
+        request(input=[user("q"), {"type": "file_search_call", "id": "fs_1"}]),
         "input[1].type",
-        "'web_search_call' items are not supported; send one of message, function_call, "
-        "function_call_output, custom_tool_call, custom_tool_call_output, reasoning",
+        "'file_search_call' items are not supported; send one of message, function_call, "
+        "function_call_output, custom_tool_call, custom_tool_call_output, reasoning, "
+        "web_search_call",
     ),
     (
         "item_reference",

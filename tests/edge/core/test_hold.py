@@ -41,6 +41,8 @@ PRICES = Prices(
             False,
             Ask(30, 1, False, 3 + WEB_SEARCH_USES),
         ),
+        # Chat Completions' web_search_options, even empty, turns the search tool on.
+        (b'{"max_tokens":1,"web_search_options":{}}', False, Ask(10, 1, False, WEB_SEARCH_USES)),
     ],
 )
 def test_what_a_body_asks_for(body: bytes, cache_header: bool, ask: Ask) -> None:

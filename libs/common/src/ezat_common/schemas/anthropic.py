@@ -49,6 +49,8 @@ class Block(Struct, tag_field="type", kw_only=True):
 
 class TextBlock(Block, tag="text"):
     text: str = ""
+    # A web search's sources the text cites (web_search_result_location objects), as sent.
+    citations: list[Any] | None = None
 
 
 class ThinkingBlock(Block, tag="thinking"):
@@ -72,7 +74,22 @@ class ServerToolUseBlock(Block, tag="server_tool_use"):
     input: Any = None
 
 
-ContentBlock = TextBlock | ThinkingBlock | RedactedThinkingBlock | ToolUseBlock | ServerToolUseBlock
+class WebSearchToolResultBlock(Block, tag="web_search_tool_result"):
+    """A web search's results (``content``: a list of web_search_result objects, each with its
+    ``encrypted_content``, or one web_search_tool_result_error), as sent."""
+
+    tool_use_id: str = ""
+    content: Any = None
+
+
+ContentBlock = (
+    TextBlock
+    | ThinkingBlock
+    | RedactedThinkingBlock
+    | ToolUseBlock
+    | ServerToolUseBlock
+    | WebSearchToolResultBlock
+)
 
 
 class MessageResponse(Struct, kw_only=True):

@@ -221,6 +221,8 @@ class CompletionMessage(Struct, kw_only=True, omit_defaults=True):
     content: str | None
     refusal: None
     tool_calls: list[CompletionToolCall] | None = None
+    # url_citation annotations of a web search (docs/api.md, "Web search"); left out without.
+    annotations: list[dict[str, Any]] | None = None
 
 
 class CompletionChoice(Struct, kw_only=True):

@@ -4,7 +4,9 @@ admitted (docs/billing.md, "Budget holds").
 worst case = counted input x the input price (the 1-hour cache-write price instead, when the
 request can write cache), + ``max_tokens`` x the output price (the model's ``max_output_tokens``
 when the request names none), + the web-search fee x ``max_uses`` (``WEB_SEARCH_USES`` when it
-names none) when its tools include web search. Input is counted as the edge counts it for
+names none) when its tools include web search, or ``WEB_SEARCH_USES`` when a Chat Completions
+request sets ``web_search_options`` (the translator allows at most 5 searches for it: holding
+more errs on the side of the budget). Input is counted as the edge counts it for
 ``tpm`` (``core/estimate.py``: 1 token per 4 body bytes), which is more than the model bills for
 text and far more for images: a hold errs on the side of the budget. Integer micro-dollars,
 rounded up.
@@ -32,6 +34,8 @@ class _Limits(msgspec.Struct):
     max_completion_tokens: int | None = None  # chat
     max_output_tokens: int | None = None  # responses
     tools: list[_Tool] | None = None
+    # Chat Completions' web search: present (even empty) turns the search tool on.
+    web_search_options: dict[str, object] | None = None
 
 
 _decode = msgspec.json.Decoder(_Limits).decode
@@ -58,6 +62,8 @@ def ask_of(body: bytes, default_max_tokens: int, cache_header: bool) -> Ask:
     for tool in limits.tools or ():
         if tool.type is not None and tool.type.startswith("web_search"):
             searches += max(tool.max_uses or WEB_SEARCH_USES, 0)
+    if limits.web_search_options is not None:
+        searches += WEB_SEARCH_USES
     return Ask(
         input_tokens=body_tokens(len(body)),
         max_tokens=max(asked or default_max_tokens, 0),

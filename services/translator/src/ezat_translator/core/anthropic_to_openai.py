@@ -2,9 +2,11 @@
 
 One choice. ``content`` is the text blocks joined, or null when the answer is only tool calls;
 ``refusal`` and ``logprobs`` are always null; ``tool_calls`` is present only when the model called
-a tool, each with its ``input`` as a JSON text. Thinking text is never returned: the blocks of a
-turn that called tools are handed back as ``ThinkingKept`` so that the caller can keep them for
-the next turn (Anthropic wants them back with the tool results).
+a tool, each with its ``input`` as a JSON text; ``annotations`` only when the text cites a web
+search: a ``url_citation`` per citation, spanning its text block's place in ``content``.
+Thinking text is never returned: the blocks of a turn that called tools are handed back as
+``ThinkingKept`` so that the caller can keep them for the next turn (Anthropic wants them back
+with the tool results).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from ezat_translator.core.anthropic_answer import arguments_json, read_response,
 from ezat_translator.core.chat_usage import to_chat_usage
 from ezat_translator.core.finish import to_finish_reason
 from ezat_translator.core.token_counts import TokenCounts
+from ezat_translator.core.web_search import chat_annotation, url_citations
 
 _encode = msgspec.json.Encoder().encode
 
@@ -57,9 +60,14 @@ def to_chat_completion(
     calls: list[CompletionToolCall] = []
     thinking: list[dict[str, Any]] = []
     thinking_chars = 0
+    notes: list[dict[str, Any]] = []
+    at = 0  # where the block's text starts in content
     for block in content:
         if isinstance(block, TextBlock):
             texts.append(block.text)
+            end = at + len(block.text)
+            notes += [chat_annotation(a) for a in url_citations(block.citations, at, end)]
+            at = end
         elif isinstance(block, ToolUseBlock):
             function = CompletionFunction(name=block.name, arguments=arguments_json(block.input))
             calls.append(CompletionToolCall(id=block.id, function=function))
@@ -67,7 +75,7 @@ def to_chat_completion(
             if isinstance(block, ThinkingBlock):
                 thinking_chars += len(block.thinking)
             thinking.append(thinking_dict(block))
-        # server_tool_use blocks ran on the deployment's side: not a call for the client.
+        # server_tool_use and web_search_tool_result blocks ran on the deployment's side.
     counts = TokenCounts(cost_usd=cost_usd)
     counts.merge(usage)
     message = CompletionMessage(
@@ -75,6 +83,7 @@ def to_chat_completion(
         content="".join(texts) if texts or not calls else None,
         refusal=None,
         tool_calls=calls or None,
+        annotations=notes or None,
     )
     completion = ChatCompletion(
         id=f"chatcmpl-{request_id}",

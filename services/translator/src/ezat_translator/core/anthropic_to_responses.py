@@ -6,7 +6,9 @@ One output item per content block, in order: a ``text`` block is a ``message`` i
 (``call_id`` = the tool_use id, ``arguments`` its input as JSON text), a ``thinking`` or
 ``redacted_thinking`` block a ``reasoning`` item with ``summary: []`` and, when the caller gives a
 ``seal``, ``encrypted_content`` = the sealed block (signature included). Thinking text is never
-returned in clear. ``server_tool_use`` blocks ran on the deployment's side and give no item.
+returned in clear. A web search (a ``server_tool_use`` block and its ``web_search_tool_result``)
+is a ``web_search_call`` item whose ``id`` seals both blocks when the caller gives a ``seal``;
+a text block's ``citations`` are its part's ``url_citation`` annotations (web_search.py).
 
 ``status`` is ``completed``, or ``incomplete`` with ``incomplete_details.reason`` when the finish
 reason is ``length`` (``max_output_tokens``) or ``content_filter`` (finish.py). ``output_text`` is
@@ -23,15 +25,24 @@ from typing import Any
 import msgspec
 from ezat_common.schemas.anthropic import (
     RedactedThinkingBlock,
+    ServerToolUseBlock,
     TextBlock,
     ThinkingBlock,
     ToolUseBlock,
+    WebSearchToolResultBlock,
 )
 from msgspec import Struct, field
 
 from ezat_translator.core.anthropic_answer import arguments_json, read_response, thinking_dict
 from ezat_translator.core.finish import to_incomplete_reason
 from ezat_translator.core.token_counts import TokenCounts
+from ezat_translator.core.web_search import (
+    ID_PREFIX,
+    result_block,
+    search_item,
+    url_citations,
+    use_block,
+)
 
 _encode = msgspec.json.Encoder().encode
 
@@ -103,8 +114,8 @@ class ResponseMeta(Struct, frozen=True, kw_only=True):
 # ---- output items ---------------------------------------------------------------------------
 
 
-def output_text_part(text: str) -> dict[str, Any]:
-    return {"type": "output_text", "text": text, "annotations": []}
+def output_text_part(text: str, notes: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    return {"type": "output_text", "text": text, "annotations": notes or []}
 
 
 def message_item(item_id: str, parts: list[dict[str, Any]], status: str) -> dict[str, Any]:
@@ -150,6 +161,20 @@ def function_call_item(call_id: str, name: str, arguments: str, status: str) -> 
         "name": name,
         "arguments": arguments,
     }
+
+
+def web_search_item(
+    fallback_id: str,
+    use: ServerToolUseBlock | dict[str, Any],
+    result: WebSearchToolResultBlock,
+    seal: Seal | None = None,
+) -> dict[str, Any]:
+    """A search and its result as a ``web_search_call``; with ``seal``, its id seals both
+    blocks (the client sends it back: web_search.py), else it is ``fallback_id``."""
+    used = use if isinstance(use, dict) else use_block(use.id, use.name, use.input)
+    found = result_block(result.tool_use_id, result.content)
+    item_id = fallback_id if seal is None else ID_PREFIX + seal([used, found])
+    return search_item(item_id, used, found)
 
 
 def reasoning_item(
@@ -251,11 +276,19 @@ def to_response(
     content, stop_reason, usage = read_response(anthropic_body)
     output: list[dict[str, Any]] = []
     thinking_chars = 0
+    searches: dict[str, ServerToolUseBlock] = {}  # server_tool_use id -> the block
     for block in content:
         n = len(output)
         if isinstance(block, TextBlock):
-            parts = [output_text_part(block.text)]
+            notes = url_citations(block.citations, 0, len(block.text))
+            parts = [output_text_part(block.text, notes)]
             output.append(message_item(meta.item_id("msg", n), parts, "completed"))
+        elif isinstance(block, ServerToolUseBlock):
+            searches[block.id] = block
+        elif isinstance(block, WebSearchToolResultBlock):
+            use = searches.pop(block.tool_use_id, None)
+            if use is not None:
+                output.append(web_search_item(meta.item_id("ws", n), use, block, seal))
         elif isinstance(block, ToolUseBlock):
             arguments = arguments_json(block.input)
             output.append(meta.call_item(block.id, block.name, arguments, "completed"))
@@ -263,7 +296,6 @@ def to_response(
             if isinstance(block, ThinkingBlock):
                 thinking_chars += len(block.thinking)
             output.append(reasoning_item(meta.item_id("rs", n), thinking_dict(block), seal))
-        # server_tool_use blocks ran on the deployment's side: not an item for the client.
     counts = TokenCounts(cost_usd=cost_usd)
     counts.merge(usage)
     return _encode(final_response(meta, output, stop_reason, counts, thinking_chars))

@@ -14,7 +14,11 @@ The usage chunk waits for ``message_stop`` because the router releases that even
 billing acknowledged the record: if billing fails instead, the client gets the error and
 ``[DONE]`` without a usage chunk, as the seed page promises for failed (unbilled) requests.
 
-Thinking produces no chunk; its blocks are kept (``kept_thinking``) when the turn called tools.
+A text block's web search citations are ``url_citation`` annotations spanning that block's place
+in the content; all of them come in one chunk (``delta.annotations``) before the finish chunk,
+because the openai SDK's stream helper appends a list it gets whole but cannot merge two pieces
+of one without an ``index``. Thinking produces no chunk; its blocks are kept (``kept_thinking``)
+when the turn called tools.
 Pings produce nothing (the edge writes its own ``: ping`` comments). Events that do not decode
 (an unknown type, a block or delta type not declared) are counted in ``ignored_events`` and
 skipped. Chunks are spliced from byte pieces encoded once per stream; per event only the
@@ -29,8 +33,10 @@ import msgspec
 from ezat_common.envelopes import ReplyError
 from ezat_common.errors import OPENAI, STATUS_OF_TYPE, type_for_status
 from ezat_common.schemas.anthropic import (
+    CitationsDelta,
     ContentBlockDelta,
     ContentBlockStart,
+    ContentBlockStop,
     Error,
     InputJsonDelta,
     MessageDelta,
@@ -38,6 +44,7 @@ from ezat_common.schemas.anthropic import (
     MessageStop,
     RedactedThinkingBlock,
     SignatureDelta,
+    TextBlock,
     TextDelta,
     ThinkingBlock,
     ThinkingDelta,
@@ -50,6 +57,7 @@ from ezat_translator.core.anthropic_to_openai import ThinkingKept
 from ezat_translator.core.chat_usage import to_chat_usage
 from ezat_translator.core.finish import to_finish_reason
 from ezat_translator.core.token_counts import TokenCounts
+from ezat_translator.core.web_search import chat_annotation, url_citations
 
 _encode = msgspec.json.Encoder().encode
 
@@ -63,11 +71,14 @@ class ChatStream:
 
     __slots__ = (
         "_args_open",
+        "_cited",
         "_counts",
         "_events",
         "_finish_reason",
         "_head",
         "_include_usage",
+        "_length",
+        "_notes",
         "_role_chunk",
         "_started",
         "_tail",
@@ -113,6 +124,9 @@ class ChatStream:
         self._tool_call_ids: list[str] = []
         self._thinking: list[ThinkingPieces | dict[str, Any]] = []
         self._thinking_chars = 0
+        self._length = 0  # characters of content sent so far
+        self._cited: dict[int, tuple[int, list[Any]]] = {}  # text block -> (its start, citations)
+        self._notes: list[dict[str, Any]] = []  # annotations of the text blocks done
         self.done = False  # [DONE] (or the error) was returned; later input is ignored
 
     # ---- results ----------------------------------------------------------------------------
@@ -152,6 +166,8 @@ class ChatStream:
                 self._on_delta(event, out)
             elif isinstance(event, ContentBlockStart):
                 self._on_block_start(event, out)
+            elif isinstance(event, ContentBlockStop):
+                self._on_block_stop(event.index)
             elif isinstance(event, MessageStart):
                 self._counts.merge(event.message.usage)
                 self._start(out)
@@ -169,7 +185,7 @@ class ChatStream:
                 status = STATUS_OF_TYPE.get(event.error.type, 500)
                 out.append(self.error(status, event.error.message))
                 break
-            # ping, content_block_stop: nothing to send
+            # ping: nothing to send
         return b"".join(out)
 
     def error(self, status: int, message: str) -> bytes:
@@ -195,6 +211,18 @@ class ChatStream:
         if self._finish_reason is not None:
             return
         self._start(out)
+        for index in list(self._cited):  # blocks the stream did not stop (cut by message_stop)
+            self._on_block_stop(index)
+        if self._notes:
+            out.append(
+                self._head
+                + _OPEN_CHOICE
+                + b'{"annotations":'
+                + _encode(self._notes)
+                + b"}"
+                + _CLOSE_CHOICE
+                + self._tail
+            )
         reason = to_finish_reason(stop_reason)
         self._finish_reason = reason
         out.append(
@@ -211,7 +239,12 @@ class ChatStream:
         if isinstance(delta, TextDelta):
             if delta.text and self._finish_reason is None:
                 self._start(out)
+                self._length += len(delta.text)
                 out.append(self._text_open + _encode(delta.text) + self._text_close)
+        elif isinstance(delta, CitationsDelta):
+            cited = self._cited.get(event.index)
+            if cited is not None and delta.citation is not None:
+                cited[1].append(delta.citation)
         elif isinstance(delta, InputJsonDelta):
             k = self._tool_index.get(event.index)
             if k is not None and delta.partial_json and self._finish_reason is None:
@@ -233,11 +266,19 @@ class ChatStream:
             block = self._thinking[-1] if self._thinking else None
             if isinstance(block, ThinkingPieces):
                 block.signature.append(delta.signature)
-        # citations_delta: the cited text already arrived as text
+
+    def _on_block_stop(self, index: int) -> None:
+        cited = self._cited.pop(index, None)
+        if cited is not None and self._finish_reason is None:
+            start, citations = cited
+            notes = url_citations(citations, start, self._length)
+            self._notes += [chat_annotation(a) for a in notes]
 
     def _on_block_start(self, event: ContentBlockStart, out: list[bytes]) -> None:
         block = event.content_block
-        if isinstance(block, ToolUseBlock):
+        if isinstance(block, TextBlock):
+            self._cited[event.index] = (self._length, [])
+        elif isinstance(block, ToolUseBlock):
             if self._finish_reason is not None:
                 return
             self._start(out)

@@ -35,6 +35,7 @@ from .openai_request import (
 )
 from .openai_tools import forces_tool, to_tool_choice, to_tools
 from .turns import ImageUrlPart
+from .web_search import chat_tool
 
 __all__ = ["ChatTranslation", "ImageUrlPart", "located", "to_messages_request"]
 
@@ -63,6 +64,8 @@ def to_messages_request(
     max_tokens = output_limit(req, model)
 
     tools = to_tools(req.tools, keep_cache=model.prompt_caching) if req.tools else []
+    if req.web_search_options is not None:  # Anthropic's web search server tool (web_search.py)
+        tools.append(chat_tool(req.web_search_options))
     choice = (
         to_tool_choice(req.tool_choice, req.parallel_tool_calls, [t["name"] for t in tools])
         if tools
@@ -114,8 +117,6 @@ def refuse_unsupported(req: ChatRequest) -> None:
         raise invalid("modalities", 'only ["text"] output is supported')
     if req.audio is not None:
         raise invalid("audio", "audio output is not supported")
-    if req.web_search_options is not None:
-        raise invalid("web_search_options", "web search is not supported")
     if req.functions is not None:
         raise invalid("functions", "the legacy functions API is not supported; use tools")
     if req.function_call is not None:

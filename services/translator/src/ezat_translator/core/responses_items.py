@@ -15,6 +15,10 @@
 - ``reasoning`` items are accepted. Their ``encrypted_content`` goes to the ``open_reasoning``
   hook, whose thinking blocks open the assistant turn they belong to; without a hook (or without
   ``encrypted_content``) they are dropped, and the model thinks afresh.
+- ``web_search_call`` items whose ``id`` this gateway sealed (web_search.py) give the assistant
+  turn its search and results back (``server_tool_use`` and ``web_search_tool_result``, through
+  the same hook as reasoning); any other (no id, as the Codex CLI sends them back, or another
+  service's id) is dropped: the answer's text stays, its search results are not sent again.
 
 With ``previous_response_id`` the stored conversation comes in as canonical turns
 (``stored_turns``), placed before ``input``; ``Conversation``'s ``new_turns`` are then the
@@ -27,7 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ezat_common.config import ModelConfig
-from ezat_common.errors import invalid
+from ezat_common.errors import GatewayError, invalid
 from ezat_common.schemas.openai_responses import (
     CustomToolCallItem,
     FilePart,
@@ -41,6 +45,7 @@ from ezat_common.schemas.openai_responses import (
 
 from .openai_request import converted
 from .responses_tools import flat_name
+from .sealing import FOREIGN
 from .stored_turns import SEALED, canonical
 from .turns import (
     MAX_IMAGE_URLS,
@@ -54,6 +59,12 @@ from .turns import (
     tool_input,
     tool_use,
 )
+from .web_search import ID_PREFIX, SEALED_ID_PREFIX, sealed_blocks
+
+FOREIGN_SEARCH = (
+    "the web_search_call was not sealed by this gateway for this API key, or was altered; "
+    "send it back unchanged, or leave its id out (its results are then not sent again)"
+)
 
 # (encrypted_content, the item's path) -> the thinking blocks it restores, or [] to drop it; a
 # blob that is not the gateway's raises the 400 naming the path.
@@ -66,6 +77,7 @@ ITEM_TYPES = (
     "custom_tool_call",
     "custom_tool_call_output",
     "reasoning",
+    "web_search_call",
 )
 ROLES = ("user", "assistant", "system", "developer")
 TEXT_PARTS = ("input_text", "output_text")
@@ -181,6 +193,8 @@ class _Builder(TurnBuilder):
                 self.add_output(converted(item, ToolOutputItem, path), path)
             case "reasoning":
                 self.add_reasoning(converted(item, ReasoningItem, path), path)
+            case "web_search_call":
+                self.add_search(item.get("id"), path)
             case None:
                 raise invalid(f"{path}.type", "Field required; a message item may send a role")
             case "item_reference":
@@ -296,8 +310,27 @@ class _Builder(TurnBuilder):
     def add_reasoning(self, item: ReasoningItem, path: str) -> None:
         if item.encrypted_content and self.open_reasoning is not None:
             blocks = self.open_reasoning(item.encrypted_content, path)
+            if sealed_blocks(blocks):  # a web_search_call's id, not a reasoning item's content
+                raise invalid(f"{path}.encrypted_content", FOREIGN)
             self.keep_sealed(item.encrypted_content, blocks)
             self.add_blocks("assistant", blocks)
+
+    def add_search(self, item_id: Any, path: str) -> None:
+        if not isinstance(item_id, str) or not item_id.startswith(SEALED_ID_PREFIX):
+            return  # not ours (or no id): the search's results are not sent again
+        if self.open_reasoning is None:
+            return
+        blob = item_id[len(ID_PREFIX) :]
+        try:
+            blocks = self.open_reasoning(blob, path)
+        except GatewayError:
+            raise invalid(f"{path}.id", FOREIGN_SEARCH) from None
+        if not blocks:
+            return  # sealed under a retired key: dropped, as reasoning is
+        if not sealed_blocks(blocks):
+            raise invalid(f"{path}.id", FOREIGN_SEARCH)
+        self.keep_sealed(blob, blocks)
+        self.add_blocks("assistant", blocks)
 
 
 def to_conversation(

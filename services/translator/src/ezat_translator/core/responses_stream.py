@@ -12,6 +12,12 @@ Every event is ``event: <type>\\ndata: {...}\\n\\n`` with a ``sequence_number`` 
    ``response.function_call_arguments.delta`` per piece and ``.done`` (a call whose arguments
    came in no piece gets one, ``{}``, so that the pieces always add up to the arguments); a
    thinking block streams nothing, its item is done with ``encrypted_content`` when sealed;
+   a web search (a ``server_tool_use`` block, then its ``web_search_tool_result``) is one
+   ``web_search_call`` item whose events (added, ``response.web_search_call.in_progress``,
+   ``.searching``, ``.completed``, done) all come when its result does: the item's id seals the
+   result (anthropic_to_responses.py), and the SDK wants the same id at added and at done; a
+   text block's citations come as ``response.output_text.annotation.added`` events before its
+   ``response.output_text.done``;
 3. ``message_stop`` → nothing from ``feed``: the final ``response.completed`` (or
    ``response.incomplete``), carrying the whole output and the usage, comes from ``final``.
 
@@ -31,6 +37,7 @@ from typing import Any
 import msgspec
 from ezat_common.errors import STATUS_OF_TYPE, responses_failure, responses_sse
 from ezat_common.schemas.anthropic import (
+    CitationsDelta,
     ContentBlockDelta,
     ContentBlockStart,
     ContentBlockStop,
@@ -40,12 +47,14 @@ from ezat_common.schemas.anthropic import (
     MessageStart,
     MessageStop,
     RedactedThinkingBlock,
+    ServerToolUseBlock,
     SignatureDelta,
     TextBlock,
     TextDelta,
     ThinkingBlock,
     ThinkingDelta,
     ToolUseBlock,
+    WebSearchToolResultBlock,
 )
 
 from ezat_translator.core.anthropic_answer import (
@@ -63,57 +72,13 @@ from ezat_translator.core.anthropic_to_responses import (
     reasoning_item,
     response_object,
     to_response_usage,
+    web_search_item,
 )
+from ezat_translator.core.responses_stream_item import StreamItem
 from ezat_translator.core.token_counts import TokenCounts
+from ezat_translator.core.web_search import url_citations, use_block
 
 _encode = msgspec.json.Encoder().encode
-
-_TEXT_DELTA = b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta"'
-_ARGS_DELTA = (
-    b"event: response.function_call_arguments.delta\n"
-    b'data: {"type":"response.function_call_arguments.delta"'
-)
-
-
-class _Item:
-    """One output item being streamed: the block it comes from and what it gathered."""
-
-    __slots__ = (
-        "block",
-        "custom",
-        "delta_end",
-        "delta_head",
-        "delta_tail",
-        "id",
-        "index",
-        "pieces",
-        "thinking",
-    )
-
-    def __init__(
-        self,
-        item_id: str,
-        index: int,
-        block: TextBlock | ToolUseBlock | None,
-        custom: bool = False,
-    ) -> None:
-        self.id = item_id
-        self.custom = custom  # a custom tool's call: its text goes out whole, at its end
-        self.index = index
-        self.block = block  # None: a reasoning item
-        self.pieces: list[str] = []  # text or arguments
-        self.thinking: ThinkingPieces | dict[str, Any] | None = None
-        text = isinstance(block, TextBlock)
-        self.delta_head = (_TEXT_DELTA if text else _ARGS_DELTA) + b',"sequence_number":'
-        self.delta_tail = (
-            b',"item_id":'
-            + _encode(item_id)
-            + b',"output_index":'
-            + str(index).encode()
-            + (b',"content_index":0' if text else b"")
-            + b',"delta":'
-        )
-        self.delta_end = b',"logprobs":[]}\n\n' if text else b"}\n\n"
 
 
 class ResponsesStream:
@@ -128,6 +93,7 @@ class ResponsesStream:
         "_open",
         "_output",
         "_seal",
+        "_searches",
         "_seq",
         "_started",
         "_stop_reason",
@@ -146,8 +112,11 @@ class ResponsesStream:
         self._seq = 0
         self._started = False
         self._stop_reason: str | None = None
-        self._open: dict[int, _Item] = {}  # Anthropic block index -> its item, until it stops
+        self._open: dict[int, StreamItem] = {}  # Anthropic block index -> its item, until it stops
         self._items = 0  # output items added so far
+        # A web search's server_tool_use: block index -> (the block, its input's JSON pieces)
+        # until it stops, then its id -> the block as Anthropic wants it back.
+        self._searches: dict[int | str, Any] = {}
         self._output: dict[int, dict[str, Any]] = {}  # output index -> the item, once done
         self.complete = False  # message_stop arrived: ``final`` has the final event
         self.done = False  # the final event or response.failed was returned; the rest ignored
@@ -185,6 +154,8 @@ class ResponsesStream:
                 item = self._open.pop(event.index, None)
                 if item is not None:
                     self._close(item, out)
+                else:
+                    self._search_stop(event.index)
             elif isinstance(event, MessageStart):
                 self._counts.merge(event.message.usage)
                 self._start(out)
@@ -261,21 +232,27 @@ class ResponsesStream:
         meta = self._meta
         n = self._items
         if isinstance(block, TextBlock):
-            item = _Item(meta.item_id("msg", n), n, block)
+            item = StreamItem(meta.item_id("msg", n), n, block)
             added = message_item(item.id, [], "in_progress")
         elif isinstance(block, ToolUseBlock):
             added = self._meta.call_item(block.id, block.name, "", "in_progress")
-            item = _Item(added["id"], n, block, custom=self._meta.is_custom(block.name))
+            item = StreamItem(added["id"], n, block, custom=self._meta.is_custom(block.name))
         elif isinstance(block, ThinkingBlock | RedactedThinkingBlock):
-            item = _Item(meta.item_id("rs", n), n, None)
+            item = StreamItem(meta.item_id("rs", n), n, None)
             added = reasoning_item(item.id)
             if isinstance(block, ThinkingBlock):
                 item.thinking = ThinkingPieces(block.thinking, block.signature)
                 self._thinking_chars += len(block.thinking)
             else:
                 item.thinking = thinking_dict(block)
+        elif isinstance(block, ServerToolUseBlock):
+            self._searches[event.index] = (block, [])
+            return
+        elif isinstance(block, WebSearchToolResultBlock):
+            self._search_done(block, out)
+            return
         else:
-            return  # server_tool_use: ran on the deployment's side, no item
+            return
         self._start(out)
         self._items += 1
         self._open[event.index] = item
@@ -297,9 +274,12 @@ class ResponsesStream:
 
     def _on_delta(self, event: ContentBlockDelta, out: list[bytes]) -> None:
         item = self._open.get(event.index)
-        if item is None:
-            return
         delta = event.delta
+        if item is None:
+            search = self._searches.get(event.index)
+            if search is not None and isinstance(delta, InputJsonDelta):
+                search[1].append(delta.partial_json)
+            return
         if isinstance(delta, TextDelta):
             if delta.text and isinstance(item.block, TextBlock):
                 self._delta(item, delta.text, out)
@@ -316,9 +296,10 @@ class ResponsesStream:
                 self._thinking_chars += len(delta.thinking)
             elif isinstance(delta, SignatureDelta):
                 item.thinking.signature.append(delta.signature)
-        # citations_delta: the cited text already arrived as text
+        elif isinstance(delta, CitationsDelta) and delta.citation is not None:
+            item.citations.append(delta.citation)  # only text blocks have them
 
-    def _delta(self, item: _Item, piece: str, out: list[bytes]) -> None:
+    def _delta(self, item: StreamItem, piece: str, out: list[bytes]) -> None:
         """A piece of text or arguments: the one event per piece, spliced from bytes."""
         item.pieces.append(piece)
         seq = self._seq
@@ -327,16 +308,24 @@ class ResponsesStream:
             item.delta_head + str(seq).encode() + item.delta_tail + _encode(piece) + item.delta_end
         )
 
-    def _close(self, item: _Item, out: list[bytes]) -> None:
+    def _close(self, item: StreamItem, out: list[bytes]) -> None:
         n = item.index
         block = item.block
         if isinstance(block, TextBlock):
             text = "".join(item.pieces)
             where = {"item_id": item.id, "output_index": n, "content_index": 0}
+            notes = url_citations(item.citations, 0, len(text))
+            for k, note in enumerate(notes):
+                out.append(
+                    self._event(
+                        "response.output_text.annotation.added",
+                        {**where, "annotation_index": k, "annotation": note},
+                    )
+                )
             out.append(
                 self._event("response.output_text.done", {**where, "text": text, "logprobs": []})
             )
-            part = output_text_part(text)
+            part = output_text_part(text, notes)
             out.append(self._event("response.content_part.done", {**where, "part": part}))
             done = message_item(item.id, [part], "completed")
         elif isinstance(block, ToolUseBlock) and item.custom:
@@ -368,5 +357,38 @@ class ResponsesStream:
             thinking = item.thinking
             kept = thinking.to_block() if isinstance(thinking, ThinkingPieces) else thinking
             done = reasoning_item(item.id, kept, self._seal)
+        self._output[n] = done
+        out.append(self._event("response.output_item.done", {"output_index": n, "item": done}))
+
+    # ---- web search ---------------------------------------------------------------------------
+
+    def _search_stop(self, index: int) -> None:
+        """A server_tool_use block ended: its input is whole, kept until its result."""
+        found = self._searches.pop(index, None)
+        if found is None:
+            return
+        block, pieces = found
+        tool_input = block.input
+        if pieces:
+            try:
+                tool_input = msgspec.json.decode("".join(pieces))
+            except msgspec.DecodeError:
+                tool_input = {}
+        self._searches[block.id] = use_block(block.id, block.name, tool_input)
+
+    def _search_done(self, block: WebSearchToolResultBlock, out: list[bytes]) -> None:
+        """A search's result: its web_search_call item, from added to done."""
+        use = self._searches.pop(block.tool_use_id, None)
+        if use is None:
+            return  # a result without its search (none was streamed): nothing to show
+        self._start(out)
+        n = self._items
+        self._items += 1
+        done = web_search_item(self._meta.item_id("ws", n), use, block, self._seal)
+        added = {**done, "status": "in_progress"}
+        out.append(self._event("response.output_item.added", {"output_index": n, "item": added}))
+        where = {"item_id": done["id"], "output_index": n}
+        for kind in ("in_progress", "searching", "completed"):
+            out.append(self._event(f"response.web_search_call.{kind}", where))
         self._output[n] = done
         out.append(self._event("response.output_item.done", {"output_index": n, "item": done}))

@@ -18,11 +18,14 @@
   namespace's. ``namespaced`` maps the flat names back: a call comes out with ``name`` and
   ``namespace`` as the client declared them, and a call sent back with its ``namespace`` is
   matched to the flat name again.
-- Built-in tools (web search, file search, computer use, code interpreter, image generation,
-  MCP, local shell) have no equivalent and are refused, naming ``tools[i].type``.
+- ``web_search`` and ``web_search_preview`` become Anthropic's web search server tool
+  (web_search.py); at most one of them.
+- The other built-in tools (file search, computer use, code interpreter, image generation, MCP,
+  local shell) have no equivalent and are refused, naming ``tools[i].type``.
 - ``tool_choice`` ``auto``/``required``/``none`` as on the chat API; ``{"type": "function" |
-  "custom", "name"}`` forces that tool; ``parallel_tool_calls: false`` as on the chat API.
-  Without tools both are ignored.
+  "custom", "name"}`` forces that tool, ``{"type": "web_search_preview"}`` (or ``web_search``)
+  the web search; ``parallel_tool_calls: false`` as on the chat API. Without tools both are
+  ignored.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from ezat_common.schemas.openai_responses import CustomTool, FunctionTool, Named
 from .openai_output import check_closed
 from .openai_request import converted
 from .openai_tools import mode_choice, named_choice, to_tool, with_parallel
+from .web_search import RESPONSES_TYPES, TOOL_NAME, responses_tool
 
 CUSTOM_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -45,7 +49,7 @@ CUSTOM_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 BUILT_IN = ("file_search", "code_interpreter", "image_generation", "mcp", "local_shell")
-BUILT_IN_PREFIXES = ("web_search", "computer_use")
+BUILT_IN_PREFIXES = ("computer_use",)
 RESPONSES_NAMED = '{"type": "function", "name": ...}'
 NAMESPACE_SEPARATOR = "__"
 
@@ -94,6 +98,10 @@ def to_tools(tools: list[dict[str, Any]], model: ModelConfig) -> list[dict[str, 
             out.append(custom_tool(converted(raw, CustomTool, path), model, path))
         elif kind == "namespace":
             out.extend(namespace_tools(converted(raw, NamespaceTool, path), model, path))
+        elif kind in RESPONSES_TYPES:
+            if any(t.get("name") == TOOL_NAME for t in out):
+                raise invalid(f"{path}.type", "web search is already in tools; send it once")
+            out.append(responses_tool(raw, path))
         elif is_built_in(kind):
             raise invalid(
                 f"{path}.type",
@@ -101,7 +109,9 @@ def to_tools(tools: list[dict[str, Any]], model: ModelConfig) -> list[dict[str, 
             )
         else:
             raise invalid(
-                f"{path}.type", f'must be "function", "custom" or "namespace"; got {kind!r}'
+                f"{path}.type",
+                'must be "function", "custom", "namespace", "web_search" or '
+                f'"web_search_preview"; got {kind!r}',
             )
     return out
 
@@ -173,6 +183,8 @@ def to_tool_choice(
         if kind in ("function", "custom"):
             named = converted(choice, NamedTool, "tool_choice")
             out = named_choice(named.name, [t["name"] for t in tools], "tool_choice.name")
+        elif kind in RESPONSES_TYPES:
+            out = named_choice(TOOL_NAME, [t["name"] for t in tools], "tool_choice.type")
         elif is_built_in(kind):
             raise invalid("tool_choice.type", f"the built-in tool {kind} is not supported")
         else:

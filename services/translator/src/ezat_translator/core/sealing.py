@@ -30,7 +30,10 @@ from ezat_common.errors import invalid
 PREFIX = "ezs1."
 _NONCE = 12
 _AAD = b"ezat-reasoning-v1\x00"
-_BLOCK_TYPES = frozenset({"thinking", "redacted_thinking"})
+# Thinking (a reasoning item's) and a web search with its result (a web_search_call's id).
+_BLOCK_TYPES = frozenset(
+    {"thinking", "redacted_thinking", "server_tool_use", "web_search_tool_result"}
+)
 _decode_blocks = msgspec.json.Decoder(list[dict[str, Any]]).decode
 _encode = msgspec.json.Encoder().encode
 

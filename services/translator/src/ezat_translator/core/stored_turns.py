@@ -6,7 +6,8 @@ the request's own input became (a ``system`` turn holds the text its system and 
 messages added to the system prompt), then the assistant turn of the answer. Thinking is kept
 only sealed: each run of thinking blocks that came from one reasoning item is one
 ``{"type": "ezat_sealed_thinking", "data": <encrypted_content>}`` block, opened again when a
-continuation reads it. What the translation dropped (unknown fields, empty text, reasoning items
+continuation reads it; a web search and its results likewise, sealed as its web_search_call's
+id (web_search.py). What the translation dropped (unknown fields, empty text, reasoning items
 without content, refusals) is not there, so a row grows with what the model saw, not with what
 the client sent.
 
@@ -20,6 +21,7 @@ from typing import Any
 import msgspec
 
 from .responses_tools import flat_name
+from .web_search import ID_PREFIX, SEALED_ID_PREFIX
 
 SEALED = "ezat_sealed_thinking"
 
@@ -69,6 +71,8 @@ def assistant_turn(output: list[dict[str, Any]]) -> dict[str, Any] | None:
             )
         elif kind == "reasoning" and item.get("encrypted_content"):
             blocks.append({"type": SEALED, "data": item["encrypted_content"]})
+        elif kind == "web_search_call" and str(item.get("id")).startswith(SEALED_ID_PREFIX):
+            blocks.append({"type": SEALED, "data": item["id"][len(ID_PREFIX) :]})
     return {"role": "assistant", "content": blocks} if blocks else None
 
 
