@@ -12,12 +12,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import pytest
 from ezat_simulator.websearch import query_of, results_for
+from support.claude_code import run_claude
 from support.stack import create_key
+from support.usage_rows import fetched
 
 from .conftest import Gateway
-from .test_claude_code import CLAUDE, MODEL, rows_of, run_claude
+from .test_claude_code import MODEL
 
 # The simulated model calls Claude Code's WebSearch tool with {"query": "fjords"}, then answers.
 PROMPT = "Search the web for me. [sim:tool=WebSearch arg=fjords]"
@@ -26,8 +27,6 @@ PROMPT = "Search the web for me. [sim:tool=WebSearch arg=fjords]"
 async def test_claude_codes_web_search_runs_through_the_gateway(
     gateway: Gateway, tmp_path: Path
 ) -> None:
-    if not CLAUDE.exists():
-        pytest.fail("Claude Code is missing: run `make clients` (needs npm)")
     name = f"claude-search-{uuid.uuid4().hex[:8]}"
     secret = await create_key(gateway.database_url, name, user="dev-ana")
     # Every tool's schema in the request (no deferred tools), so the simulated model can call
@@ -35,9 +34,9 @@ async def test_claude_codes_web_search_runs_through_the_gateway(
     done = run_claude(
         gateway.url,
         secret,
-        str(uuid.uuid4()),
         tmp_path,
-        prompt=PROMPT,
+        PROMPT,
+        model=MODEL,
         allowed="WebSearch",
         env={"ENABLE_TOOL_SEARCH": "false"},
     )
@@ -76,6 +75,12 @@ async def test_claude_codes_web_search_runs_through_the_gateway(
     assert results and found[0] in json.dumps(results[-1]["content"]), results
     # Claude Code read the search's count, and the one search is billed once, on its row.
     assert result["modelUsage"][MODEL]["webSearchRequests"] == 1, result
-    rows = await rows_of(gateway.database_url, name, len(mine))
+    rows = await fetched(
+        gateway.database_url,
+        "SELECT u.web_search_requests FROM usage_records u"
+        " JOIN api_keys k ON k.id = u.key_id WHERE k.name = $1",
+        name,
+        at_least=len(mine),
+    )
     billed = sorted(row["web_search_requests"] for row in rows)
     assert sum(billed) == 1 and billed.count(1) == 1, billed

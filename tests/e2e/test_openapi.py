@@ -37,6 +37,11 @@ async def test_live_responses_match_the_documented_schemas(
         check("Catalogue", await r.json())
     async with http.get(gateway.url + "/openai/v1/models", headers=auth) as r:
         check("OpenAIModelList", await r.json())
+    codex = gateway.url + "/openai/v1/models?client_version=0.171.0"
+    async with http.get(codex, headers=auth) as r:
+        listed = await r.json()
+        check("OpenAIModelList", listed)
+        assert listed["models"], listed  # the Codex CLI's metadata
     async with http.get(gateway.url + "/v1/models", headers=auth) as r:
         check("AnthropicModelList", await r.json())
     body = {"model": MODEL, "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}

@@ -34,11 +34,16 @@ import msgspec
 ANTHROPIC_VERSION = "bedrock-2023-05-31"
 _API_VERSION = re.compile(r"\d{4}-\d{2}-\d{2}")
 # The anthropic_beta values Bedrock's Claude models take (AWS's list as gateways mirror it, plus
-# claude-code-20250219, which current Claude models on Bedrock accept).
+# claude-code-20250219, which current Claude models on Bedrock accept), and those LiteLLM's
+# per-provider table forwards to Bedrock's invoke API (litellm/anthropic_beta_headers_config.json,
+# "bedrock"): the router's allow-list for the kind (ezat_router/core/kinds/bedrock.py) is that
+# table, so the gateway never sends a beta this face refuses. Claude Code sends some of them
+# (mid-conversation-tool-changes-2026-07-01 among them).
 BETAS = frozenset(
     {
         "computer-use-2024-10-22",
         "computer-use-2025-01-24",
+        "computer-use-2025-11-24",
         "token-efficient-tools-2025-02-19",
         "interleaved-thinking-2025-05-14",
         "output-128k-2025-02-19",
@@ -49,6 +54,13 @@ BETAS = frozenset(
         "tool-search-tool-2025-10-19",
         "tool-examples-2025-10-29",
         "claude-code-20250219",
+        "compact-2026-01-12",
+        "dangerous-tool-use-2026-09-03",
+        "fine-grained-tool-streaming-2025-05-14",
+        "mid-conversation-output-config-2026-07-01",
+        "mid-conversation-tool-changes-2026-07-01",
+        "thinking-binding-controls-2026-08-01",
+        "thinking-display-updates-2026-08-18",
     }
 )
 

@@ -1,4 +1,4 @@
-"""core/model_access.py: a key's allow-list as canonical ids and as both model listings, made
+"""core/model_access.py: a key's allow-list as canonical ids and as the model listings, made
 once per distinct pair of lists."""
 
 from __future__ import annotations
@@ -49,7 +49,10 @@ def test_allowed_ids_and_listings(
     access = ModelAccess(CAT).of(key(own, team))
     assert access.ids == (None if allowed is None else sorted(allowed))
     shown = ALL if allowed is None else allowed
-    assert listed(access.anthropic) == listed(access.openai) == shown
+    assert listed(access.anthropic) == listed(access.openai) == listed(access.codex) == shown
+    # Codex's metadata: the same models, each under its id and its alias.
+    slugs = {entry["slug"] for entry in msgspec.json.decode(access.codex)["models"]}
+    assert slugs == shown | {name.split("/")[1] for name in shown}
 
 
 def test_listings_are_made_once_per_allowed_set() -> None:

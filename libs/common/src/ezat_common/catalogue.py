@@ -11,6 +11,7 @@ from typing import Any
 
 import msgspec
 
+from .codex_catalogue import codex_models
 from .config import Config, ModelConfig, Price
 from .envelopes import Api
 from .errors import invalid, model_not_found
@@ -120,11 +121,22 @@ class Catalogue:
 
     def openai_list(self, ids: Collection[str] | None = None) -> bytes:
         """``GET /openai/v1/models``: the models whose canonical id is in ``ids`` (None: all)."""
+        return msgspec.json.encode(self._openai_list(ids))
+
+    def codex_list(self, ids: Collection[str] | None = None) -> bytes:
+        """``GET /openai/v1/models?client_version=…``, the Codex CLI's question: the same list
+        with Codex's ``models`` beside ``data`` (``codex_catalogue``), so that it still reads
+        as an OpenAI list."""
+        listed = self._openai_list(ids)
+        listed["models"] = codex_models(self._listed(ids))
+        return msgspec.json.encode(listed)
+
+    def _openai_list(self, ids: Collection[str] | None) -> dict[str, Any]:
         data = [
             {"id": m.id, "object": "model", "created": m.created, "owned_by": m.owned_by}
             for m in self._listed(ids)
         ]
-        return msgspec.json.encode({"object": "list", "data": data})
+        return {"object": "list", "data": data}
 
     def anthropic_list(self, ids: Collection[str] | None = None) -> bytes:
         """``GET /v1/models``: the models whose canonical id is in ``ids`` (None: all)."""

@@ -280,7 +280,12 @@ class Api:
         key = await self.auth.authenticate(request)
         limit_headers = await self.limiter.check(key)
         access = self.models.access.of(key)  # only the models the key may use
-        body = access.openai if api_format(request.path) == "openai" else access.anthropic
+        if api_format(request.path) != "openai":
+            body = access.anthropic
+        elif "client_version" in request.query:  # the Codex CLI (docs/responses.md, "Codex CLI")
+            body = access.codex
+        else:
+            body = access.openai
         return web.Response(body=body, content_type=JSON, headers=limit_headers)
 
     async def public_models(self, request: web.Request) -> web.Response:

@@ -1,8 +1,8 @@
 """Which models a key may use, as the edge hands it on (docs/tenancy.md, "How a request is
 authorized"): the canonical ids of its allow-list (its own list intersected with its team's,
 ``ezat_common.tenancy.allowed_models``), which every model request carries to the translator,
-where the name is resolved and a model outside them is the unknown model's 404; and the two
-model listings restricted to them.
+where the name is resolved and a model outside them is the unknown model's 404; and the model
+listings restricted to them (Anthropic's, OpenAI's, and OpenAI's with the Codex CLI's metadata).
 
 Made once per distinct pair of lists and kept: a request costs a dictionary lookup, never a
 listing encoded again. The lists are the operators' (teams and keys), so there are few of them;
@@ -30,19 +30,19 @@ class Access(NamedTuple):
     allowed: frozenset[str] | None  # the same, to look up
     anthropic: bytes  # GET /v1/models
     openai: bytes  # GET /openai/v1/models
+    codex: bytes  # the same asked by the Codex CLI (with its client_version)
 
 
 class ModelAccess:
     def __init__(self, catalogue: Catalogue) -> None:
         self._catalogue = catalogue
-        self._all = Access(None, None, catalogue.anthropic_list(), catalogue.openai_list())
+        self._all = _access(catalogue, None)
         self._by_lists: dict[Lists, Access] = {}
         self._by_ids: dict[frozenset[str], Access] = {}
 
     def refresh(self) -> None:
         """After the catalogue was replaced (a config reload): its lists made again."""
-        cat = self._catalogue
-        self._all = Access(None, None, cat.anthropic_list(), cat.openai_list())
+        self._all = _access(self._catalogue, None)
         self._by_lists = {}
         self._by_ids = {}
 
@@ -78,6 +78,16 @@ class ModelAccess:
             return self._all
         found = self._by_ids.get(ids)  # another pair of lists may allow the same models
         if found is None:
-            found = Access(sorted(ids), ids, cat.anthropic_list(ids), cat.openai_list(ids))
+            found = _access(cat, ids)
             self._by_ids[ids] = found
         return found
+
+
+def _access(cat: Catalogue, ids: frozenset[str] | None) -> Access:
+    return Access(
+        None if ids is None else sorted(ids),
+        ids,
+        cat.anthropic_list(ids),
+        cat.openai_list(ids),
+        cat.codex_list(ids),
+    )
