@@ -30,7 +30,14 @@ META = ResponseMeta(
     request_id="req_0123456789", response_model="anthropic/claude-sonnet-5-5", created_at=1793318400
 )
 
-KNOWN_BLOCKS = {"text", "tool_use", "thinking", "redacted_thinking", "server_tool_use"}
+KNOWN_BLOCKS = {
+    "text",
+    "tool_use",
+    "thinking",
+    "redacted_thinking",
+    "server_tool_use",
+    "web_search_tool_result",
+}
 START = anthropic_event(
     {
         "type": "message_start",
@@ -85,7 +92,7 @@ def test_the_sdk_accumulates_the_non_streamed_response(case: Path) -> None:
     assert plain(final) == plain(expected)
     assert final.output_text == expected.output_text
     assert stream.done
-    # A block of a type the stream does not know (web_search_tool_result) is counted and skipped.
+    # A block of a type the stream does not know (container_upload) is counted and skipped.
     assert stream.ignored_events == sum(b["type"] not in KNOWN_BLOCKS for b in body["content"])
     # What the deltas built up is what the items say when done.
     snapshot = state._ResponseStreamState__current_snapshot  # type: ignore[attr-defined]
