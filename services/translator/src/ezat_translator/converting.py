@@ -69,7 +69,7 @@ class Converter:
                 self._spawn(state, self._publish_body(state, reply, data, before))
                 return None
             case ReplyError():
-                return reply
+                return state.conv.error(reply)
         return None
 
     async def fail(self, state: OpenAIState) -> None:
