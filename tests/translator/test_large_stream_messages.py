@@ -2,8 +2,9 @@
 (docs/reliability.md, "Large stream messages"; core/sse_split.py). Each Responses web search
 carries its sealed ``web_search_call`` id (the search's results) in five events, so one router
 chunk of a few searches converts to a message several times its size. Real NATS and the real
-sealer; the router is what the test publishes to the route's reply subject, the edge the test's
-subscription, whose bytes the openai SDK's Responses accumulator reads back."""
+sealer; the router is what the test publishes to the route's reply subject; the edge is the
+test's subscription (each message's size and number), then the edge's real relay serving the
+openai SDK over HTTP."""
 
 from __future__ import annotations
 
@@ -18,12 +19,17 @@ from typing import Any
 
 import msgspec
 import nats
+import openai
 import pytest
-from ezat_common import envelopes
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+from ezat_common import bus, envelopes
 from ezat_common.catalogue import Catalogue
 from ezat_common.config import load_config
 from ezat_common.envelopes import ClientRequest, ReplyChunk, ReplyEnd, ReplyHead, RouteRequest
 from ezat_common.subjects import Subjects
+from ezat_edge.call import Call
+from ezat_edge.relay import Relay
 from ezat_translator.app import Translator
 from ezat_translator.core.anthropic_to_responses import ResponseMeta
 from ezat_translator.core.responses_stream import ResponsesStream
@@ -32,6 +38,7 @@ from ezat_translator.core.sse_split import pieces
 from ezat_translator.responses_requests import ResponsesRequests
 from nats.aio.client import Client
 from nats.aio.msg import Msg
+from openai.types.responses import Response
 from support.anthropic_streams import anthropic_stream
 from support.responses_sse import accumulate
 
@@ -145,19 +152,34 @@ def _converted_size(start: bytes, middle: bytes) -> int:
     return len(stream.feed(middle))
 
 
+def _router_replies() -> list[envelopes.Reply]:
+    """What a router sends for a deployment's stream of five large searches read in one go:
+    the start, every search and the text in one chunk, the final frames."""
+    raw = anthropic_stream(searched_answer(5, 10, 4096))
+    frames = [f + b"\n\n" for f in raw.split(b"\n\n") if f.strip()]
+    start, middle, tail = frames[0], b"".join(frames[1:-2]), b"".join(frames[-2:])
+    return [ReplyHead(data=start), ReplyChunk(data=middle, seq=1), ReplyEnd(data=tail, seq=2)]
+
+
+def _every_search(final: Response) -> None:
+    """``final`` completed with the five searches, each id opening to its ten results."""
+    assert final.status == "completed"
+    searches = [item for item in final.output if item.type == "web_search_call"]
+    assert len(searches) == 5
+    for n, item in enumerate(searches):
+        blocks = SEALER.open(TENANT, item.id.removeprefix("ws_"), "id")
+        assert blocks is not None and blocks[0]["id"] == f"srvtoolu_{n}"
+        assert len(blocks[1]["content"]) == 10
+
+
 async def test_five_large_searches_in_one_router_chunk_reach_the_edge_whole(nc: Client) -> None:
     edge = Edge()
     route = await _routed(nc, edge)
-    frames = [f + b"\n\n" for f in anthropic_stream(searched_answer(5, 10, 4096)).split(b"\n\n")]
-    frames = [f for f in frames if f.strip()]
-    start, middle, tail = frames[0], b"".join(frames[1:-2]), b"".join(frames[-2:])
+    replies = _router_replies()
+    start, middle = replies[0].data, replies[1].data  # type: ignore[union-attr]
     # The router's chunk fits easily; converted, it would not fit in one message.
     assert len(middle) < nc.max_payload // 2 < nc.max_payload < _converted_size(start, middle)
-    for reply in (
-        ReplyHead(data=start),
-        ReplyChunk(data=middle, seq=1),
-        ReplyEnd(data=tail, seq=2),
-    ):
+    for reply in replies:
         await nc.publish(route.reply_to, envelopes.encode(reply))
     await asyncio.wait_for(edge.ended.wait(), 10)
 
@@ -171,13 +193,66 @@ async def test_five_large_searches_in_one_router_chunk_reach_the_edge_whole(nc: 
     # The same bytes as one piece, which the SDK reads as the whole answer.
     joined = head.data + b"".join(c.data for c in chunks) + end.data  # type: ignore[union-attr]
     final, _ = accumulate(joined)
-    assert final is not None and final.status == "completed"
-    searches = [item for item in final.output if item.type == "web_search_call"]
-    assert len(searches) == 5
-    for n, item in enumerate(searches):
-        blocks = SEALER.open(TENANT, item.id.removeprefix("ws_"), "id")
-        assert blocks is not None and blocks[0]["id"] == f"srvtoolu_{n}"
-        assert len(blocks[1]["content"]) == 10
+    assert final is not None
+    _every_search(final)
+
+
+async def test_through_the_edge_the_sdk_gets_every_search(nc: Client) -> None:
+    """The edge's real relay between the openai SDK and the translator: the stream the SDK
+    reads over HTTP is whole, each search with its sealed results."""
+    subjects = Subjects(prefix=f"bige{uuid.uuid4().hex[:8]}")
+    catalogue = Catalogue(load_config(str(CONFIG)))
+    responses = ResponsesRequests(catalogue, sealer=SEALER)
+    translator = Translator(nc, subjects, catalogue, None, responses=responses)  # type: ignore[arg-type]
+    await translator.replies.start()
+    inbox = bus.Inbox(nc, subjects, "edge.test")
+    await inbox.start()
+    claims = bus.Claims(nc, subjects, "edge")
+    relay = Relay(nc, subjects, inbox, claims, first_reply_timeout=30.0, ping_interval=15.0)
+    tasks: set[asyncio.Task[None]] = set()
+
+    async def on_translate(msg: Msg) -> None:
+        env = envelopes.decode_client_request(msg.data)
+        tasks.add(asyncio.ensure_future(translator.handle(env, spawned=True)))
+
+    async def on_route(msg: Msg) -> None:
+        route = envelopes.decode_route_request(msg.data)
+        for reply in _router_replies():
+            await nc.publish(route.reply_to, envelopes.encode(reply))
+
+    await nc.subscribe(subjects.translate, cb=on_translate)
+    await nc.subscribe(subjects.route, cb=on_route)
+    await nc.flush()
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        env = ClientRequest(
+            request_id=f"req-{uuid.uuid4().hex[:8]}",
+            uid=uuid.uuid4().hex,
+            api="responses",
+            key_id=TENANT,
+            reply_to="",
+            received_at=time.time(),
+        )
+        call = Call(request, env.request_id, "responses", env, {}, time.monotonic())
+        return await relay.run(call, body)
+
+    app = web.Application()
+    app.router.add_post("/v1/responses", handler)
+    async with (
+        TestServer(app) as server,
+        openai.AsyncOpenAI(
+            base_url=str(server.make_url("/v1")), api_key="k", max_retries=0
+        ) as client,
+        client.responses.stream(
+            model="claude-sonnet-5-5",
+            input="search five times",
+            tools=[{"type": "web_search", "search_context_size": "high"}],
+        ) as stream,
+    ):
+        final = await stream.get_final_response()
+    _every_search(final)
+    await asyncio.gather(*tasks)
 
 
 def test_pieces_cut_between_events_and_join_back() -> None:
