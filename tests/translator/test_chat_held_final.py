@@ -73,9 +73,9 @@ async def test_a_converted_stream_end_keeps_the_record_it_waits_for(nc: Client) 
     path = chat_path(nc)
     st = state(stream=True)
     path.states["7"] = st
-    head = path.step("7", st, ReplyHead(data=START))
+    (head,) = path.step("7", st, ReplyHead(data=START))
     assert isinstance(head, ReplyHead)
-    end = path.step("7", st, ReplyEnd(data=END, usage=USAGE))
+    (end,) = path.step("7", st, ReplyEnd(data=END, usage=USAGE))
     assert isinstance(end, ReplyEnd)
     assert end.usage == USAGE
     assert end.data.endswith(b"data: [DONE]\n\n")
@@ -85,7 +85,7 @@ async def test_a_converted_body_keeps_the_record_it_waits_for(nc: Client) -> Non
     path = chat_path(nc)
     st = state(stream=False)
     path.states["8"] = st
-    body = path.step("8", st, ReplyBody(status=200, data=BODY, usage=USAGE))
+    (body,) = path.step("8", st, ReplyBody(status=200, data=BODY, usage=USAGE))
     assert isinstance(body, ReplyBody)
     assert body.usage == USAGE
     assert msgspec.json.decode(body.data)["object"] == "chat.completion"
@@ -95,7 +95,7 @@ async def test_a_final_reply_without_a_record_stays_without_one(nc: Client) -> N
     path = chat_path(nc)
     st = state(stream=False)
     path.states["9"] = st
-    body = path.step("9", st, ReplyBody(status=200, data=BODY))
+    (body,) = path.step("9", st, ReplyBody(status=200, data=BODY))
     assert isinstance(body, ReplyBody) and body.usage == b""
 
 
@@ -108,11 +108,12 @@ async def test_a_converted_stream_is_numbered_anew_and_a_gap_from_the_router_is_
     path = chat_path(nc)
     st = state(stream=True)
     path.states["10"] = st
-    assert isinstance(path.step("10", st, ReplyHead(data=START)), ReplyHead)
-    end = path.step("10", st, ReplyEnd(data=END, usage=USAGE, seq=1))
+    (head,) = path.step("10", st, ReplyHead(data=START))
+    assert isinstance(head, ReplyHead)
+    (end,) = path.step("10", st, ReplyEnd(data=END, usage=USAGE, seq=1))
     assert isinstance(end, ReplyEnd) and end.seq == 1  # no chunk was sent before it
     st2 = state(stream=True)
     path.states["11"] = st2
     path.step("11", st2, ReplyHead(data=START))
-    assert path.step("11", st2, ReplyEnd(data=END, usage=USAGE, seq=2)) is PART_LOST
+    assert path.step("11", st2, ReplyEnd(data=END, usage=USAGE, seq=2)) == [PART_LOST]
     assert "11" not in path.states

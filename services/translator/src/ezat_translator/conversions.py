@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import msgspec
+from ezat_common.envelopes import ReplyError
 from ezat_common.pricing import COST_HEADER
 
 from . import metrics as m
@@ -25,6 +26,7 @@ from .core.anthropic_to_openai import ThinkingKept, to_chat_completion
 from .core.anthropic_to_responses import ResponseMeta, Seal, to_response
 from .core.chat_stream import ChatStream
 from .core.responses_stream import ResponsesStream
+from .core.web_search import CHAT_PARAM, UNAVAILABLE_CODE, unavailable_message
 from .thinking_store import ThinkingStore
 
 log = logging.getLogger("ezat.translator.conversions")
@@ -64,6 +66,20 @@ class Conversion(Protocol):
         from the router's ``x-ezat-cost-usd``), and what to do before it."""
         ...
 
+    def error(self, reply: ReplyError) -> ReplyError:
+        """The router's error as this API's client should read it."""
+        ...
+
+
+def _search_refused(reply: ReplyError, param: str | None, model: str, remove: str) -> ReplyError:
+    """The router's 400 for a web search no deployment of the model runs, naming ``param``
+    (what the client sent: the router names the translated body's ``tools.N.type``), with its
+    status and code kept; any other error as it is."""
+    if reply.code != UNAVAILABLE_CODE or param is None:
+        return reply
+    message = unavailable_message(param, model, remove)
+    return msgspec.structs.replace(reply, message=message, param=param)
+
 
 @dataclass(slots=True)
 class ChatConversion:
@@ -96,6 +112,10 @@ class ChatConversion:
         )
         return out, self._keep(kept)
 
+    def error(self, reply: ReplyError) -> ReplyError:
+        # web_search_options is the only way a Chat request asks for a server tool.
+        return _search_refused(reply, CHAT_PARAM, self.response_model, CHAT_PARAM)
+
     def _keep(self, kept: ThinkingKept | None) -> Before:
         if kept is None or not kept.blocks:
             return None
@@ -113,6 +133,9 @@ class ResponsesConversion:
     seal: Seal | None
     stream: ResponsesStream | None
     store: StoreResponse | None
+    # ``tools[i].type`` of the client's web search tool (None: it sent none): the router's
+    # index counts the translated tools, which namespace tools expand.
+    search_param: str | None = None
 
     def feed(self, data: bytes) -> bytes:
         assert self.stream is not None
@@ -131,6 +154,10 @@ class ResponsesConversion:
     def body(self, data: bytes, cost_usd: float | None = None) -> tuple[bytes, Before]:
         out = m.RESPONSE.run(to_response, data, self.meta, self.seal, cost_usd)
         return out, self._store(out)
+
+    def error(self, reply: ReplyError) -> ReplyError:
+        param = self.search_param
+        return _search_refused(reply, param, self.meta.response_model, "the tool")
 
     def _store(self, response: bytes) -> Before:
         store = self.store

@@ -24,6 +24,7 @@ from ezat_common.tasks import TaskSet
 
 from . import metrics as m
 from .conversions import Before, cost_of
+from .core.sse_split import pieces
 from .openai_state import OpenAIState
 
 log = logging.getLogger("ezat.translator.chat")
@@ -37,40 +38,55 @@ class Converter:
         self.claims = claims
         self.tasks = tasks  # the final answers that need work first
 
-    def convert(self, state: OpenAIState, reply: envelopes.Reply) -> envelopes.Reply | None:
-        """The reply to publish now (None: nothing, or a task publishes it later)."""
+    def convert(self, state: OpenAIState, reply: envelopes.Reply) -> list[envelopes.Reply]:
+        """The replies to publish now, in order (none: nothing, or a task publishes them
+        later). Stream bytes above the inline limit go as several numbered messages
+        (core/sse_split.py): one message could exceed NATS's max_payload."""
         match reply:
             case ReplyHead():
-                return ReplyHead(headers=reply.headers, data=self._feed(state, reply.data))
+                first, *rest = self._split(self._feed(state, reply.data))
+                return [ReplyHead(headers=reply.headers, data=first), *self._chunks(state, rest)]
             case ReplyChunk():
-                data = self._feed(state, reply.data)
-                if not data:
-                    return None
-                state.seq_out += 1
-                return ReplyChunk(data=data, seq=state.seq_out)
+                return self._chunks(state, self._split(self._feed(state, reply.data)))
             case ReplyEnd():
                 data, before = self._end(state, reply.data)
                 m.STREAM.done(state.stream_seconds)
+                *lead, last = self._split(data)
+                out: list[envelopes.Reply] = self._chunks(state, lead)
                 # The edge holds the converted end until its usage is durable (``usage``).
-                end = ReplyEnd(data=data, usage=reply.usage, seq=state.seq_out + 1)
+                out.append(ReplyEnd(data=last, usage=reply.usage, seq=state.seq_out + 1))
                 if before is not None:
-                    self._spawn(state, self._then_publish(state, before, end))
-                    return None
-                return end
+                    self._spawn(state, self._then_publish(state, before, out))
+                    return []
+                return out
             case ReplyBody():
                 if reply.data_ref is not None:
                     self._spawn(state, self._unpack_body(state, reply))
-                    return None
+                    return []
                 data, before = state.conv.body(reply.data, cost_of(reply.headers))
                 if before is None and len(data) <= self.claims.inline_limit:
-                    return ReplyBody(
+                    body = ReplyBody(
                         status=reply.status, headers=reply.headers, data=data, usage=reply.usage
                     )
+                    return [body]
                 self._spawn(state, self._publish_body(state, reply, data, before))
-                return None
+                return []
             case ReplyError():
-                return reply
-        return None
+                return [state.conv.error(reply)]
+        return []
+
+    def _split(self, data: bytes) -> list[bytes]:
+        return pieces(data, self.claims.inline_limit)
+
+    @staticmethod
+    def _chunks(state: OpenAIState, parts: list[bytes]) -> list[envelopes.Reply]:
+        """``parts`` as the stream's next numbered chunks (an empty part: none)."""
+        out: list[envelopes.Reply] = []
+        for data in parts:
+            if data:
+                state.seq_out += 1
+                out.append(ReplyChunk(data=data, seq=state.seq_out))
+        return out
 
     async def fail(self, state: OpenAIState) -> None:
         await self.nc.publish(state.edge_reply_to, envelopes.encode(INTERNAL))
@@ -116,10 +132,11 @@ class Converter:
         await self.nc.publish(state.edge_reply_to, envelopes.encode(out))
 
     async def _then_publish(
-        self, state: OpenAIState, before: Callable[[], Awaitable[None]], end: ReplyEnd
+        self, state: OpenAIState, before: Callable[[], Awaitable[None]], out: list[envelopes.Reply]
     ) -> None:
         await before()  # before the final event: the next turn needs it
-        await self.nc.publish(state.edge_reply_to, envelopes.encode(end))
+        for reply in out:
+            await self.nc.publish(state.edge_reply_to, envelopes.encode(reply))
 
     def _spawn(self, state: OpenAIState, coro: Coroutine[Any, Any, None]) -> None:
         # Spawned while the reply is handled (relayed.py's on_reply): the task's copy of the

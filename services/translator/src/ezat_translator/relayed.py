@@ -141,8 +141,7 @@ class Relayed:
             if type(reply) is Heartbeat:
                 state.ex.heartbeat(reply.stream, time.monotonic())
                 return
-            out = self.step(token, state, reply)
-            if out is not None:
+            for out in self.step(token, state, reply):
                 await self.nc.publish(state.edge_reply_to, envelopes.encode(out))
         except Exception:
             log.exception("reply conversion failed")
@@ -150,17 +149,15 @@ class Relayed:
         finally:
             logs.request_id.reset(rid)
 
-    def step(
-        self, token: str, state: OpenAIState, reply: envelopes.Reply
-    ) -> envelopes.Reply | None:
-        """What the edge gets for ``reply`` now (None: nothing, or a task publishes it later):
-        its exchange says whether it counts, its conversion what it becomes."""
+    def step(self, token: str, state: OpenAIState, reply: envelopes.Reply) -> list[envelopes.Reply]:
+        """What the edge gets for ``reply`` now, in order (none: nothing, or a task publishes
+        it later): its exchange says whether it counts, its conversion what it becomes."""
         state.route = None  # the router answered: the request is its own now
         kind = KINDS[type(reply)]
         seq = reply.seq if isinstance(reply, _NUMBERED) else 0
         if state.ex.reply(kind, seq, time.monotonic()) is LOST_PART:
             self._forget(token)  # one was lost between the router and here
-            return PART_LOST
+            return [PART_LOST]
         if kind is not _HEAD and kind is not _CHUNK:
             self._forget(token)  # its final reply
         return self.converter.convert(state, reply)

@@ -31,6 +31,7 @@ from .core.responses_to_anthropic import (
     translate_request,
 )
 from .core.responses_tools import namespaced
+from .core.web_search import responses_search_param
 from .stored_responses import Earlier
 
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
@@ -136,7 +137,8 @@ class ResponsesRequests:
         if tr.store and self.store is not None:
             await self.store.check(req.key_id, len(tr.new_turns))
             keep = self._keeper(req.key_id, meta.response_id, parsed.previous_response_id, tr)
-        return tr, ResponsesConversion(meta, seal, stream, keep)
+        search = responses_search_param(parsed.tools)
+        return tr, ResponsesConversion(meta, seal, stream, keep, search)
 
     async def _earlier(self, key_id: str, response_id: str) -> Earlier:
         if self.store is None:

@@ -192,3 +192,31 @@ def search_item(item_id: str, use: dict[str, Any], result: dict[str, Any]) -> di
 def sealed_blocks(blocks: list[dict[str, Any]]) -> bool:
     """``blocks`` are what a web_search_call's id seals: one search and its result."""
     return [b.get("type") for b in blocks] == list(BLOCK_TYPES)
+
+
+# ---- a model without the tool ---------------------------------------------------------------
+
+# The router's 400 for a server tool no deployment of the model runs (router
+# core/server_tools.py): it names the Messages body's ``tools.N.type``, not what the client sent.
+UNAVAILABLE_CODE = "server_tool_unavailable"
+
+
+def responses_search_param(tools: list[dict[str, Any]] | None) -> str | None:
+    """``tools[i].type`` of the client's web search tool (at most one: ``to_tools``), if any."""
+    for i, raw in enumerate(tools or ()):
+        if isinstance(raw, dict) and raw.get("type") in RESPONSES_TYPES:
+            return f"tools[{i}].type"
+    return None
+
+
+CHAT_PARAM = "web_search_options"
+
+
+def unavailable_message(param: str, model: str, remove: str) -> str:
+    """The router's refusal, naming ``param`` (what the client sent) instead of the upstream
+    tool; ``remove``: what the client should drop."""
+    return (
+        f"{param}: web search is not available for model `{model}` on any of its deployments "
+        f"(none of them has a web search server tool); remove {remove}, or use a model served "
+        "by an anthropic or vertex deployment."
+    )
