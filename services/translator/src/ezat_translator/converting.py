@@ -47,7 +47,14 @@ class Converter:
                 first, *rest = self._split(self._feed(state, reply.data))
                 return [ReplyHead(headers=reply.headers, data=first), *self._chunks(state, rest)]
             case ReplyChunk():
-                return self._chunks(state, self._split(self._feed(state, reply.data)))
+                data = self._feed(state, reply.data)
+                if len(data) > self.claims.inline_limit:
+                    return self._chunks(state, self._split(data))
+                if not data:
+                    return []
+                # The hot path: one converted chunk, one message.
+                state.seq_out += 1
+                return [ReplyChunk(data=data, seq=state.seq_out)]
             case ReplyEnd():
                 data, before = self._end(state, reply.data)
                 m.STREAM.done(state.stream_seconds)
