@@ -7,7 +7,8 @@ not an event stream / JSON (an HTML page), 429, 5xx, 529 and the other failures
 what the client gets. Each attempt is ``attempt.Attempts.try_deployment``. A cancelled request
 closes its upstream connection (the ``finally`` of the attempt) and records ``client_closed``
 usage in the background (``UsageSink.record_later``, retried until durable) since nobody waits
-for it; ``count_tokens`` is never recorded.
+for it; ``count_tokens`` is never recorded. The replies the router sends itself (an estimate,
+all down, the last failure, a cancel's record) are ``own_replies.OwnReplies``.
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 
-from ezat_common import envelopes, lifecycle, logs, tracing
+from ezat_common import logs, tracing
 from ezat_common.bus import Claims
 from ezat_common.catalogue import Catalogue
 from ezat_common.config import Config, DeploymentConfig
-from ezat_common.envelopes import Reply, ReplyBody, RouteRequest
+from ezat_common.envelopes import RouteRequest
 from ezat_common.errors import model_not_found
 from ezat_common.pricing import Pricer
 from nats.aio.client import Client
@@ -32,8 +33,9 @@ from .attempt import INTERNAL, Attempts
 from .core import counting, health, selection, server_tools
 from .core.dropped import DroppedLog
 from .core.retry_budget import RetryBudget
-from .core.upstream_errors import AttemptFailure, all_down
-from .forwarder import Forwarder, RequestState, usage_base
+from .core.upstream_errors import AttemptFailure
+from .forwarder import Forwarder, RequestState
+from .own_replies import OwnReplies
 from .shared_state import SharedState
 from .upstream import Endpoint, Signer, Upstream
 from .usage_sink import UsageSink
@@ -66,10 +68,8 @@ class Router:
     ) -> None:
         self._cfg = cfg.router
         self._region = region or cfg.router.region
-        self._nc = nc
         self._claims = claims
         self._upstream = upstream
-        self._usage_sink = usage_sink
         self._shared = shared
         self._clock = clock
         self._deployments = selection.by_model(cfg.deployments)
@@ -87,6 +87,7 @@ class Router:
         pricer = Pricer(self._catalogue)  # the answers' cost_usd (docs/billing.md)
         forwarder = Forwarder(nc, claims, upstream, usage_sink, cfg.router, clock, pricer)
         self._forwarder = forwarder
+        self._replies = OwnReplies(nc, usage_sink, shared, self._region, clock)
         self._attempts = Attempts(
             cfg.router, upstream, forwarder, shared, self._endpoints, self._outstanding, clock
         )
@@ -140,14 +141,16 @@ class Router:
         try:
             outcome = await self._route(req, state, decision)
         except asyncio.CancelledError as exc:
-            outcome = await self._cancelled(req, state, gateway="gateway" in exc.args)
+            outcome = await self._replies.cancelled(
+                req, state, gateway="gateway" in exc.args, stopping=self.stopping
+            )
             raise
         except Exception:
             log.exception("request failed inside the router")
             outcome = "internal_error"
             if not state.final_sent:
                 with contextlib.suppress(Exception):
-                    await self._publish(req, INTERNAL)
+                    await self._replies.publish(req, INTERNAL)
         finally:
             metrics.REQUESTS_BY(state.deployment, outcome).inc()
             if decision.affinity:
@@ -182,7 +185,7 @@ class Router:
             estimate = req.input_estimate
             deployments = counting.counters(deployments, self._cannot_count, estimate=estimate)
             if not deployments and estimate is not None:
-                return await self._estimated(req, state, estimate, "none")
+                return await self._replies.estimated(req, state, estimate, "none")
         kind, key, bound, ttl = await self._affinity(req)
         now = self._clock()
         self._budget.deposit(now)
@@ -209,12 +212,12 @@ class Router:
             else:
                 if planned.resting:
                     metrics.RETRY_BUDGET_EXHAUSTED.inc()
-                return await self._all_down(req, state, deployments, planned.outcome, now)
+                return await self._replies.all_down(req, state, deployments, planned.outcome, now)
         failure, served = await self._try_in_order(
             req, state, decision, planned, (kind, bound), order, body
         )
         if not state.attempts:  # every candidate's probe was taken by another replica
-            return await self._all_down(req, state, deployments, planned.outcome, now)
+            return await self._replies.all_down(req, state, deployments, planned.outcome, now)
         if (
             kind == "session"
             and served is not None
@@ -228,8 +231,8 @@ class Router:
             return "ok"
         if counting.answers_estimate(failure, req.input_estimate):
             assert req.input_estimate is not None
-            return await self._estimated(req, state, req.input_estimate, decision.affinity)
-        return await self._report(req, state, failure)
+            return await self._replies.estimated(req, state, req.input_estimate, decision.affinity)
+        return await self._replies.report(req, state, failure)
 
     async def _candidates(
         self, req: RouteRequest, state: RequestState, body: bytes
@@ -239,29 +242,17 @@ class Router:
         model's deployments runs: core/server_tools.py)."""
         deployments = self._deployments.get(req.model)
         if not deployments:
-            await self._publish(req, model_not_found(req.response_model, req.api).reply)
+            await self._replies.publish(req, model_not_found(req.response_model, req.api).reply)
             state.final_sent = True
             return (), "no_deployment"
         tools = server_tools.requested(body)
         able = server_tools.able(deployments, tools)
         if not able:
             refusal = server_tools.unavailable(tools[0], req.response_model, deployments)
-            await self._publish(req, refusal.reply)
+            await self._replies.publish(req, refusal.reply)
             state.final_sent = True
             return (), "server_tool_unavailable"
         return able, ""
-
-    async def _estimated(
-        self, req: RouteRequest, state: RequestState, estimate: int, affinity: str
-    ) -> str:
-        """No deployment of the model can count: the translator's estimate, said to be one, with
-        no ``x-ezat-deployment`` (none counted) and this router's region."""
-        headers = counting.estimate_headers(self._region, affinity)
-        body = counting.estimate_body(estimate)
-        await self._publish(req, ReplyBody(status=200, headers=headers, data=body))
-        state.final_sent = True
-        metrics.COUNT_ESTIMATES.inc()
-        return counting.ESTIMATED
 
     async def _affinity(self, req: RouteRequest) -> tuple[selection.Kind, str, str | None, float]:
         """The affinity kind, its key, the session's stored home (if any) and the binding TTL."""
@@ -327,18 +318,6 @@ class Router:
                 endpoint.dep.model_id or endpoint.dep.upstream_model or endpoint.dep.model,
             )
 
-    async def _report(self, req: RouteRequest, state: RequestState, failure: AttemptFailure) -> str:
-        """The last failure goes to the client; a stream that broke is recorded as failed."""
-        await self._publish(req, failure.error.with_headers(state.reply_headers))
-        state.final_sent = True
-        if state.head_sent and req.api != "count_tokens":
-            # The stream started and broke: recorded as failed (not billed) for the usage list.
-            record = state.usage.record(
-                usage_base(req, state, self._clock()), "failed", failure.error.type
-            )
-            self._usage_sink.record_later(record, state.traceparent)
-        return failure.reason
-
     def _record_health(
         self, name: str, failure: AttemptFailure | None, state: RequestState
     ) -> None:
@@ -353,49 +332,6 @@ class Router:
         elif not state.head_sent:
             # A 4xx is a working deployment's answer: as good as a success for its health.
             self._shared.succeeded(name, state.upstream_started_at)
-
-    async def _all_down(
-        self,
-        req: RouteRequest,
-        state: RequestState,
-        deployments: tuple[DeploymentConfig, ...],
-        affinity: str,
-        now: float,
-    ) -> str:
-        """Every deployment rests and no attempt is allowed: 429 when they are all rate limited,
-        else 529, with retry-after until the first one may be tried again."""
-        metrics.ALL_DOWN.labels(req.model).inc()
-        states = [self._shared.health(d.name) for d in deployments]
-        wait = min(health.recovers_at(h, now) for h in states) - now
-        all_limited = all(h.open_until <= now and h.cooldown_until > now for h in states)
-        reply = all_down(req.response_model, wait, all_limited=all_limited)
-        headers = {"x-ezat-region": self._region, "x-ezat-affinity": affinity}
-        await self._publish(req, reply.with_headers(headers))
-        state.final_sent = True
-        return "all_down"
-
-    async def _cancelled(self, req: RouteRequest, state: RequestState, gateway: bool) -> str:
-        """The client went away, the edge failed the request (``gateway``: a process relaying it
-        died), or the replica is stopping: record what was consumed."""
-        if state.final_sent:
-            return "ok"
-        if self.stopping:
-            with contextlib.suppress(Exception):  # NATS may already be going away
-                await self._publish(req, lifecycle.RESTARTING)
-            status: envelopes.UsageStatus = "failed"
-            outcome = "shutdown"
-        elif gateway:
-            status, outcome = "failed", "relay_lost"  # not charged (docs/billing.md)
-        else:
-            status, outcome = "client_closed", "client_closed"
-        # count_tokens is free and never recorded (docs/billing.md), cancelled or not.
-        if state.upstream_started_at and req.api != "count_tokens":
-            record = state.usage.record(usage_base(req, state, self._clock()), status)
-            self._usage_sink.record_later(record, state.traceparent)
-        return outcome
-
-    async def _publish(self, req: RouteRequest, reply: Reply) -> None:
-        await self._nc.publish(req.reply_to, envelopes.encode(reply))
 
 
 def _log_failed_attempt(deployment: str, attempt: int, failure: AttemptFailure) -> None:
