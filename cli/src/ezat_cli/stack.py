@@ -18,7 +18,6 @@ import os
 import secrets
 import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -35,6 +34,7 @@ from . import infra as infra_mod
 from . import reaper
 from .folder import saved_infra as saved_infra
 from .folder import saved_operator_token as saved_operator_token
+from .rolling import announces, start_warm, wait_replacement
 from .supervision import HEALTHY_AFTER, Child, Rollover, Supervised, supervise
 
 SERVICES = ("billing", "router", "fetcher", "translator", "edge")
@@ -46,13 +46,6 @@ MODULES = {
     "fetcher": "ezat_fetcher",
     "simulator": "ezat_simulator",
 }
-# Services that announce readiness and drains and wait their turn (``ezat_common.lifecycle``);
-# the edge announces too, but needs no turn: it shares its socket with its replacement.
-ANNOUNCING = ("ezat_router", "ezat_translator", "ezat_billing", "ezat_fetcher")
-
-
-def _announces(child: Child) -> bool:
-    return any(f"-m {m}" in " ".join(child.args) for m in ANNOUNCING)
 
 
 @dataclass
@@ -292,11 +285,11 @@ class Stack:
         """Rolling restart of one service: its replacement takes work as soon as the old process
         announces that it takes no new work, and the old one goes on draining what it holds.
 
-        A service that announces (``ANNOUNCING``) gets its replacement started first, warm and
-        waiting (``lifecycle.wait_turn``), then the old one gets SIGTERM. The edge, on the socket
-        the stack shares with it, gets its replacement started and accepting first, beside the
-        old one. Others are replaced once the old process has exited. With ``wait_ready`` it
-        returns once the replacement takes work."""
+        A service that announces (``rolling.ANNOUNCING``) gets its replacement started first,
+        warm and waiting (``lifecycle.wait_turn``), then the old one gets SIGTERM. The edge, on
+        the socket the stack shares with it, gets its replacement started and accepting first,
+        beside the old one. Others are replaced once the old process has exited. With
+        ``wait_ready`` it returns once the replacement takes work."""
         with self._lock:
             child = self.children[name]
             old = child.proc
@@ -304,9 +297,9 @@ class Stack:
                 raise RuntimeError(f"{name} is not running")
             mark = lifecycle.marker(old.pid, self.drain_dir)
             assert mark is not None
-            early, beside = _announces(child), bool(child.pass_fds)
+            early, beside = announces(child), bool(child.pass_fds)
             if early or beside:
-                self._start_warm(child, old, "waiting" if early else "ready", timeout)
+                start_warm(child, old, "waiting" if early else "ready", timeout, self.drain_dir)
             signalled = time.monotonic()
             old.send_signal(signal.SIGTERM)
             while not ((early or beside) and mark.exists()) and old.poll() is None:
@@ -323,56 +316,11 @@ class Stack:
         if beside:
             rollover.replacement_ready = 0.0  # it was accepting before the old one was told
         elif wait_ready:
-            self._wait_replacement(child, timeout)
+            wait_replacement(child, timeout, self.drain_dir, self.ready)
             rollover.replacement_ready = time.monotonic() - signalled
         with contextlib.suppress(FileNotFoundError):
             mark.unlink()
         return rollover
-
-    def _start_warm(
-        self, child: Child, old: subprocess.Popen[bytes], state: str, timeout: float
-    ) -> None:
-        """Start the replacement while ``old`` still serves, until it announces ``state``."""
-        extra = {environment.TAKE_OVER_FROM: str(old.pid)} if state == "waiting" else None
-        child.start(extra)
-        try:
-            self._wait_state(child, state, timeout)
-        except BaseException:  # the old process stays in charge, untouched
-            if child.proc is not None:
-                infra_mod.stop_process(child.proc, timeout=5)
-            child.proc = old
-            raise
-
-    def _wait_replacement(self, child: Child, timeout: float) -> None:
-        """Until the replacement takes work: its ``<pid>.ready`` announcement, or (the edge and
-        simulators announce nothing) the stack's ``/api/status``."""
-        if _announces(child):
-            self._wait_state(child, "ready", timeout)
-            return
-        deadline = time.monotonic() + timeout
-        while not self.ready():
-            if not child.alive:
-                tail = child.log_path.read_text(errors="replace")[-2000:]
-                raise RuntimeError(f"the new {child.name} exited while starting:\n{tail}")
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"the new {child.name} was not ready after {timeout}s")
-            time.sleep(0.005)
-
-    def _wait_state(self, child: Child, state: str, timeout: float) -> None:
-        """Until the child's process announces ``state`` (``<pid>.<state>``), then forget it."""
-        assert child.proc is not None
-        mark = lifecycle.marker(child.proc.pid, self.drain_dir, state=state)
-        assert mark is not None
-        deadline = time.monotonic() + timeout
-        while not mark.exists():
-            if not child.alive:
-                tail = child.log_path.read_text(errors="replace")[-2000:]
-                raise RuntimeError(f"the new {child.name} exited while starting:\n{tail}")
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"the new {child.name} was not {state} after {timeout}s")
-            time.sleep(0.005)
-        with contextlib.suppress(FileNotFoundError):
-            mark.unlink()
 
     def stop(self) -> None:
         self._stopping.set()
