@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import json
 import re
 import resource
@@ -35,35 +34,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ezat_http1 import Origin, Pool, UpstreamError, post_head
+from reply_scan import FIRST, Reply, StreamScan
 
-# The first content delta of each API's stream, and the marker of a complete stream.
-_FIRST_ANTHROPIC = re.compile(rb"event: content_block_delta")
-_FIRST_OPENAI = re.compile(rb'"content":\s?"[^"]')
-_FIRST_RESPONSES = re.compile(rb"event: response\.output_text\.delta")
-# "eventstream": a Bedrock face answered directly. Each chunk's payload is
-# {"bytes":"base64(event JSON)"...}, and base64 of an event's first 3n bytes is fixed: the
-# markers are the encoded starts of a content_block_delta and of message_stop.
-_FIRST_EVENTS = re.compile(
-    re.escape(b'"bytes":"' + base64.b64encode(b'{"type":"content_block_delta"'[:27]))
-)
-_END = {
-    "anthropic": b"message_stop",
-    "openai": b"[DONE]",
-    "responses": b"event: response.completed",
-    "eventstream": b'"bytes":"' + base64.b64encode(b'{"type":"message_stop"'[:21]),
-}
-_FIRST = {
-    "anthropic": _FIRST_ANTHROPIC,
-    "openai": _FIRST_OPENAI,
-    "responses": _FIRST_RESPONSES,
-    "eventstream": _FIRST_EVENTS,
-}
-# What each event has once: SSE's blank line, an event stream's chunk header. And how many of
-# a stream's last bytes the end marker is looked for in (a chunk ends with padding and a CRC).
-_EVENT_MARK = {"eventstream": b":event-type\x07\x00\x05chunk"}
-_TAIL = {"eventstream": 1024}
-_ERROR_EVENT = {"eventstream": b":message-type\x07\x00\x09exception"}
-_SAMPLE = 300  # bytes of a failed reply kept as the phase's error sample
 KEEPALIVE_SECONDS = 60.0
 
 
@@ -135,86 +107,6 @@ def percentile(values: list[int], q: float) -> float | None:
     return ordered[rank] / 1e6
 
 
-class _Reply:
-    """A whole reply as it is read (``feed`` is the client's ``on_body``), and when it ended."""
-
-    __slots__ = ("body", "ended")
-
-    def __init__(self) -> None:
-        self.body = bytearray()
-        self.ended = 0
-
-    def feed(self, piece: bytes) -> None:
-        if piece:
-            self.body += piece
-        else:
-            self.ended = time.perf_counter_ns()
-
-    def sample(self) -> bytes:
-        return bytes(self.body[:_SAMPLE])
-
-
-class _StreamScan:
-    """What a stream's body shows as it is read (``feed`` is the client's ``on_body``): SSE
-    events (blank-line terminators), the time of the first content delta and of the end, an
-    error event, its first bytes (the detail of an HTTP error) and its last bytes (where the end
-    marker is)."""
-
-    __slots__ = (
-        "each",
-        "end_mark",
-        "ended",
-        "error",
-        "error_mark",
-        "events",
-        "first",
-        "keep",
-        "marker",
-        "saw_end",
-        "start",
-        "tail",
-    )
-
-    def __init__(self, marker: re.Pattern[bytes], api: str = "anthropic") -> None:
-        self.marker = marker
-        # Seen as the pieces pass (a Responses stream's last event carries the whole response
-        # after its name, so no fixed tail would hold the marker): no copy kept to look back in.
-        self.end_mark = _END[api]
-        self.saw_end = False
-        self.each = _EVENT_MARK.get(api, b"\n\n")
-        self.keep = _TAIL.get(api, 32)
-        self.error_mark = _ERROR_EVENT.get(api, b"event: error")
-        self.first = 0
-        self.ended = 0
-        self.events = 0
-        self.start = b""
-        self.tail = b""
-        self.error = b""
-
-    def sample(self) -> bytes:
-        return self.start
-
-    def feed(self, piece: bytes) -> None:
-        if not piece:
-            self.ended = time.perf_counter_ns()
-            return
-        if len(self.start) < _SAMPLE:
-            self.start += piece[: _SAMPLE - len(self.start)]
-        tail = self.tail
-        joined = tail + piece
-        # Marks inside this piece, plus one straddling the previous piece.
-        # (A mark is longer than one byte, so the tail's part cannot hold a whole one.)
-        each = self.each
-        self.events += (tail[1 - len(each) :] + piece).count(each)
-        if not self.first and self.marker.search(joined):
-            self.first = time.perf_counter_ns()
-        if not self.error and self.error_mark in joined:
-            self.error = joined
-        if not self.saw_end and self.end_mark in joined:
-            self.saw_end = True
-        self.tail = joined[-self.keep :]
-
-
 @dataclass
 class _Wire:
     """A target as bytes on the wire, and what its replies are checked for: computed once per
@@ -229,8 +121,8 @@ class _Wire:
 
 async def _one(wire: _Wire, pool: Pool, out: Samples) -> None:
     """One request, on a kept-alive connection of ``pool`` or a new one."""
-    scan = _StreamScan(wire.first, wire.api) if wire.first is not None else None
-    sink = scan if scan is not None else _Reply()
+    scan = StreamScan(wire.first, wire.api) if wire.first is not None else None
+    sink = scan if scan is not None else Reply()
     t0 = time.perf_counter_ns()  # a reconnect counts in the request's time, as for any client
     try:
         async with asyncio.timeout(wire.timeout):
@@ -313,7 +205,7 @@ async def run_phase(
     the phase's summary. Each worker keeps its connection from the warm-up into
     the measured part: connecting is not what a phase measures."""
     origin, head = post_head(target.url, target.headers, len(target.body))
-    stream_first = _FIRST[target.api] if target.stream else None
+    stream_first = FIRST[target.api] if target.stream else None
     wire = _Wire(origin, head + target.body, timeout, stream_first, target.api)
     # Each worker holds at most one connection; one it closed may keep its slot until the close
     # completes, so twice the workers means none waits for a slot.
