@@ -13,7 +13,8 @@ deployments sometimes send), pings, ``message_delta`` with any stop reason and `
 blocks, the counts, and ``blocks``, the answer's content as the same answer's non-streamed body
 holds it (``body()``). ``reads_of`` regroups the frames into reads. ``transcripts(searches=True)``
 also draws web searches (a ``server_tool_use`` block and its ``web_search_tool_result``) and text
-blocks citing them (``citations_delta``s before the text), kept in ``searches`` and ``cited``.
+blocks citing them (``citations_delta``s before the text), kept in ``searches`` and ``cited``;
+consecutive text blocks (cited or not) are drawn too, their joined texts kept in ``runs``.
 """
 
 from __future__ import annotations
@@ -69,6 +70,11 @@ class Transcript:
     searches: list[tuple[str, str, list[str]]] = field(default_factory=list)
     # Each citation: (the cited text block's start in the joined text, its end, the URL).
     cited: list[tuple[int, int, str]] = field(default_factory=list)
+    # Each run of consecutive text blocks joined (one Responses message), and each citation's
+    # span in its run's text.
+    runs: list[str] = field(default_factory=list)
+    run_cited: list[tuple[int, int, str]] = field(default_factory=list)
+    in_run: bool = False  # the last block was a text block
 
     def body(self) -> dict[str, Any]:
         """The same answer as a non-streamed Messages response body."""
@@ -185,6 +191,7 @@ def _citations(draw: st.DrawFn, t: Transcript) -> list[dict[str, Any]]:
 
 def _search(draw: st.DrawFn, t: Transcript, index: int) -> int:
     """A search (server_tool_use, its input in pieces) and its result: two blocks."""
+    t.in_run = False
     use_id = f"srvtoolu_{index}"
     query = draw(st.text(max_size=30))
     urls = draw(st.lists(_urls, min_size=draw(st.integers(0, 1)), max_size=3))
@@ -257,6 +264,11 @@ def transcripts(draw: st.DrawFn, searches: bool = False) -> Transcript:
             start = sum(len(x) for x in t.texts)
             t.cited += [(start, start + len(text), c["url"]) for c in citations]
             t.texts.append(text)
+            if not t.in_run:
+                t.runs.append("")
+            at = len(t.runs[-1])
+            t.run_cited += [(at, at + len(text), c["url"]) for c in citations]
+            t.runs[-1] += text
             t.blocks.append({"type": "text", "text": text})
             if citations:
                 t.blocks[-1]["citations"] = citations
@@ -291,6 +303,7 @@ def transcripts(draw: st.DrawFn, searches: bool = False) -> Transcript:
             deltas = []
             t.thinking.append(dict(block))
             t.blocks.append(dict(block))
+        t.in_run = kind == "text"
         t.frames.append(
             event({"type": "content_block_start", "index": index, "content_block": block})
         )

@@ -52,6 +52,11 @@ def test_the_sdk_accumulates_the_non_streamed_response(t: Transcript, cuts: list
     assert final is not None
     assert comparable(final) == comparable(expected)
     assert final.output_text == "".join(t.texts)
+    # A run of consecutive text blocks is one message item with one output_text part.
+    messages = [i for i in final.output if i.type == "message"]
+    assert [[p.text for p in m.content if p.type == "output_text"] for m in messages] == [
+        [run] for run in t.runs
+    ]
     assert [(i.call_id, i.name) for i in final.output if i.type == "function_call"] == [
         (tool_id, name) for tool_id, name, _ in t.tools
     ]
@@ -61,7 +66,8 @@ def test_the_sdk_accumulates_the_non_streamed_response(t: Transcript, cuts: list
 
 def _searches_and_citations(final: Response, t: Transcript) -> None:
     """One web_search_call per search, its id sealing the search and its result (what
-    Anthropic wants back next turn); a url_citation per citation, spanning its part."""
+    Anthropic wants back next turn); a url_citation per citation, spanning its text block's
+    place in its message's one part."""
     calls = [i for i in final.output if i.type == "web_search_call"]
     assert [(c.status, c.action.type) for c in calls] == [("completed", "search")] * len(t.searches)
     assert [(c.action.query, [s.url for s in c.action.sources or []]) for c in calls] == [
@@ -86,7 +92,7 @@ def _searches_and_citations(final: Response, t: Transcript) -> None:
         for a in part.annotations
         if a.type == "url_citation"
     ]
-    assert [(0, e - s, u) for s, e, u in t.cited] == notes
+    assert t.run_cited == notes
 
 
 @settings(max_examples=100, deadline=None)

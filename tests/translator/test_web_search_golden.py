@@ -127,15 +127,21 @@ def test_a_search_streams_its_events_in_order_when_its_result_arrives() -> None:
     assert {e.get("item_id", e.get("item", {}).get("id")) for e in search} == {
         search[0]["item"]["id"]
     }
+    # The answer's three text blocks (plain, cited, plain) are one message, as OpenAI answers:
+    # the citations index into its one part's text.
     notes = [e for e in events if e["type"] == "response.output_text.annotation.added"]
     assert [(e["output_index"], e["content_index"], e["annotation_index"]) for e in notes] == [
-        (3, 0, 0),
-        (3, 0, 1),
+        (2, 0, 0),
+        (2, 0, 1),
     ]
+    (text,) = [e["text"] for e in events if e["type"] == "response.output_text.done"][-1:]
+    assert text.startswith("Python 3.14 was released") and text.endswith("new too.")
     cited = "Free-threaded Python is now officially supported."
-    assert {(e["annotation"]["start_index"], e["annotation"]["end_index"]) for e in notes} == {
-        (0, len(cited))
+    assert {text[e["annotation"]["start_index"] : e["annotation"]["end_index"]] for e in notes} == {
+        cited
     }
+    messages = [e for e in events if e["type"] == "response.output_item.added"]
+    assert [e["item"]["type"] for e in messages].count("message") == 2  # before and after
 
 
 def test_the_chat_annotations_index_into_the_joined_content() -> None:

@@ -78,7 +78,8 @@ def test_the_items_sent_back_give_the_search_and_its_results_back() -> None:
     original = json.loads((ANSWER / "in.json").read_text())["content"]
     blocks = assistant_blocks(next_turn(answer()["output"]))
     # The sealed blocks are Anthropic's own, encrypted_content included; the text comes back
-    # from the message items (its citations are not needed: the results are there).
+    # from the message items (its citations are not needed: the results are there), the answer's
+    # three text blocks after the search as the one message they were sent as.
     assert blocks[1:3] == original[1:3]
     assert blocks[2]["content"][0]["encrypted_content"].startswith("EqgfCio")
     assert [b["type"] for b in blocks] == [
@@ -86,9 +87,8 @@ def test_the_items_sent_back_give_the_search_and_its_results_back() -> None:
         "server_tool_use",
         "web_search_tool_result",
         "text",
-        "text",
-        "text",
     ]
+    assert blocks[3]["text"] == "".join(b["text"] for b in original[3:])
 
 
 def test_the_codex_cli_s_items_have_no_id_and_are_dropped() -> None:
@@ -98,7 +98,7 @@ def test_the_codex_cli_s_items_have_no_id_and_are_dropped() -> None:
         for item in output
     ]
     blocks = assistant_blocks(next_turn(codex))
-    assert [b["type"] for b in blocks] == ["text"] * 4
+    assert [b["type"] for b in blocks] == ["text"] * 2  # the messages before and after the search
 
 
 def test_another_service_s_id_is_dropped() -> None:
@@ -147,7 +147,7 @@ def test_a_stored_response_keeps_the_search_sealed() -> None:
     output = answer()["output"]
     turn = assistant_turn(output)
     assert turn is not None
-    assert [b["type"] for b in turn["content"]] == ["text", SEALED, "text", "text", "text"]
+    assert [b["type"] for b in turn["content"]] == ["text", SEALED, "text"]
     assert turn["content"][1]["data"] == output[1]["id"][3:]
 
 

@@ -1,14 +1,17 @@
 """An Anthropic Messages response as an OpenAI Responses API ``response`` object
 (docs/responses.md, "Response object and stream").
 
-One output item per content block, in order: a ``text`` block is a ``message`` item with one
-``output_text`` part (empty ``annotations``), a ``tool_use`` block a ``function_call`` item
-(``call_id`` = the tool_use id, ``arguments`` its input as JSON text), a ``thinking`` or
-``redacted_thinking`` block a ``reasoning`` item with ``summary: []`` and, when the caller gives a
-``seal``, ``encrypted_content`` = the sealed block (signature included). Thinking text is never
+One output item per content block, in order, except that a run of consecutive ``text`` blocks
+(Anthropic splits a cited answer into plain and cited blocks) is one ``message`` item with one
+``output_text`` part, their texts joined (as OpenAI answers, and as Codex shows one message per
+item); a ``tool_use`` block is a ``function_call`` item (``call_id`` = the tool_use id,
+``arguments`` its input as JSON text), a ``thinking`` or ``redacted_thinking`` block a
+``reasoning`` item with ``summary: []`` and, when the caller gives a ``seal``,
+``encrypted_content`` = the sealed block (signature included). Thinking text is never
 returned in clear. A web search (a ``server_tool_use`` block and its ``web_search_tool_result``)
 is a ``web_search_call`` item whose ``id`` seals both blocks when the caller gives a ``seal``;
-a text block's ``citations`` are its part's ``url_citation`` annotations (web_search.py).
+a text block's ``citations`` are ``url_citation`` annotations spanning that block's place in its
+part's text (web_search.py).
 
 ``status`` is ``completed``, or ``incomplete`` with ``incomplete_details.reason`` when the finish
 reason is ``length`` (``max_output_tokens``) or ``content_filter`` (finish.py). ``output_text`` is
@@ -116,6 +119,14 @@ class ResponseMeta(Struct, frozen=True, kw_only=True):
 
 def output_text_part(text: str, notes: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     return {"type": "output_text", "text": text, "annotations": notes or []}
+
+
+def add_text(part: dict[str, Any], text: str, citations: list[Any] | None) -> None:
+    """One text block appended to its message's ``output_text`` part: its citations span its
+    place in the part's text (OpenAI answers a search with one message, one part)."""
+    start = len(part["text"])
+    part["text"] += text
+    part["annotations"] += url_citations(citations, start, start + len(text))
 
 
 def message_item(item_id: str, parts: list[dict[str, Any]], status: str) -> dict[str, Any]:
@@ -277,13 +288,17 @@ def to_response(
     output: list[dict[str, Any]] = []
     thinking_chars = 0
     searches: dict[str, ServerToolUseBlock] = {}  # server_tool_use id -> the block
+    part: dict[str, Any] | None = None  # the output_text part of the current run of text blocks
     for block in content:
         n = len(output)
         if isinstance(block, TextBlock):
-            notes = url_citations(block.citations, 0, len(block.text))
-            parts = [output_text_part(block.text, notes)]
-            output.append(message_item(meta.item_id("msg", n), parts, "completed"))
-        elif isinstance(block, ServerToolUseBlock):
+            if part is None:
+                part = output_text_part("")
+                output.append(message_item(meta.item_id("msg", n), [part], "completed"))
+            add_text(part, block.text, block.citations)
+            continue
+        part = None  # any other block ends the message
+        if isinstance(block, ServerToolUseBlock):
             searches[block.id] = block
         elif isinstance(block, WebSearchToolResultBlock):
             use = searches.pop(block.tool_use_id, None)

@@ -6,9 +6,10 @@ Every event is ``event: <type>\\ndata: {...}\\n\\n`` with a ``sequence_number`` 
 1. ``message_start`` → ``response.created`` and ``response.in_progress`` (status ``in_progress``,
    no output, no usage);
 2. each content block is one output item (anthropic_to_responses.py), between
-   ``response.output_item.added`` at its start and ``response.output_item.done`` at its stop:
-   a text block adds ``response.content_part.added``, a ``response.output_text.delta`` per piece,
-   ``response.output_text.done`` and ``response.content_part.done``; a tool_use block a
+   ``response.output_item.added`` at its start and ``response.output_item.done`` at its stop,
+   except that a run of text blocks is one message item, done when a block of another kind starts
+   or the message stops: ``response.content_part.added``, a ``response.output_text.delta`` per
+   piece, ``response.output_text.done`` and ``response.content_part.done``; a tool_use block a
    ``response.function_call_arguments.delta`` per piece and ``.done`` (a call whose arguments
    came in no piece gets one, ``{}``, so that the pieces always add up to the arguments); a
    thinking block streams nothing, its item is done with ``encrypted_content`` when sealed;
@@ -16,8 +17,7 @@ Every event is ``event: <type>\\ndata: {...}\\n\\n`` with a ``sequence_number`` 
    ``web_search_call`` item whose events (added, ``response.web_search_call.in_progress``,
    ``.searching``, ``.completed``, done) all come when its result does: the item's id seals the
    result (anthropic_to_responses.py), and the SDK wants the same id at added and at done; a
-   text block's citations come as ``response.output_text.annotation.added`` events before its
-   ``response.output_text.done``;
+   text block's citations come as ``response.output_text.annotation.added`` events at its stop;
 3. ``message_stop`` → nothing from ``feed``: the final ``response.completed`` (or
    ``response.incomplete``), carrying the whole output and the usage, comes from ``final``.
 
@@ -76,7 +76,7 @@ from ezat_translator.core.anthropic_to_responses import (
 )
 from ezat_translator.core.responses_stream_item import StreamItem
 from ezat_translator.core.token_counts import TokenCounts
-from ezat_translator.core.web_search import url_citations, use_block
+from ezat_translator.core.web_search import streamed_use_block
 
 _encode = msgspec.json.Encoder().encode
 
@@ -92,6 +92,7 @@ class ResponsesStream:
         "_meta",
         "_open",
         "_output",
+        "_run",
         "_seal",
         "_searches",
         "_seq",
@@ -114,6 +115,9 @@ class ResponsesStream:
         self._stop_reason: str | None = None
         self._open: dict[int, StreamItem] = {}  # Anthropic block index -> its item, until it stops
         self._items = 0  # output items added so far
+        # The message item of the current run of text blocks (one item: anthropic_to_responses),
+        # open until a block of another kind starts or the message stops.
+        self._run: StreamItem | None = None
         # A web search's server_tool_use: block index -> (the block, its input's JSON pieces)
         # until it stops, then its id -> the block as Anthropic wants it back.
         self._searches: dict[int | str, Any] = {}
@@ -152,7 +156,9 @@ class ResponsesStream:
                 self._on_block_start(event, out)
             elif isinstance(event, ContentBlockStop):
                 item = self._open.pop(event.index, None)
-                if item is not None:
+                if item is not None and item is self._run:
+                    out.extend(self._event(kind, fields) for kind, fields in item.cite())
+                elif item is not None:
                     self._close(item, out)
                 else:
                     self._search_stop(event.index)
@@ -165,6 +171,7 @@ class ResponsesStream:
                     self._stop_reason = event.delta.stop_reason
             elif isinstance(event, MessageStop):
                 self._start(out)
+                self._end_run(out)
                 for index in sorted(self._open, key=lambda k: self._open[k].index):
                     self._close(self._open[index], out)
                 self._open.clear()
@@ -198,6 +205,8 @@ class ResponsesStream:
             return b""
         out: list[bytes] = []
         self._start(out)  # the SDK's accumulator wants response.created first
+        if self._run is not None and self._run not in self._open.values():
+            self._end_run(out)  # its blocks all ended: the message is whole, as far as it went
         self.done = True
         failure = responses_failure(status, message)
         output = [self._output[n] for n in sorted(self._output)]
@@ -231,9 +240,18 @@ class ResponsesStream:
         block = event.content_block
         meta = self._meta
         n = self._items
+        if not isinstance(block, TextBlock):
+            self._end_run(out)
+        elif self._run is not None:  # the message goes on
+            self._run.next_text_block()
+            self._open[event.index] = self._run
+            if block.text:
+                self._delta(self._run, block.text, out)
+            return
         if isinstance(block, TextBlock):
             item = StreamItem(meta.item_id("msg", n), n, block)
             added = message_item(item.id, [], "in_progress")
+            self._run = item
         elif isinstance(block, ToolUseBlock):
             added = self._meta.call_item(block.id, block.name, "", "in_progress")
             item = StreamItem(added["id"], n, block, custom=self._meta.is_custom(block.name))
@@ -308,26 +326,21 @@ class ResponsesStream:
             item.delta_head + str(seq).encode() + item.delta_tail + _encode(piece) + item.delta_end
         )
 
+    def _end_run(self, out: list[bytes]) -> None:
+        """The run of text blocks ended: its message item is done."""
+        item = self._run
+        if item is None:
+            return
+        self._run = None
+        self._open = {k: v for k, v in self._open.items() if v is not item}
+        self._close(item, out)
+
     def _close(self, item: StreamItem, out: list[bytes]) -> None:
         n = item.index
         block = item.block
         if isinstance(block, TextBlock):
-            text = "".join(item.pieces)
-            where = {"item_id": item.id, "output_index": n, "content_index": 0}
-            notes = url_citations(item.citations, 0, len(text))
-            for k, note in enumerate(notes):
-                out.append(
-                    self._event(
-                        "response.output_text.annotation.added",
-                        {**where, "annotation_index": k, "annotation": note},
-                    )
-                )
-            out.append(
-                self._event("response.output_text.done", {**where, "text": text, "logprobs": []})
-            )
-            part = output_text_part(text, notes)
-            out.append(self._event("response.content_part.done", {**where, "part": part}))
-            done = message_item(item.id, [part], "completed")
+            events, done = item.text_done()
+            out.extend(self._event(kind, fields) for kind, fields in events)
         elif isinstance(block, ToolUseBlock) and item.custom:
             arguments = "".join(item.pieces) or arguments_json(block.input)
             done = self._meta.call_item(block.id, block.name, arguments, "completed")
@@ -365,16 +378,9 @@ class ResponsesStream:
     def _search_stop(self, index: int) -> None:
         """A server_tool_use block ended: its input is whole, kept until its result."""
         found = self._searches.pop(index, None)
-        if found is None:
-            return
-        block, pieces = found
-        tool_input = block.input
-        if pieces:
-            try:
-                tool_input = msgspec.json.decode("".join(pieces))
-            except msgspec.DecodeError:
-                tool_input = {}
-        self._searches[block.id] = use_block(block.id, block.name, tool_input)
+        if found is not None:
+            block, pieces = found
+            self._searches[block.id] = streamed_use_block(block.id, block.name, block.input, pieces)
 
     def _search_done(self, block: WebSearchToolResultBlock, out: list[bytes]) -> None:
         """A search's result: its web_search_call item, from added to done."""

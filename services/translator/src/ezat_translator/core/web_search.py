@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 from ezat_common.errors import invalid
 
 TOOL_TYPE = "web_search_20250305"
@@ -161,6 +162,19 @@ def chat_annotation(annotation: dict[str, Any]) -> dict[str, Any]:
 
 def use_block(block_id: str, name: str, tool_input: Any) -> dict[str, Any]:
     return {"type": "server_tool_use", "id": block_id, "name": name, "input": tool_input or {}}
+
+
+def streamed_use_block(
+    block_id: str, name: str, tool_input: Any, pieces: list[str]
+) -> dict[str, Any]:
+    """A streamed server_tool_use block: its input is its JSON pieces joined, if any came
+    (``{}`` if they do not decode: the search still shows, without its query)."""
+    if pieces:
+        try:
+            tool_input = msgspec.json.decode("".join(pieces))
+        except msgspec.DecodeError:
+            tool_input = {}
+    return use_block(block_id, name, tool_input)
 
 
 def result_block(tool_use_id: str, content: Any) -> dict[str, Any]:
