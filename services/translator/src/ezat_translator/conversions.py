@@ -113,6 +113,7 @@ class ResponsesConversion:
     seal: Seal | None
     stream: ResponsesStream | None
     store: StoreResponse | None
+    search_seal: Seal | None = None  # seals web_search_call ids (None: ``seal``)
 
     def feed(self, data: bytes) -> bytes:
         assert self.stream is not None
@@ -129,7 +130,7 @@ class ResponsesConversion:
         return out + final, self._store(_encode(stream.response))
 
     def body(self, data: bytes, cost_usd: float | None = None) -> tuple[bytes, Before]:
-        out = m.RESPONSE.run(to_response, data, self.meta, self.seal, cost_usd)
+        out = m.RESPONSE.run(to_response, data, self.meta, self.seal, cost_usd, self.search_seal)
         return out, self._store(out)
 
     def _store(self, response: bytes) -> Before:
