@@ -181,3 +181,27 @@ def test_usage_says_nothing_of_searches_it_does_not_know() -> None:
     )
     usage = msgspec.json.decode(out)["usage"]
     assert "search" not in json.dumps(usage) and usage["cost_usd"] == 0.0163
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["json", "stream"])
+def test_a_search_id_is_sealed_when_thinking_is_not(streamed: bool) -> None:
+    """store false without include: no thinking is sealed, but the search's id is, so that a
+    stateless client sending it back gives the next turn its results (issue 31: its id was the
+    plain fallback, and the results were lost)."""
+    body = json.loads(
+        (HERE / "web_search_output" / "search_and_cited_answer" / "in.json").read_text()
+    )
+    body["content"].insert(0, {"type": "thinking", "thinking": "Look it up.", "signature": "s"})
+    if streamed:
+        stream = ResponsesStream(META, None, visible_seal)
+        stream.feed(anthropic_stream(body))
+        stream.final()
+        assert stream.response is not None
+        output = msgspec.json.decode(msgspec.json.encode(stream.response))["output"]
+    else:
+        raw = to_response(json.dumps(body).encode(), META, None, None, visible_seal)
+        output = json.loads(raw)["output"]
+    (thinking,) = [item for item in output if item["type"] == "reasoning"]
+    assert "encrypted_content" not in thinking
+    (search,) = [item for item in output if item["type"] == "web_search_call"]
+    assert search["id"].startswith("ws_sealed:")

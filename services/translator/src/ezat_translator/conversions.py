@@ -136,6 +136,7 @@ class ResponsesConversion:
     # ``tools[i].type`` of the client's web search tool (None: it sent none): the router's
     # index counts the translated tools, which namespace tools expand.
     search_param: str | None = None
+    search_seal: Seal | None = None  # seals web_search_call ids (None: ``seal``)
 
     def feed(self, data: bytes) -> bytes:
         assert self.stream is not None
@@ -152,7 +153,7 @@ class ResponsesConversion:
         return out + final, self._store(_encode(stream.response))
 
     def body(self, data: bytes, cost_usd: float | None = None) -> tuple[bytes, Before]:
-        out = m.RESPONSE.run(to_response, data, self.meta, self.seal, cost_usd)
+        out = m.RESPONSE.run(to_response, data, self.meta, self.seal, cost_usd, self.search_seal)
         return out, self._store(out)
 
     def error(self, reply: ReplyError) -> ReplyError:

@@ -132,13 +132,16 @@ class ResponsesRequests:
         seal = None
         if tr.store or ENCRYPTED_REASONING in tr.include:
             seal = self._sealer(req.key_id)
-        stream = ResponsesStream(meta, seal) if tr.stream else None
+        # A search's id is always sealed: a stateless client (store false, no include) sends it
+        # back for its results to reach the next turn (docs/responses.md, "Web search").
+        search_seal = self._sealer(req.key_id)
+        stream = ResponsesStream(meta, seal, search_seal) if tr.stream else None
         keep = None
         if tr.store and self.store is not None:
             await self.store.check(req.key_id, len(tr.new_turns))
             keep = self._keeper(req.key_id, meta.response_id, parsed.previous_response_id, tr)
         search = responses_search_param(parsed.tools)
-        return tr, ResponsesConversion(meta, seal, stream, keep, search)
+        return tr, ResponsesConversion(meta, seal, stream, keep, search, search_seal)
 
     async def _earlier(self, key_id: str, response_id: str) -> Earlier:
         if self.store is None:

@@ -281,9 +281,12 @@ def to_response(
     meta: ResponseMeta,
     seal: Seal | None = None,
     cost_usd: float | None = None,
+    search_seal: Seal | None = None,
 ) -> bytes:
     """The ``response`` JSON of a Messages response body; ``cost_usd``: the answer's price
-    (the router's ``x-ezat-cost-usd``), when known."""
+    (the router's ``x-ezat-cost-usd``), when known. ``seal`` seals thinking, ``search_seal``
+    (default ``seal``) the searches' ids."""
+    search_seal = search_seal or seal
     content, stop_reason, usage = read_response(anthropic_body)
     output: list[dict[str, Any]] = []
     thinking_chars = 0
@@ -303,7 +306,7 @@ def to_response(
         elif isinstance(block, WebSearchToolResultBlock):
             use = searches.pop(block.tool_use_id, None)
             if use is not None:
-                output.append(web_search_item(meta.item_id("ws", n), use, block, seal))
+                output.append(web_search_item(meta.item_id("ws", n), use, block, search_seal))
         elif isinstance(block, ToolUseBlock):
             arguments = arguments_json(block.input)
             output.append(meta.call_item(block.id, block.name, arguments, "completed"))

@@ -94,6 +94,7 @@ class ResponsesStream:
         "_output",
         "_run",
         "_seal",
+        "_search_seal",
         "_searches",
         "_seq",
         "_started",
@@ -104,9 +105,12 @@ class ResponsesStream:
         "response",
     )
 
-    def __init__(self, meta: ResponseMeta, seal: Seal | None = None) -> None:
+    def __init__(
+        self, meta: ResponseMeta, seal: Seal | None = None, search_seal: Seal | None = None
+    ) -> None:
         self._meta = meta
-        self._seal = seal
+        self._seal = seal  # thinking: with store or include only
+        self._search_seal = search_seal or seal  # a search's id
         self._events = AnthropicEvents()
         self._counts = TokenCounts()
         self._thinking_chars = 0
@@ -390,7 +394,7 @@ class ResponsesStream:
         self._start(out)
         n = self._items
         self._items += 1
-        done = web_search_item(self._meta.item_id("ws", n), use, block, self._seal)
+        done = web_search_item(self._meta.item_id("ws", n), use, block, self._search_seal)
         added = {**done, "status": "in_progress"}
         out.append(self._event("response.output_item.added", {"output_index": n, "item": added}))
         where = {"item_id": done["id"], "output_index": n}
