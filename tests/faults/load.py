@@ -154,6 +154,11 @@ async def _openai(t: Gateway, h: History, stream: bool, tokens: int, token_ms: i
         "messages": [{"role": "user", "content": _prompt(tokens, token_ms)}],
         "extra_headers": {"x-request-id": h.request_id},
     }
+    await chat(client, h, stream, args)
+
+
+async def chat(client: openai.AsyncOpenAI, h: History, stream: bool, args: dict[str, Any]) -> None:
+    """A Chat Completions request of ``args`` and what its client saw, into ``h``."""
     if not stream:
         completion = await client.chat.completions.create(**args)
         h.chars = len(completion.choices[0].message.content or "")
@@ -170,9 +175,19 @@ async def _openai(t: Gateway, h: History, stream: bool, tokens: int, token_ms: i
             h.outcome = "complete"  # the last chunk before [DONE]
 
 
-async def one(t: Gateway, kind: Kind, tokens: int, token_ms: int | None = None) -> History:
+# One request's client side: (gateway, its history, stream or not, tokens, token_ms); it sets
+# the history's outcome to "complete" once the client saw the whole answer.
+Call = Callable[[Gateway, History, bool, int, int | None], Awaitable[None]]
+
+
+async def one(
+    t: Gateway, kind: Kind, tokens: int, token_ms: int | None = None, call: Call | None = None
+) -> History:
+    """One request of ``kind`` (``call`` makes it, when not the plain one of its API) and what
+    its client saw."""
     h = History(kind, f"flt-{uuid.uuid4().hex[:16]}", time.monotonic())
-    call = _anthropic if kind.startswith("anthropic") else _openai
+    if call is None:
+        call = _anthropic if kind.startswith("anthropic") else _openai
     try:
         await asyncio.wait_for(call(t, h, kind.endswith("stream"), tokens, token_ms), HUNG_AFTER)
     except TimeoutError:

@@ -126,6 +126,9 @@ async def test_over_max_uses_the_next_search_is_the_max_uses_error(sim: Running)
     assert isinstance(error, WebSearchToolResultError) and error.error_code == "max_uses_exceeded"
     assert message.usage.server_tool_use is not None
     assert message.usage.server_tool_use.web_search_requests == 2  # the refused one is free
+    # The request log says so too (the fault suite checks billing against it).
+    (logged,) = await sim.requests(1)
+    assert logged["server_tool_use"]["web_search_requests"] == 2
 
 
 async def test_allowed_domains_limit_the_results(sim: Running) -> None:

@@ -173,6 +173,7 @@ async def _create(
         )
     plan = sim.plan(body, directives, seed, seq)
     record.message_id = plan.message_id
+    record.server_tool_use = plan.usage.server_tool_use
     timing = sim.timing(directives, fault)
     if timing.stall_before_start:
         return await _headers_then_nothing(request, bool(body.get("stream")))

@@ -33,6 +33,9 @@ class RequestRecord(msgspec.Struct, kw_only=True):
     tokens_sent: int = 0
     cancelled_at: float | None = None
     message_id: str | None = None
+    # The reply's ``usage.server_tool_use`` (the searches the simulated model ran for it), so that
+    # a test can bill-check what ran upstream, also for requests whose answer never reached it.
+    server_tool_use: dict[str, int] | None = None
 
 
 def shortened(value: Any) -> Any:
