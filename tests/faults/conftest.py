@@ -14,6 +14,15 @@ from ezat_cli.stack import Stack
 from support.config import base_url, listen, one_simulator, write_config
 from support.stack import free_ports, key, running
 
+# The suite fails on any HTTP client collected unclosed (support/unclosed.py says why): its hooks
+# and its autouse fixture, as this conftest's own.
+from support.unclosed import (  # noqa: F401
+    _no_unclosed_client,
+    pytest_configure,
+    pytest_sessionfinish,
+    pytest_unconfigure,
+)
+
 from .load import Gateway
 
 

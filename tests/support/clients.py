@@ -7,7 +7,8 @@ close unregisters a file descriptor the loop has since given to another connecti
 issue 130141): a later request of the session then waits for bytes the loop never reads, and
 looks like a gateway hang. So a test closes what it makes: with ``async with`` where it makes a
 client, or, for clients a helper hands out, ``track`` (closed by the autouse fixture of
-tests/conftest.py, which calls ``close_clients`` after every test).
+tests/conftest.py, which calls ``close_clients`` after every test). The fault suite fails on any
+client collected unclosed (support/unclosed.py).
 
 An asyncio client given to ``track`` must be of the session's loop: a test on a loop of its own
 (``loop_scope="function"``) closes its asyncio clients itself, before its loop ends (a

@@ -31,6 +31,8 @@ from .handlers import Handlers
 log = logging.getLogger("ezat.billing")
 
 STOP_TIMEOUT = 10.0
+# The drain's last round: its fetch (1 s at most) and the batch it brings (drain.py, Drain.finish).
+DRAIN_FINISH = 3.0
 # Reported by /readyz; "store" says whether one of them is usable, which is what counts.
 OPTIONAL = ("postgresql", "outbox")
 # Each count of stored rows in the budget scopes' spend counters waits on Redis at most this long.
@@ -176,9 +178,13 @@ class Billing:
         await self.ready.stop()
         await lifecycle.stop_taking(*self.subs)
         await self.tasks.wait(self.settings.cfg.shutdown.drain_timeout)
-        # Records waiting for their delivery confirmation are stored now; then, between batches or
-        # mid-batch alike, whatever was not acknowledged is redelivered later.
+        # Records waiting for their delivery confirmation are stored now; then the drain ends
+        # after the round under way (its fetch lasts 1 s at most), so that no message it was
+        # delivered waits out ACK_WAIT unacknowledged; cancelled only if that round hangs.
         await self.drainer.flush(timeout=2.0)
+        self.drainer.finish()
+        if self.drain is not None:
+            await asyncio.wait({self.drain}, timeout=DRAIN_FINISH)
         await stop_task(self.drain)
         await self.settler.stop()
         await self.spend_retry.stop()

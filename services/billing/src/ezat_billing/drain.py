@@ -73,7 +73,17 @@ class Drain:
         self._wake = asyncio.Event()
         self._pairing: Pairing[Msg] = Pairing()
         self._flush = False
+        self._finishing = False
         self.drained = 0
+
+    def finish(self) -> None:
+        """End the drain between two rounds (``run`` returns): the fetch under way and the batch it
+        brings are still stored and acknowledged. Cancelled instead, a drain drops the messages a
+        pull already delivered to it, or a batch it was writing, unacknowledged: JetStream gives
+        them to another replica only ``ACK_WAIT`` (30 s) later, so complete answers stay unbilled
+        that long (seen in a rolling restart, docs/reliability.md)."""
+        self._finishing = True
+        self._wake.set()
 
     def nudge(self) -> None:
         """Fetch now, not after the linger, and store the records waiting for their
@@ -96,9 +106,9 @@ class Drain:
         return await outbox.wait_drained(self._nc, self._subjects, timeout, self.nudge)
 
     async def run(self) -> None:
-        """Forever (cancel to stop): subscribe, then store what arrives, batch after batch."""
+        """Until ``finish`` (or cancelled): subscribe, then store what arrives, batch by batch."""
         delay = 0.5
-        while True:
+        while not self._finishing:
             try:
                 sub = await self._subscribe()
             except (nats.errors.Error, TimeoutError, OSError) as exc:
@@ -126,7 +136,7 @@ class Drain:
 
     async def _consume(self, sub: JetStreamContext.PullSubscription) -> None:
         loop = asyncio.get_running_loop()
-        while True:
+        while not self._finishing:
             due = self._pairing.next_due
             wait = 1.0 if due is None else min(max(due - loop.time(), 0.01), 1.0)
             try:
