@@ -58,8 +58,16 @@ async def test_a_drain_told_to_finish_acknowledges_the_batch_it_is_writing(nats_
         async with asyncio.timeout(10):
             await task  # returns: no cancellation needed
         assert sorted(written) == sorted(rec.uid for rec in records)
-        info = await nc.jetstream().consumer_info(subjects.outbox_stream, DURABLE)
-        # Cancelled mid-write instead (the stop before), all N stayed pending for ACK_WAIT.
+        # The acks are published without waiting for the server: give it a moment to count
+        # them (far less than ACK_WAIT, 30 s). Cancelled mid-write instead (the stop before),
+        # all N stayed pending for ACK_WAIT.
+        js = nc.jetstream()
+        info = await js.consumer_info(subjects.outbox_stream, DURABLE)
+        for _ in range(50):
+            if (info.num_ack_pending, info.num_pending) == (0, 0):
+                break
+            await asyncio.sleep(0.1)
+            info = await js.consumer_info(subjects.outbox_stream, DURABLE)
         assert (info.num_ack_pending, info.num_pending) == (0, 0), info
     finally:
         await nc.close()
