@@ -14,23 +14,15 @@ rounded up.
 
 from __future__ import annotations
 
-import re
-
 import msgspec
 from ezat_common.catalogue import Catalogue, Prices
+from ezat_common.web_search_types import OPENAI_SEARCH_TYPES
 
 from .estimate import body_tokens
 
 # Web searches held for a request whose web-search tool names no ``max_uses``.
 WEB_SEARCH_USES = 10
 _MILLION = 1_000_000
-
-
-# Anthropic's server tool (``web_search_20250305``): its ``max_uses`` is what the upstream
-# allows. The OpenAI APIs' (``web_search``, ``web_search_preview``, dated with underscores) have
-# no ``max_uses``: the translator sets its own (at most 5), so whatever the client wrote there is
-# not what bounds the searches.
-_ANTHROPIC_SEARCH = re.compile(r"web_search_\d{8}")
 
 
 class _Tool(msgspec.Struct):
@@ -86,8 +78,9 @@ def _search_uses(tool: _Tool) -> int:
     """The searches held for one web-search tool: an Anthropic tool's ``max_uses`` when it is a
     positive whole number (the upstream refuses any other), else ``WEB_SEARCH_USES``."""
     uses = tool.max_uses
-    anthropic = tool.type is not None and _ANTHROPIC_SEARCH.fullmatch(tool.type) is not None
-    if anthropic and type(uses) is int and uses > 0:
+    # The OpenAI APIs' types have no max_uses of their own: the translator sets it (at most 5),
+    # so what a client wrote there does not bound the searches.
+    if tool.type not in OPENAI_SEARCH_TYPES and type(uses) is int and uses > 0:
         return uses
     return WEB_SEARCH_USES
 

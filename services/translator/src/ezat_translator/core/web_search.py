@@ -23,15 +23,11 @@ from typing import Any
 
 import msgspec
 from ezat_common.errors import invalid
+from ezat_common.web_search_types import OPENAI_SEARCH_TYPES
 
 TOOL_TYPE = "web_search_20250305"
 TOOL_NAME = "web_search"
-RESPONSES_TYPES = (
-    "web_search",
-    "web_search_2025_08_26",
-    "web_search_preview",
-    "web_search_preview_2025_03_11",
-)
+RESPONSES_TYPES = OPENAI_SEARCH_TYPES  # the edge's budget hold reads the same list
 # search_context_size -> max_uses; OpenAI's default size is medium.
 MAX_USES = {"low": 1, "medium": 3, "high": 5}
 DEFAULT_SIZE = "medium"
