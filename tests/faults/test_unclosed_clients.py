@@ -74,7 +74,9 @@ def run_suite(folder: Path, close: bool, guard: bool) -> subprocess.CompletedPro
     path = os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])
     env = {**os.environ, "PYTHONPATH": path}
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *plugins, "-c", os.devnull,
+        # -rN: no short summary, whose lines pytest cuts to the terminal's width but not under CI
+        [sys.executable, "-m", "pytest", "-q", "-rN", "-p", "no:cacheprovider", *plugins,
+         "-c", os.devnull,
          "-o", "asyncio_default_fixture_loop_scope=function",
          "--rootdir", str(folder), str(folder / "test_tiny.py")],
         capture_output=True, text=True, env=env, cwd=folder, timeout=90, check=False,
