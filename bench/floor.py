@@ -16,6 +16,9 @@ it. No authentication, limits, validation, translation, routing decision, metric
   to the outbox with the edge as the PubAck's subject; the edge writes the final bytes only once
   JetStream acknowledged the record (docs/billing.md), and the stack's billing drains it into
   PostgreSQL.
+- ``/openai-billed/v1/messages``: both, the OpenAI path's hops and that mandatory work
+  (``floor-openai-billed``): the floor an OpenAI client's request is judged against, since the
+  gateway bills every API's answers before their final event.
 
 ``run.py`` drives these beside the gateway in the same run, so the table shows how much of the
 gateway's added latency and CPU the architecture itself costs on this machine.
@@ -61,6 +64,8 @@ from nats.aio.msg import Msg
 TRANSLATE, ROUTE = "floor.translate", "floor.route"
 TRANSLATE_RELAYED = "floor.translate.relayed"  # the OpenAI path: replies come back this way
 TRANSLATE_BILLED, ROUTE_BILLED = "floor.translate.billed", "floor.route.billed"
+TRANSLATE_RELAYED_BILLED = "floor.translate.relayed.billed"  # both: the OpenAI path, billed
+BILLED = (TRANSLATE_BILLED, TRANSLATE_RELAYED_BILLED)
 # Reply kinds, one byte ahead of the data: a stream's head (its first bytes), a chunk, its end
 # (with its last bytes), a whole body (then its 3-digit status).
 HEAD, CHUNK, END, BODY = b"H", b"C", b"E", b"B"
@@ -79,12 +84,13 @@ async def edge(stop: asyncio.Event, listen: str) -> None:
     outbox_stream = names.outbox_stream
     subjects = {"/v1/messages": TRANSLATE, "/openai/v1/messages": TRANSLATE_RELAYED}
     subjects["/billed/v1/messages"] = TRANSLATE_BILLED
+    subjects["/openai-billed/v1/messages"] = TRANSLATE_RELAYED_BILLED
 
     async def handle(request: web.Request) -> web.StreamResponse:
         subject = subjects[request.path]
         body = await request.read()
         token, reply, queue = inbox.open()
-        billed = subject == TRANSLATE_BILLED
+        billed = subject in BILLED
         if billed:  # where the outbox acknowledges the record: this request's queue
             body = inbox.ack_subject(token).encode() + b"\n" + body
         relay = Relay(request, queue, inbox, outbox_stream, billed)
@@ -204,7 +210,8 @@ async def translator(stop: asyncio.Event) -> None:
     async def relayed(msg: Msg) -> None:
         token = str(next(seq))
         edges[token] = msg.reply
-        await nc.publish(ROUTE, msg.data, reply=f"{prefix}.{token}")
+        route = ROUTE_BILLED if msg.subject == TRANSLATE_RELAYED_BILLED else ROUTE
+        await nc.publish(route, msg.data, reply=f"{prefix}.{token}")
 
     async def on_reply(msg: Msg) -> None:
         # Passed on inside the callback, as the translator does with a chat stream's replies.
@@ -222,6 +229,7 @@ async def translator(stop: asyncio.Event) -> None:
     await nc.subscribe(TRANSLATE, queue="floor", cb=forward)
     await nc.subscribe(TRANSLATE_RELAYED, queue="floor", cb=relayed)
     await nc.subscribe(TRANSLATE_BILLED, queue="floor", cb=forward_billed)
+    await nc.subscribe(TRANSLATE_RELAYED_BILLED, queue="floor", cb=relayed)
     await stop.wait()
     await nc.close()
 

@@ -6,8 +6,8 @@ Bedrock-kind deployment; ``EZAT_PROFILE_CONCURRENCY`` to change the concurrency)
 while ``py-spy record --format raw`` samples every named service at once. The raw (collapsed)
 stacks are written to ``DIR/{service}-{mode}.txt`` (open them with speedscope or
 ``flamegraph.pl``) and summarised: the functions with the most samples on-CPU at the top of the
-stack ("self") and anywhere in it ("total"). py-spy is a profiling tool, not a dependency:
-``uv pip install py-spy`` into the venv first.
+stack ("self") and anywhere in it ("total"); ``TOP=N`` in the environment lists N of each.
+py-spy is a profiling tool, not a dependency: ``uv pip install py-spy`` into the venv first.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 
 import loadgen
 
-TOP = 20
+TOP = int(os.environ.get("TOP", "20"))
 PROFILE_CONCURRENCY = int(os.environ.get("EZAT_PROFILE_CONCURRENCY", "32"))
 PROFILE_API = os.environ.get("EZAT_PROFILE_API", "anthropic")
 if PROFILE_API not in ("anthropic", "openai", "bedrock"):

@@ -145,7 +145,17 @@ def _resources(results: dict[str, Any]) -> str:
 # A floor phase counts the floor's processes and NATS; the billed floor also the stack's billing
 # and PostgreSQL, which drain its records. A gateway phase counts the services and their
 # infrastructure. The simulators stand in for the providers and count in neither.
-FLOOR_ALSO = {"floor-billed": ("billing", "postgres")}
+FLOOR_ALSO = {
+    "floor-billed": ("billing", "postgres"),
+    "floor-openai-billed": ("billing", "postgres"),
+}
+# Each client API's floor: its own hops plus the mandatory usage parsing and durable billing.
+FLOOR_OF = {
+    "anthropic": "floor-billed",
+    "openai": "floor-openai-billed",
+    "responses": "floor-openai-billed",
+}
+FLOOR_RATIO = 1.3  # the added latency at c=1 may be at most this multiple of the floor's
 
 
 def cpu_per_request(phase: dict[str, Any], api: str, services: list[str]) -> float | None:
@@ -314,6 +324,27 @@ def _gap(results: dict[str, Any], mode: str, metric: str) -> float | None:
     return None if responses is None or chat is None else round(responses - chat, 3)
 
 
+def floor_ratio(results: dict[str, Any], mode: str, api: str) -> float | None:
+    """``api``'s added latency at c=1 (json p50, stream TTFT p50) over its floor's."""
+    metric = "p50_ms" if mode == "json" else "ttft_p50_ms"
+    mine = added(results, mode, api, 1, metric)
+    floor = added(results, mode, FLOOR_OF[api], 1, metric)
+    return None if mine is None or floor is None or floor <= 0 else round(mine / floor, 2)
+
+
+def _floor_targets(results: dict[str, Any], check: Callable[..., None]) -> None:
+    if 1 not in results["levels"]:
+        return
+    for api, floor in FLOOR_OF.items():
+        if api not in results["apis"] or floor not in results.get("floors", []):
+            continue
+        for mode in ("json", "stream"):
+            v = floor_ratio(results, mode, api)
+            what = "p50" if mode == "json" else "TTFT p50"
+            label = f"{api}: added {what} c=1 <= {FLOOR_RATIO} x {floor}'s"
+            check(label, v, v is not None and v <= FLOOR_RATIO, " x")
+
+
 def targets(results: dict[str, Any]) -> list[list[Any]]:
     """[target, measured, PASS/FAIL/n/a] for every target of the issue."""
     rows = _api_rows(results, results["apis"])
@@ -330,6 +361,7 @@ def targets(results: dict[str, Any]) -> list[list[Any]]:
             gap = _gap(results, mode, metric)
             label = f"responses: added {metric[:-3]} c=1 within 0.3 ms of openai's ({mode})"
             check(label, gap, gap is not None and gap <= 0.3, " ms")
+    _floor_targets(results, check)
     redis = results.get("redis")
     if redis:
         v = redis["admission_added_per_request"]

@@ -71,6 +71,7 @@ FLOORS = {
     "floor": "/v1/messages",
     "floor-openai": "/openai/v1/messages",
     "floor-billed": "/billed/v1/messages",
+    "floor-openai-billed": "/openai-billed/v1/messages",
 }
 NOT_AVAILABLE = "n/a (not implemented)"
 FLOOR_START_SECONDS = 30.0

@@ -197,3 +197,25 @@ def test_the_responses_api_is_judged_against_the_chat_api_in_the_same_run() -> N
         "0.50 ms",
         "FAIL",
     )
+
+
+def test_each_api_at_c1_is_judged_against_the_floor_of_its_own_path() -> None:
+    results = run()
+    results["floors"] = ["floor-billed", "floor-openai-billed"]
+    for mode, metric in (("json", "p50_ms"), ("stream", "ttft_p50_ms")):
+        results["phases"][f"{mode}/direct-floor/c1"] = phase(**{metric: 0.5})
+    # Added at c=1: the gateway 2.0 (json) and 2.9 (stream) ms, from the run() defaults.
+    results["phases"]["json/floor-billed/c1"] = phase(p50_ms=2.1)  # 1.6 added
+    results["phases"]["stream/floor-billed/c1"] = phase(ttft_p50_ms=2.5)  # 2.0 added
+    results["phases"]["json/floor-openai-billed/c1"] = phase(p50_ms=1.5)  # 1.0 added
+    results["phases"]["stream/floor-openai-billed/c1"] = phase(ttft_p50_ms=3.0)  # 2.5 added
+    v = verdicts(results)
+    assert v["anthropic: added p50 c=1 <= 1.3 x floor-billed's"] == ("1.25 x", "PASS")
+    assert v["anthropic: added TTFT p50 c=1 <= 1.3 x floor-billed's"] == ("1.45 x", "FAIL")
+    # The OpenAI API's floor has its two extra hops: never the Anthropic path's.
+    assert v["openai: added p50 c=1 <= 1.3 x floor-openai-billed's"] == ("2.00 x", "FAIL")
+    assert v["openai: added TTFT p50 c=1 <= 1.3 x floor-openai-billed's"] == ("1.16 x", "PASS")
+    del results["phases"]["json/floor-openai-billed/c1"]
+    assert verdicts(results)["openai: added p50 c=1 <= 1.3 x floor-openai-billed's"][1] == "n/a"
+    measured = {"cpu_ms_per_request": {"floor-edge": 0.1, "nats": 0.1, "billing": 0.05}}
+    assert report.cpu_per_request(measured, "floor-openai-billed", SERVICES) == 0.25

@@ -26,7 +26,7 @@ import redis_trips  # noqa: E402
 import run  # noqa: E402
 
 APIS = ["direct", "anthropic", "budget", "openai", "responses", "direct-bedrock", "bedrock"]
-APIS += ["direct-floor", "floor", "floor-openai", "floor-billed"]
+APIS += ["direct-floor", "floor", "floor-openai", "floor-billed", "floor-openai-billed"]
 
 
 def test_a_quick_bench_measures_every_phase(tmp_path: Path) -> None:
