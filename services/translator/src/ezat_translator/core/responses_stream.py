@@ -75,8 +75,8 @@ from ezat_translator.core.anthropic_to_responses import (
     web_search_item,
 )
 from ezat_translator.core.responses_stream_item import StreamItem
+from ezat_translator.core.responses_stream_search import StreamedSearches
 from ezat_translator.core.token_counts import TokenCounts
-from ezat_translator.core.web_search import streamed_use_block
 
 _encode = msgspec.json.Encoder().encode
 
@@ -122,9 +122,7 @@ class ResponsesStream:
         # The message item of the current run of text blocks (one item: anthropic_to_responses),
         # open until a block of another kind starts or the message stops.
         self._run: StreamItem | None = None
-        # A web search's server_tool_use: block index -> (the block, its input's JSON pieces)
-        # until it stops, then its id -> the block as Anthropic wants it back.
-        self._searches: dict[int | str, Any] = {}
+        self._searches = StreamedSearches()
         self._output: dict[int, dict[str, Any]] = {}  # output index -> the item, once done
         self.complete = False  # message_stop arrived: ``final`` has the final event
         self.done = False  # the final event or response.failed was returned; the rest ignored
@@ -165,7 +163,7 @@ class ResponsesStream:
                 elif item is not None:
                     self._close(item, out)
                 else:
-                    self._search_stop(event.index)
+                    self._searches.stop(event.index)
             elif isinstance(event, MessageStart):
                 self._counts.merge(event.message.usage)
                 self._start(out)
@@ -268,7 +266,7 @@ class ResponsesStream:
             else:
                 item.thinking = thinking_dict(block)
         elif isinstance(block, ServerToolUseBlock):
-            self._searches[event.index] = (block, [])
+            self._searches.start(event.index, block)
             return
         elif isinstance(block, WebSearchToolResultBlock):
             self._search_done(block, out)
@@ -298,9 +296,8 @@ class ResponsesStream:
         item = self._open.get(event.index)
         delta = event.delta
         if item is None:
-            search = self._searches.get(event.index)
-            if search is not None and isinstance(delta, InputJsonDelta):
-                search[1].append(delta.partial_json)
+            if isinstance(delta, InputJsonDelta):
+                self._searches.piece(event.index, delta.partial_json)
             return
         if isinstance(delta, TextDelta):
             if delta.text and isinstance(item.block, TextBlock):
@@ -379,16 +376,9 @@ class ResponsesStream:
 
     # ---- web search ---------------------------------------------------------------------------
 
-    def _search_stop(self, index: int) -> None:
-        """A server_tool_use block ended: its input is whole, kept until its result."""
-        found = self._searches.pop(index, None)
-        if found is not None:
-            block, pieces = found
-            self._searches[block.id] = streamed_use_block(block.id, block.name, block.input, pieces)
-
     def _search_done(self, block: WebSearchToolResultBlock, out: list[bytes]) -> None:
         """A search's result: its web_search_call item, from added to done."""
-        use = self._searches.pop(block.tool_use_id, None)
+        use = self._searches.result(block.tool_use_id)
         if use is None:
             return  # a result without its search (none was streamed): nothing to show
         self._start(out)
