@@ -293,7 +293,12 @@ async def test_billing_killed_during_200_streams_loses_and_doubles_nothing(
     assert set(by_id) == set(completed)
     # The outbox kept the records while billing was down: all 200 saw message_stop.
     assert len(completed) == 200, f"{200 - len(completed)} streams failed in {elapsed:.1f}s"
-    assert billing_stack.stack.children["billing"].restarts >= 1
+    billing = billing_stack.stack.children["billing"]
+
+    async def restarted() -> bool:  # the supervisor's backoff (0.5 s) and poll (0.2 s) first
+        return billing.restarts >= 1 and billing.alive
+
+    await eventually(restarted, timeout=10)
     log_file = billing_stack.stack.data_dir / "logs" / "billing.log"
 
     async def drained_logged() -> bool:  # info lines reach the file within logs.FLUSH_AFTER

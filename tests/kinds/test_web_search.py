@@ -90,25 +90,28 @@ async def test_without_the_tool_the_bedrock_only_model_still_answers(gw: Kinds) 
 
 
 async def test_a_mixed_model_sends_searches_only_where_they_run(gw: Kinds) -> None:
+    """Each request names a session (fixed keys: the router hashes each over the deployments
+    alike every run, docs/routing.md), so where a request would go is not left to chance: the
+    plain requests of some sessions go to Bedrock, and a search in such a session does not."""
+    plain: dict[str, str] = {}
+    for n in range(30):  # some of 30 sessions' homes are Bedrock's (one in three, by the hash)
+        args = _args("one-of-each", f"plain number {n}")
+        del args["tools"]
+        args["extra_headers"]["x-ezat-session"] = session = f"mixed-search-{n}"
+        raw = await gw.anthropic().messages.with_raw_response.create(**args)
+        plain[session] = raw.headers["x-ezat-deployment"]
+    on_bedrock = [session for session, dep in plain.items() if dep == "mix-bedrock"]
+    assert on_bedrock, plain  # the pool is unchanged: plain requests still go there
     before = await _bedrock_received(gw)
     served = []
-    for n in range(9):
-        args = _args("one-of-each", f"search number {n}")
+    for session in plain:
+        args = _args("one-of-each", f"search in {session}")
+        args["extra_headers"]["x-ezat-session"] = session
         raw = await gw.anthropic().messages.with_raw_response.create(**args)
         served.append(raw.headers["x-ezat-deployment"])
         _searched(await raw.parse(), 1)
     assert set(served) <= {"mix-anthropic", "mix-vertex"} and "mix-anthropic" in served
     assert await _bedrock_received(gw) == before
-    # The same requests without the tool may still go to Bedrock (the pool is unchanged).
-    plain = []
-    # 30 plain requests: with three deployments, none on Bedrock by chance is (2/3)^30 < 1e-5
-    # (9 left it to chance 2.6% of the time).
-    for n in range(30):
-        args = _args("one-of-each", f"plain number {n}")
-        del args["tools"]
-        raw = await gw.anthropic().messages.with_raw_response.create(**args)
-        plain.append(raw.headers["x-ezat-deployment"])
-    assert "mix-bedrock" in plain, plain
 
 
 async def _rows(gw: Kinds, request_id: str) -> list[asyncpg.Record]:
