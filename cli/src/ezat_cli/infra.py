@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,10 +32,22 @@ def _bin(name: str) -> str:
     raise FileNotFoundError(f"{name} not found next to {sys.executable}; run `make install`")
 
 
+# The ports free_port handed out lately. The kernel may give a port just released to the next
+# bind(0): one stack's seven ports, picked in a row, held the same port twice about once in 1,000
+# picks here (a service then waited for its metrics port, and another was scraped in its place).
+_HANDED_OUT: deque[int] = deque(maxlen=4096)
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A loopback port free now, and not among the last 4,096 this process handed out (they may
+    not be bound yet)."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.append(port)
+            return port
 
 
 def wait_port(port: int, proc: subprocess.Popen[bytes] | None = None, timeout: float = 20) -> None:
