@@ -145,16 +145,13 @@ def _resources(results: dict[str, Any]) -> str:
 # A floor phase counts the floor's processes and NATS; the billed floor also the stack's billing
 # and PostgreSQL, which drain its records. A gateway phase counts the services and their
 # infrastructure. The simulators stand in for the providers and count in neither.
-FLOOR_ALSO = {
-    "floor-billed": ("billing", "postgres"),
-    "floor-openai-billed": ("billing", "postgres"),
-}
 # Each client API's floor: its own hops plus the mandatory usage parsing and durable billing.
 FLOOR_OF = {
     "anthropic": "floor-billed",
     "openai": "floor-openai-billed",
     "responses": "floor-openai-billed",
 }
+FLOOR_ALSO = dict.fromkeys(FLOOR_OF.values(), ("billing", "postgres"))
 FLOOR_RATIO = 1.3  # the added latency at c=1 may be at most this multiple of the floor's
 
 

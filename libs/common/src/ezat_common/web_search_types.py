@@ -5,9 +5,11 @@ trust a client's ``max_uses`` on them (docs/billing.md, "Budget holds"). Any oth
 
 from __future__ import annotations
 
-OPENAI_SEARCH_TYPES = (
-    "web_search",
-    "web_search_2025_08_26",
-    "web_search_preview",
-    "web_search_preview_2025_03_11",
+OPENAI_SEARCH_TYPES = frozenset(
+    (
+        "web_search",
+        "web_search_2025_08_26",
+        "web_search_preview",
+        "web_search_preview_2025_03_11",
+    )
 )

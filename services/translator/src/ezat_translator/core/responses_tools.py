@@ -36,11 +36,12 @@ from typing import Any
 from ezat_common.config import ModelConfig
 from ezat_common.errors import invalid
 from ezat_common.schemas.openai_responses import CustomTool, FunctionTool, NamedTool, NamespaceTool
+from ezat_common.web_search_types import OPENAI_SEARCH_TYPES
 
 from .openai_output import check_closed
 from .openai_request import converted
 from .openai_tools import mode_choice, named_choice, to_tool, with_parallel
-from .web_search import RESPONSES_TYPES, TOOL_NAME, responses_tool
+from .web_search import TOOL_NAME, responses_tool
 
 CUSTOM_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -98,7 +99,7 @@ def to_tools(tools: list[dict[str, Any]], model: ModelConfig) -> list[dict[str, 
             out.append(custom_tool(converted(raw, CustomTool, path), model, path))
         elif kind == "namespace":
             out.extend(namespace_tools(converted(raw, NamespaceTool, path), model, path))
-        elif kind in RESPONSES_TYPES:
+        elif kind in OPENAI_SEARCH_TYPES:
             if any(t.get("name") == TOOL_NAME for t in out):
                 raise invalid(f"{path}.type", "web search is already in tools; send it once")
             out.append(responses_tool(raw, path))
@@ -183,7 +184,7 @@ def to_tool_choice(
         if kind in ("function", "custom"):
             named = converted(choice, NamedTool, "tool_choice")
             out = named_choice(named.name, [t["name"] for t in tools], "tool_choice.name")
-        elif kind in RESPONSES_TYPES:
+        elif kind in OPENAI_SEARCH_TYPES:
             out = named_choice(TOOL_NAME, [t["name"] for t in tools], "tool_choice.type")
         elif is_built_in(kind):
             raise invalid("tool_choice.type", f"the built-in tool {kind} is not supported")

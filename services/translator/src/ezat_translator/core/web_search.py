@@ -27,7 +27,6 @@ from ezat_common.web_search_types import OPENAI_SEARCH_TYPES
 
 TOOL_TYPE = "web_search_20250305"
 TOOL_NAME = "web_search"
-RESPONSES_TYPES = OPENAI_SEARCH_TYPES  # the edge's budget hold reads the same list
 # search_context_size -> max_uses; OpenAI's default size is medium.
 MAX_USES = {"low": 1, "medium": 3, "high": 5}
 DEFAULT_SIZE = "medium"
@@ -214,7 +213,7 @@ UNAVAILABLE_CODE = "server_tool_unavailable"
 def responses_search_param(tools: list[dict[str, Any]] | None) -> str | None:
     """``tools[i].type`` of the client's web search tool (at most one: ``to_tools``), if any."""
     for i, raw in enumerate(tools or ()):
-        if isinstance(raw, dict) and raw.get("type") in RESPONSES_TYPES:
+        if isinstance(raw, dict) and raw.get("type") in OPENAI_SEARCH_TYPES:
             return f"tools[{i}].type"
     return None
 
