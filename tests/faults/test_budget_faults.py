@@ -20,6 +20,7 @@ from pathlib import Path
 
 import asyncpg
 import pytest
+from ezat_billing.drain import ACK_WAIT  # an unacknowledged outbox batch waits this long
 from ezat_cli.infra import Infra, ProcessServer, free_port, redis_server
 from ezat_common import db
 from ezat_edge.holds import REDIS_TIMEOUT  # the hold store's calls wait this long at most
@@ -34,7 +35,7 @@ from support.budget_load import (
     team_of_two_keys,
 )
 from support.config import base_url, listen, one_simulator, write_config
-from support.holds import holds_left, no_holds_left
+from support.holds import holds_left, holds_of, no_holds_left
 from support.stack import running
 
 from .freeze import freeze
@@ -211,6 +212,7 @@ async def test_billing_killed_mid_load_overshoots_nothing(budget_stack: BudgetSt
     )
     await asyncio.sleep(FAULT_AT)
     await asyncio.to_thread(stack.kill, "billing", signal.SIGKILL)
+    killed = time.monotonic()
     sent = await task
     assert stack.children["billing"].restarts > restarts, "billing was not restarted"
     _ended_cleanly(sent, {"ok", "refused"})
@@ -223,8 +225,25 @@ async def test_billing_killed_mid_load_overshoots_nothing(budget_stack: BudgetSt
     await asyncio.sleep(SETTLED)
     await _billed_once(budget_stack.database_url, sent)
     scope = f"key:{key_id}"
+    # A batch the killed billing had committed but not yet counted (nor acknowledged) is counted
+    # when JetStream redelivers it, ACK_WAIT after the kill; its hold keeps its worst case back
+    # until then (docs/billing.md, "Under faults").
+    await _until_no_hold(budget_stack, scope, killed + ACK_WAIT + SETTLED)
     counters = await no_holds_left(budget_stack.redis_url, budget_stack.prefix, [scope])
     assert counters == {scope: spent}
+
+
+async def _until_no_hold(budget_stack: BudgetStack, scope: str, deadline: float) -> None:
+    """Waits until ``scope`` holds nothing, or ``deadline`` (``time.monotonic()``) passes."""
+    redis = aioredis.from_url(budget_stack.redis_url)
+    try:
+        while time.monotonic() < deadline:
+            if (await holds_of(redis, budget_stack.prefix, scope)).stored == 0:
+                return
+            await asyncio.sleep(0.5)
+    finally:
+        await redis.aclose()
+    print("holds left at the deadline:", await _holds_left(budget_stack, scope))
 
 
 async def _with_redis_frozen(
