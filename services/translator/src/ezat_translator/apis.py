@@ -59,6 +59,11 @@ class Translated:
 
 
 class Entry(Protocol):
+    # Whether ``translate`` of a body under ``off_loop_bytes`` waits on nothing (no store, no
+    # Redis): then the path translates in the subscription's own callback, one task fewer per
+    # request (app.py, ``on_request``).
+    waits: bool
+
     async def translate(
         self, req: envelopes.ClientRequest, body: bytes, large: bool
     ) -> tuple[Translated, Conversion | None]: ...
@@ -66,6 +71,8 @@ class Entry(Protocol):
 
 class Messages:
     """The Messages API (create and count_tokens): its body is already the router's."""
+
+    waits = False
 
     def __init__(self, catalogue: Catalogue) -> None:
         self.catalogue = catalogue
@@ -100,6 +107,8 @@ class Messages:
 class Chat:
     """Chat Completions: thinking kept server-side (thinking_store.py) goes back into the
     tool-calling turns that need it."""
+
+    waits = False  # the thinking store is read after, by ``Translated.restore_thinking``
 
     def __init__(self, catalogue: Catalogue, thinking: ThinkingStore) -> None:
         self.catalogue = catalogue
@@ -141,6 +150,8 @@ class Chat:
 class Responses:
     """The Responses API: ``previous_response_id`` from the response store, sealed reasoning
     (responses_requests.py)."""
+
+    waits = True  # ``previous_response_id`` is read from the response store
 
     def __init__(self, requests: ResponsesRequests) -> None:
         self.requests = requests

@@ -21,7 +21,6 @@ from ezat_common.bodies import TOO_DEEP
 from ezat_common.catalogue import Catalogue
 from ezat_common.config import DEFAULT_OFF_LOOP_BODY, load_config
 from ezat_common.config_reload import Reloader
-from ezat_common.envelopes import CONVERTED
 from ezat_common.errors import GatewayError
 from ezat_common.liveness import OWNER_TIMEOUT, Heartbeats
 from ezat_common.loop_lag import LoopLag
@@ -153,10 +152,11 @@ class Translator:
             # Where to answer is inside the message: the edge's first-reply timeout answers.
             return
         traceparent = tracing.received(msg.headers)
-        if req.body_ref is not None or req.api in CONVERTED or len(req.body) > self.off_loop_bytes:
-            # Object-store reads, image downloads, Redis look-ups and a large body's translation
-            # (in a thread) must not hold up the subscription, which runs its callbacks one at a
-            # time.
+        entry = self.apis[req.api]
+        if req.body_ref is not None or entry.waits or len(req.body) > self.off_loop_bytes:
+            # Object-store reads, Redis look-ups and a large body's translation (in a thread)
+            # must not hold up the subscription, which runs its callbacks one at a time; image
+            # downloads and a thinking restore are sent off after the translation (``handle``).
             self.tasks.spawn(self.handle(req, traceparent, spawned=True))
         else:
             await self.handle(req, traceparent)
@@ -184,9 +184,9 @@ class Translator:
             if span is not None:
                 span.set_attribute("gen_ai.request.model", tr.model.id)
             held = False
-            if tr.image_urls and not spawned:
-                # Downloads must not hold up the subscription (see on_request); the task ends
-                # the span and the beats.
+            if (tr.image_urls or tr.restore_thinking is not None) and not spawned:
+                # Downloads and Redis must not hold up the subscription (see on_request); the
+                # task ends the span and the beats.
                 self.tasks.spawn(self.route_in_task(req, tr, conv, traceparent, span))
                 span = None
                 return
@@ -210,7 +210,8 @@ class Translator:
         traceparent: str | None = None,
         span: Span | None = None,
     ) -> None:
-        """``route`` where image downloads may take long (docs/api.md, "Messages API")."""
+        """``route`` where image downloads (docs/api.md, "Messages API") or a thinking restore
+        (Redis) may take long."""
         token = logs.request_id.set(req.request_id)
         try:
             await self.route(req, tr, conv, traceparent)
