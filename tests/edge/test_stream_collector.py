@@ -21,12 +21,22 @@ from ezat_common.envelopes import (
 from ezat_common.exchange import TICK, Exchange, Kind, Phase, Tick
 from ezat_edge.core.stream import ANTHROPIC_PING, StreamState
 from ezat_edge.decode import decode
-from ezat_edge.streams import Collector, watchdog
+from ezat_edge.streams import Collector, Watchdog
 from nats.aio.msg import Msg
 
 
 def msg(reply: envelopes.Reply) -> Msg:
     return Msg(_client=cast(Any, None), subject="inbox.1", data=envelopes.encode(reply))
+
+
+class Ticks:
+    """A ``Collector``'s ``ticked``: how many times the loop said it took a tick."""
+
+    def __init__(self) -> None:
+        self.taken = 0
+
+    def __call__(self) -> None:
+        self.taken += 1
 
 
 def collector(ago: float = 0.0) -> tuple[Collector, Exchange]:
@@ -36,7 +46,9 @@ def collector(ago: float = 0.0) -> tuple[Collector, Exchange]:
     ex = Exchange(t0, first_reply_timeout=30.0, ping_interval=2.0, owner_timeout=3.0)
     ex.published(t0)
     ex.reply(Kind.HEAD, 0, t0)  # a stream: its head came
-    c = Collector("anthropic", "req", StreamState(), ex, lambda m: None, lambda m: False, decode)
+    c = Collector(
+        "anthropic", "req", StreamState(), ex, lambda m: None, lambda m: False, decode, Ticks()
+    )
     return c, ex
 
 
@@ -73,7 +85,7 @@ def test_owner_lost_before_any_answer_leaves_it_unanswered() -> None:
     c, ex = collector(ago=10.0)
     data, final, _ = take(c, TICK)
     assert final and data == c.error_frame(OWNER_LOST) and not ex.answered
-    assert c.ticked.is_set()  # the watchdog may go on
+    assert cast(Ticks, c.ticked).taken == 1  # the watchdog may go on
 
 
 def test_a_tick_behind_replies_is_taken_after_them() -> None:
@@ -113,22 +125,49 @@ def test_a_whole_body_inside_a_stream_is_ignored_but_heard() -> None:
     assert ex.phase is Phase.STREAMING and not ex.answered
 
 
-async def test_the_watchdog_queues_one_tick_and_waits_for_the_loop_to_take_it() -> None:
-    """The watchdog never ticks the exchange itself: it queues one ``Tick`` when something is
-    due, and queues the next only once the loop has taken it (``ticked``)."""
+def watched(ping_interval: float) -> tuple[Exchange, asyncio.Queue[Msg | Tick], Watchdog]:
+    """A stream whose head came now, its queue and its watchdog (pings every
+    ``ping_interval``; its holder never silent long enough to matter)."""
     t0 = time.monotonic()
-    ex = Exchange(t0, first_reply_timeout=30.0, ping_interval=0.05, owner_timeout=30.0)
+    ex = Exchange(t0, first_reply_timeout=30.0, ping_interval=ping_interval, owner_timeout=30.0)
     ex.published(t0)
     ex.reply(Kind.HEAD, 0, t0)
     queue: asyncio.Queue[Msg | Tick] = asyncio.Queue()
-    ticked = asyncio.Event()
-    dog = asyncio.create_task(watchdog(queue, ex, ticked))
+    return ex, queue, Watchdog(queue, ex)
+
+
+async def test_the_watchdog_queues_one_tick_and_waits_for_the_loop_to_take_it() -> None:
+    """The watchdog never ticks the exchange itself: it queues one ``Tick`` when something is
+    due, and queues the next only once the loop has taken it (``ticked``)."""
+    ex, queue, dog = watched(ping_interval=0.05)
     try:
         assert await asyncio.wait_for(queue.get(), 5.0) == TICK
         await asyncio.sleep(0.2)  # pings are due again, but the loop has not taken the tick
         assert queue.empty() and ex.phase is Phase.STREAMING
         ex.tick(time.monotonic())  # what the loop does when it takes the tick
-        ticked.set()
+        dog.ticked()
         assert await asyncio.wait_for(queue.get(), 5.0) == TICK
     finally:
-        dog.cancel()
+        dog.stop()
+
+
+async def test_the_watchdog_follows_the_wake_up_a_write_moved_and_stops_when_told() -> None:
+    """A write before the ping is due moves the wake-up: no tick at the old time, one at the new;
+    once stopped (the stream's loop ended), nothing more is queued, even when told a tick was
+    taken."""
+    ex, queue, dog = watched(ping_interval=0.2)
+    try:
+        await asyncio.sleep(0.1)
+        ex.wrote(False, time.monotonic())  # the next ping is now due 0.2 s after this write
+        moved = time.monotonic()
+        await asyncio.sleep(0.15)  # past the first wake-up (0.2 s after the head)
+        assert queue.empty()
+        assert await asyncio.wait_for(queue.get(), 5.0) == TICK
+        assert time.monotonic() - moved >= 0.2
+        dog.stop()
+        ex.tick(time.monotonic())
+        dog.ticked()
+        await asyncio.sleep(0.4)  # two ping intervals
+        assert queue.empty()
+    finally:
+        dog.stop()

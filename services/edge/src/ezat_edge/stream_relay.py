@@ -5,7 +5,6 @@ stream that lost its holder before any of its answer is handed back to be publis
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 import time
@@ -25,10 +24,10 @@ from .streams import (
     Outlet,
     SseResponse,
     StreamState,
+    Watchdog,
     count_events,
     has_token,
     ping_for,
-    watchdog,
 )
 
 log = logging.getLogger("ezat.edge.relay")
@@ -53,9 +52,11 @@ class StreamRelay:
             m.ACTIVE_STREAMS.inc()
         state = StreamState()
         keep_ack = functools.partial(hop.holder.ack, p.held)
-        step = Collector(call.fmt, _named(call), state, p.ex, keep_ack, hop.inbox.is_ack, decode)
         # The watchdog runs from ReplyHead on: a stream can stall before its first chunk too.
-        dog = asyncio.create_task(watchdog(p.queue, p.ex, step.ticked))
+        dog = Watchdog(p.queue, p.ex)
+        step = Collector(
+            call.fmt, _named(call), state, p.ex, keep_ack, hop.inbox.is_ack, decode, dog.ticked
+        )
         handed_back: Committed | None = None
         try:
             first = ping_for(call.fmt) if head is None else head.data
@@ -75,7 +76,7 @@ class StreamRelay:
                 raise  # the middleware answers with a JSON 500
             log.exception("stream relay failed")
         finally:
-            dog.cancel()
+            dog.stop()
             if handed_back is None:
                 m.ACTIVE_STREAMS.dec()
             if state.error is not None and call.entry is not None:

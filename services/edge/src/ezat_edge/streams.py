@@ -4,7 +4,7 @@ The relay's loop (stream_relay.py) is a stream's only writer; this module owns w
 through.
 
 * ``SseResponse``: the status line and headers leave with the first body bytes.
-* ``watchdog``: queues a ``Tick`` when the stream's ``Exchange`` (ezat_common/exchange.py) has
+* ``Watchdog``: queues a ``Tick`` when the stream's ``Exchange`` (ezat_common/exchange.py) has
   something due: a ping after ``ping_interval`` without a write, the end after ``owner_timeout``
   without a reply (docs/reliability.md, "A holder dies"). The loop ticks the exchange when it
   takes the ``Tick``, behind the replies queued before it.
@@ -97,24 +97,61 @@ class SseResponse(web.StreamResponse):
     sent = 0  # body bytes handed to the transport (Outlet): ezat_edge_response_body_bytes
 
 
-async def watchdog(queue: asyncio.Queue[Msg | Tick], ex: Exchange, ticked: asyncio.Event) -> None:
+class Watchdog:
     """Queue a ``Tick`` whenever the stream's exchange has something due (a ping
     ``ping_interval`` after the last write, its end when its holder went silent for
     ``owner_timeout``: heartbeats count), then wait until the loop has taken it (``ticked``).
     It neither ticks the exchange nor writes: the relay's loop does both, in the order of its
     queue (a final reply queued before the tick is read first), and is the only writer, so
-    nothing races ``write_eof``."""
-    while True:
-        wake = ex.wake_at()
+    nothing races ``write_eof``.
+
+    A timer of the event loop, not a task: a stream that ends before anything is due (most do)
+    costs one timer armed and cancelled, where a task cost a step when it started and another
+    when it was cancelled, both on the loop between the stream's first replies."""
+
+    __slots__ = ("_ex", "_queue", "_queued", "_stopped", "_timer")
+
+    def __init__(self, queue: asyncio.Queue[Msg | Tick], ex: Exchange) -> None:
+        self._queue = queue
+        self._ex = ex
+        self._timer: asyncio.TimerHandle | None = None
+        self._queued = False  # a Tick is in the queue, not taken yet
+        self._stopped = False
+        self._arm()
+
+    def ticked(self) -> None:
+        """The loop took the ``Tick`` and ticked the exchange: watch for what is due next."""
+        if self._queued and not self._stopped:
+            self._queued = False
+            self._arm()
+
+    def stop(self) -> None:
+        self._stopped = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _arm(self) -> None:
+        wake = self._ex.wake_at()
         if wake == math.inf:
             return  # the exchange ended (its final reply came, or a part was lost)
-        delay = wake - time.monotonic()
-        if delay > 0:
-            await asyncio.sleep(delay)
-            continue  # a reply meanwhile may have moved the wake-up
-        ticked.clear()
-        queue.put_nowait(TICK)
-        await ticked.wait()
+        delay = max(wake - time.monotonic(), 0.0)
+        self._timer = asyncio.get_running_loop().call_later(delay, self._fire)
+
+    def _fire(self) -> None:
+        self._timer = None
+        wake = self._ex.wake_at()
+        if wake == math.inf:
+            return
+        if wake > time.monotonic():
+            self._arm()  # a reply meanwhile moved the wake-up
+            return
+        self._queued = True
+        self._queue.put_nowait(TICK)
+
+
+def _unwatched() -> None:
+    """A ``Collector``'s ``ticked`` with no watchdog (tests, and streams not yet watched)."""
 
 
 @dataclass(slots=True)
@@ -128,10 +165,10 @@ class Collector:
     keep_ack: Callable[[Msg], None]  # an outbox acknowledgement, for the request's settlement
     is_ack: Callable[[Msg], bool]
     decode: Callable[[Msg], envelopes.Reply]
+    # Called when a ``Tick`` was taken and the exchange ticked: the watchdog waits for it.
+    ticked: Callable[[], None] = _unwatched
     # What ``take`` is collecting (for ``error_frame``).
     _parts: list[bytes] = field(default_factory=list)
-    # Set when a ``Tick`` was taken and the exchange ticked: the watchdog waits for it.
-    ticked: asyncio.Event = field(default_factory=asyncio.Event)
 
     def take(
         self, msg: Msg | Tick, queue: asyncio.Queue[Msg | Tick]
@@ -145,7 +182,7 @@ class Collector:
         while True:
             if isinstance(msg, Tick):
                 decision = self.ex.tick(time.monotonic())
-                self.ticked.set()
+                self.ticked()
                 if decision is LOST_OWNER:
                     return self._lost(parts, OWNER_LOST), True, None
                 ping = ping or decision is PING
