@@ -35,7 +35,7 @@ from support.budget_load import (
     team_of_two_keys,
 )
 from support.config import base_url, listen, one_simulator, write_config
-from support.holds import holds_left, holds_of, no_holds_left
+from support.holds import holds_left, no_holds_left, until_no_holds
 from support.stack import running
 
 from .freeze import freeze
@@ -228,22 +228,16 @@ async def test_billing_killed_mid_load_overshoots_nothing(budget_stack: BudgetSt
     # A batch the killed billing had committed but not yet counted (nor acknowledged) is counted
     # when JetStream redelivers it, ACK_WAIT after the kill; its hold keeps its worst case back
     # until then (docs/billing.md, "Under faults").
-    await _until_no_hold(budget_stack, scope, killed + ACK_WAIT + SETTLED)
-    counters = await no_holds_left(budget_stack.redis_url, budget_stack.prefix, [scope])
-    assert counters == {scope: spent}
-
-
-async def _until_no_hold(budget_stack: BudgetStack, scope: str, deadline: float) -> None:
-    """Waits until ``scope`` holds nothing, or ``deadline`` (``time.monotonic()``) passes."""
     redis = aioredis.from_url(budget_stack.redis_url)
     try:
-        while time.monotonic() < deadline:
-            if (await holds_of(redis, budget_stack.prefix, scope)).stored == 0:
-                return
-            await asyncio.sleep(0.5)
+        left = killed + ACK_WAIT + SETTLED - time.monotonic()
+        holds = await until_no_holds(redis, budget_stack.prefix, scope, left, every=0.5)
     finally:
         await redis.aclose()
-    print("holds left at the deadline:", await _holds_left(budget_stack, scope))
+    if holds.stored:
+        print("holds left at the deadline:", await _holds_left(budget_stack, scope))
+    counters = await no_holds_left(budget_stack.redis_url, budget_stack.prefix, [scope])
+    assert counters == {scope: spent}
 
 
 async def _with_redis_frozen(

@@ -22,7 +22,7 @@ import asyncpg
 from ezat_cli.infra import Infra
 from ezat_common import db
 from redis import asyncio as aioredis
-from support.holds import holds_of, month
+from support.holds import holds_of, month, until_no_holds
 
 from .conftest import PREFIX
 from .load import Gateway, History, attach_rows, check, ranges, run_load, summary, wait_billed
@@ -144,11 +144,7 @@ async def test_holds_of_requests_on_a_sigkilled_router_are_released(
         assert released is not None and released <= SETTLE_GRACE + 1.0, released
         assert admitted <= SETTLE_GRACE + 2.0, admitted
         # Its row replaced its hold, and the admission dropped the expired ones.
-        for _ in range(40):
-            holds = await holds_of(redis, PREFIX, scope)
-            if holds.stored == holds.expiring == 0:
-                break
-            await asyncio.sleep(0.25)
+        holds = await until_no_holds(redis, PREFIX, scope, 10.0)
         assert (holds.stored, holds.expiring) == (0, 0), holds
         on_team = await holds_of(redis, PREFIX, team)
         assert (on_team.live, on_team.spent) == (0, holds.spent), (on_team, holds)

@@ -3,6 +3,7 @@ what the tests of holds read, for any stack's subject prefix."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 
@@ -35,6 +36,18 @@ async def holds_of(redis: aioredis.Redis, prefix: str, scope: str) -> Holds:
         pipe.get(f"{prefix}:spend:{scope}:{month()}")
         stored, expiring, live, spent = await pipe.execute()
     return Holds(int(stored), int(expiring), int(live), int(spent or 0))
+
+
+async def until_no_holds(
+    redis: aioredis.Redis, prefix: str, scope: str, seconds: float, every: float = 0.25
+) -> Holds:
+    """``scope``'s holds once none is stored or expiring, or as they are after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while True:
+        holds = await holds_of(redis, prefix, scope)
+        if holds.stored == holds.expiring == 0 or time.monotonic() >= deadline:
+            return holds
+        await asyncio.sleep(every)
 
 
 async def no_holds_left(redis_url: str, prefix: str, scopes: list[str]) -> dict[str, int]:

@@ -150,10 +150,6 @@ class Watchdog:
         self._queue.put_nowait(TICK)
 
 
-def _unwatched() -> None:
-    """A ``Collector``'s ``ticked`` with no watchdog (tests, and streams not yet watched)."""
-
-
 @dataclass(slots=True)
 class Collector:
     """Turns what a stream's queue holds into the bytes of its next write (the loop's step)."""
@@ -166,7 +162,7 @@ class Collector:
     is_ack: Callable[[Msg], bool]
     decode: Callable[[Msg], envelopes.Reply]
     # Called when a ``Tick`` was taken and the exchange ticked: the watchdog waits for it.
-    ticked: Callable[[], None] = _unwatched
+    ticked: Callable[[], None]
     # What ``take`` is collecting (for ``error_frame``).
     _parts: list[bytes] = field(default_factory=list)
 
