@@ -20,6 +20,10 @@ it. No authentication, limits, validation, translation, routing decision, metric
   (``floor-openai-billed``): the floor an OpenAI client's request is judged against, since the
   gateway bills every API's answers before their final event.
 
+- ``/openai-converted/v1/chat/completions`` and ``/openai-converted/v1/responses``: that, plus
+  the request and every reply translated by the gateway's own API entries
+  (``floor-openai-converted``, ``floor-responses-converted``; floor_convert.py).
+
 ``run.py`` drives these beside the gateway in the same run, so the table shows how much of the
 gateway's added latency and CPU the architecture itself costs on this machine.
 
@@ -40,10 +44,12 @@ import time
 from typing import Any
 
 import aiohttp
+import floor_convert
 import nats.errors
 from aiohttp import web
 from ezat_common import bus, envelopes
 from ezat_common.envelopes import UsageRecord
+from ezat_common.errors import GatewayError
 from ezat_common.outbox import Outbox, acknowledged
 from ezat_common.pricing import FREE, cost_micros, usd
 from ezat_common.runtime import run_service
@@ -65,7 +71,10 @@ TRANSLATE, ROUTE = "floor.translate", "floor.route"
 TRANSLATE_RELAYED = "floor.translate.relayed"  # the OpenAI path: replies come back this way
 TRANSLATE_BILLED, ROUTE_BILLED = "floor.translate.billed", "floor.route.billed"
 TRANSLATE_RELAYED_BILLED = "floor.translate.relayed.billed"  # both: the OpenAI path, billed
-BILLED = (TRANSLATE_BILLED, TRANSLATE_RELAYED_BILLED)
+# The OpenAI path, billed, its request and replies translated (floor_convert.py), by API.
+CONVERTED = {"floor.translate.converted.chat": "chat"}
+CONVERTED["floor.translate.converted.responses"] = "responses"
+BILLED = (TRANSLATE_BILLED, TRANSLATE_RELAYED_BILLED, *CONVERTED)
 # Reply kinds, one byte ahead of the data: a stream's head (its first bytes), a chunk, its end
 # (with its last bytes), a whole body (then its 3-digit status).
 HEAD, CHUNK, END, BODY = b"H", b"C", b"E", b"B"
@@ -85,6 +94,8 @@ async def edge(stop: asyncio.Event, listen: str) -> None:
     subjects = {"/v1/messages": TRANSLATE, "/openai/v1/messages": TRANSLATE_RELAYED}
     subjects["/billed/v1/messages"] = TRANSLATE_BILLED
     subjects["/openai-billed/v1/messages"] = TRANSLATE_RELAYED_BILLED
+    subjects["/openai-converted/v1/chat/completions"] = "floor.translate.converted.chat"
+    subjects["/openai-converted/v1/responses"] = "floor.translate.converted.responses"
 
     async def handle(request: web.Request) -> web.StreamResponse:
         subject = subjects[request.path]
@@ -200,6 +211,7 @@ async def translator(stop: asyncio.Event) -> None:
     prefix = f"_INBOX.floor.translator.{os.getpid()}"
     seq = itertools.count(1)
     edges: dict[str, str] = {}  # OpenAI path: our reply token -> the edge's reply subject
+    converting = floor_convert.Converting(MODEL)
 
     async def forward(msg: Msg) -> None:
         await nc.publish(ROUTE, msg.data, reply=msg.reply)
@@ -213,6 +225,18 @@ async def translator(stop: asyncio.Event) -> None:
         route = ROUTE_BILLED if msg.subject == TRANSLATE_RELAYED_BILLED else ROUTE
         await nc.publish(route, msg.data, reply=f"{prefix}.{token}")
 
+    async def converted(msg: Msg) -> None:
+        # Translated inside the callback, as the translator does a small chat request.
+        token = str(next(seq))
+        ack, _, body = msg.data.partition(b"\n")
+        try:
+            data = await converting.request(CONVERTED[msg.subject], token, body)
+        except GatewayError as err:
+            await nc.publish(msg.reply, floor_convert.refusal(err))
+            return
+        edges[token] = msg.reply
+        await nc.publish(ROUTE_BILLED, ack + b"\n" + data, reply=f"{prefix}.{token}")
+
     async def on_reply(msg: Msg) -> None:
         # Passed on inside the callback, as the translator does with a chat stream's replies.
         # An entry stays only if its router died mid-request: the floor lives for one bench run.
@@ -220,6 +244,8 @@ async def translator(stop: asyncio.Event) -> None:
         data = msg.data
         if bus.is_no_responders(msg):
             data = BODY + b"503floor: no router"
+        elif token in converting.convs:
+            data = converting.reply(token, data)
         # The router always ends a request with one of these, failures included.
         to = edges.pop(token, None) if data[:1] in (END, BODY, ABORT) else edges.get(token)
         if to is not None:
@@ -230,6 +256,8 @@ async def translator(stop: asyncio.Event) -> None:
     await nc.subscribe(TRANSLATE_RELAYED, queue="floor", cb=relayed)
     await nc.subscribe(TRANSLATE_BILLED, queue="floor", cb=forward_billed)
     await nc.subscribe(TRANSLATE_RELAYED_BILLED, queue="floor", cb=relayed)
+    for subject in CONVERTED:
+        await nc.subscribe(subject, queue="floor", cb=converted)
     await stop.wait()
     await nc.close()
 

@@ -72,7 +72,11 @@ FLOORS = {
     "floor-openai": "/openai/v1/messages",
     "floor-billed": "/billed/v1/messages",
     "floor-openai-billed": "/openai-billed/v1/messages",
+    "floor-openai-converted": "/openai-converted/v1/chat/completions",
+    "floor-responses-converted": "/openai-converted/v1/responses",
 }
+# The floors that translate (floor_convert.py): each takes and answers its API's format.
+FLOOR_WIRE = {"floor-openai-converted": "openai", "floor-responses-converted": "responses"}
 NOT_AVAILABLE = "n/a (not implemented)"
 FLOOR_START_SECONDS = 30.0
 
@@ -172,19 +176,23 @@ class Bench:
     def target(self, api: str, mode: str, extra: str = "", tokens: int | None = None):  # type: ignore[no-untyped-def]
         stream = mode == "stream"
         model = BEDROCK_MODEL if api == "bedrock" else MODEL
-        body = loadgen.request_body(api, stream, tokens or self.args.tokens, model, extra)
+        wire = FLOOR_WIRE.get(api, api)
+        body = loadgen.request_body(wire, stream, tokens or self.args.tokens, model, extra)
         if api == kinds.DIRECT_BEDROCK:
             return kinds.direct_bedrock(self.sys.direct_url, stream, body, self.args.bedrock_auth)
         if api in ("direct", report.FLOOR_DIRECT):
             url = self.sys.direct_url + "/v1/messages"
             return loadgen.Target(url, loadgen.headers_for("anthropic", "sim"), body, stream)
         if api in FLOORS:
-            # Anthropic bytes end to end: the floor converts nothing, on either path.
+            # Anthropic bytes end to end, unless the floor translates (its API's, then).
             url = self.sys.floor_url + FLOORS[api]
+            if api in FLOOR_WIRE:
+                return loadgen.Target(url, loadgen.headers_for(wire, "sim"), body, stream, wire)
             return loadgen.Target(url, loadgen.headers_for("anthropic", "sim"), body, stream)
         path = OPENAI_PATHS.get(api, "/v1/messages")
         # "bedrock": the Anthropic API to a Bedrock-kind deployment (event-stream decoding).
-        wire = api if api in OPENAI_PATHS else "anthropic"
+        if api not in OPENAI_PATHS:
+            wire = "anthropic"
         key = self.sys.budget_key if api == "budget" else self.sys.key
         headers = loadgen.headers_for(wire, key)
         return loadgen.Target(self.sys.gateway_url + path, headers, body, stream, wire)

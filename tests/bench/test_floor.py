@@ -17,6 +17,7 @@ from pathlib import Path
 
 import aiohttp
 import nats
+import openai
 import pytest
 import pytest_asyncio
 from ezat_cli.infra import free_port
@@ -32,6 +33,7 @@ import floor
 import loadgen
 
 MODEL = "claude-sonnet-5-5"
+CONFIG = Path(__file__).resolve().parents[2] / "config" / "ezat.toml"
 PREFIX = "floortest"
 OUTBOX = f"{PREFIX}_billing_outbox"
 
@@ -63,6 +65,8 @@ async def _floor(nats_url: str, upstream: str) -> AsyncIterator[str]:
 def floor_env(nats_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("NATS_URL", nats_url)
     monkeypatch.setenv("EZAT_SUBJECT_PREFIX", PREFIX)
+    # The converting floors' translator reads its models where the services do.
+    monkeypatch.setenv("EZAT_CONFIG", str(CONFIG))
     return nats_url
 
 
@@ -214,3 +218,61 @@ async def test_a_billed_body_waits_for_the_outboxs_verdict_in_any_order(
     async with asyncio.timeout(floor.ACK_TIMEOUT + 2):
         resp = await relay.answer()
     assert resp.status == status
+
+
+# ---- the converting floors (floor_convert.py) ------------------------------------------------
+
+
+async def test_the_converting_floors_answer_the_openai_sdk(floor_url: str) -> None:
+    """What ``floor-openai-converted`` and ``floor-responses-converted`` time is a whole answer
+    in the client's own API, read by its own SDK, or their numbers would flatter the floor."""
+    prompt = "Tell me about the quick brown fox. [sim:tokens=5]"
+    async with openai.AsyncOpenAI(base_url=floor_url + "/openai-converted/v1", api_key="k") as c:
+        whole = await c.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": prompt}], max_tokens=64
+        )
+        text = whole.choices[0].message.content
+        assert text and whole.usage is not None and whole.usage.completion_tokens == 5
+        chunks = await c.chat.completions.create(
+            model=MODEL,
+            messages=[{"role": "user", "content": prompt}],
+            max_tokens=64,
+            stream=True,
+        )
+        pieces = [ch.choices[0].delta.content or "" async for ch in chunks if ch.choices]
+        assert "".join(pieces) == text
+
+        answer = await c.responses.create(model=MODEL, input=prompt, store=False)
+        assert answer.output_text == text and answer.usage is not None
+        assert answer.usage.output_tokens == 5
+        events = await c.responses.create(model=MODEL, input=prompt, store=False, stream=True)
+        kinds = [event.type async for event in events]
+        assert kinds[0] == "response.created" and kinds[-1] == "response.completed"
+        assert kinds.count("response.output_text.delta") == 5
+
+
+async def test_a_converting_floor_refuses_what_the_gateway_refuses(floor_url: str) -> None:
+    async with openai.AsyncOpenAI(base_url=floor_url + "/openai-converted/v1", api_key="k") as c:
+        with pytest.raises(openai.BadRequestError, match="messages"):
+            await c.chat.completions.create(model=MODEL, messages=[], max_tokens=8)
+
+
+async def test_converted_requests_are_billed_once_each(floor_url: str, nats_url: str) -> None:
+    for wire, path in (("openai", "chat/completions"), ("responses", "responses")):
+        for stream in (True, False):
+            body = loadgen.request_body(wire, stream, 5, MODEL)
+            t = loadgen.Target(
+                f"{floor_url}/openai-converted/v1/{path}",
+                loadgen.headers_for(wire, "k"),
+                body,
+                stream,
+                wire,
+            )
+            result = await phase(t, 2, 4)
+            assert result["ok"] == 4 and result["errors"] == 0
+    nc = await nats.connect(nats_url)
+    try:
+        info = await nc.jetstream().stream_info(OUTBOX)
+    finally:
+        await nc.close()
+    assert info.state.messages == 16
