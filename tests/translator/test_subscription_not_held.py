@@ -2,7 +2,8 @@
 something (Redis, the object store, a download) is sent off it, and one that waits on nothing
 is handled in it, a task fewer (app.py, ``on_request``; docs/performance.md). Real NATS; the
 thinking store's Redis is a listener that accepts and never answers (a hung Redis), and the
-router is whatever reaches the route subject."""
+router is whatever reaches the route subject. The Responses API's store is PostgreSQL at an
+address whose listener never answers either (a hung database)."""
 
 from __future__ import annotations
 
@@ -19,11 +20,12 @@ import pytest
 from ezat_common import envelopes, kv
 from ezat_common.catalogue import Catalogue
 from ezat_common.config import load_config
-from ezat_common.envelopes import ClientRequest
+from ezat_common.envelopes import Api, ClientRequest, ReplyError
 from ezat_common.redis_keys import RedisKeys
 from ezat_common.subjects import Subjects
 from ezat_translator.app import Translator
 from ezat_translator.responses_requests import ResponsesRequests
+from ezat_translator.stored_responses import StoredResponses
 from ezat_translator.thinking_store import REDIS_TIMEOUT, ThinkingStore
 from nats.aio.msg import Msg
 
@@ -57,10 +59,14 @@ async def _hung_redis() -> tuple[asyncio.Server, int]:
 
 
 @pytest.fixture
-async def wired(nats_url: str) -> AsyncIterator[tuple[Translator, Subjects, list[str]]]:
-    """A translator on its translate subscription, thinking kept in a hung Redis; the first
-    user message of each route, in the order the routes were published."""
+async def wired(
+    nats_url: str, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[tuple[Translator, Subjects, list[str]]]:
+    """A translator on its translate subscription, thinking kept in a hung Redis, responses in
+    a hung PostgreSQL; the first user message of each route, in the order the routes were
+    published."""
     server, port = await _hung_redis()
+    monkeypatch.setenv("DATABASE_URL", f"postgresql://ezat@127.0.0.1:{port}/ezat")
     redis = kv.connect(f"redis://127.0.0.1:{port}/0", timeout=REDIS_TIMEOUT)
     subjects = Subjects(prefix=f"sub{uuid.uuid4().hex[:8]}")
     nc = await nats.connect(nats_url)
@@ -70,7 +76,7 @@ async def wired(nats_url: str) -> AsyncIterator[tuple[Translator, Subjects, list
         subjects,
         catalogue,
         ThinkingStore(redis, RedisKeys(subjects.prefix)),
-        responses=ResponsesRequests(catalogue),
+        responses=ResponsesRequests(catalogue, store=StoredResponses()),
     )
     routed: list[str] = []
 
@@ -94,14 +100,14 @@ async def wired(nats_url: str) -> AsyncIterator[tuple[Translator, Subjects, list
         await server.wait_closed()
 
 
-def _request(body: dict[str, Any]) -> bytes:
+def _request(body: dict[str, Any], api: Api = "chat", reply_to: str = "") -> bytes:
     return envelopes.encode(
         ClientRequest(
             request_id=f"req-{uuid.uuid4().hex[:6]}",
             uid=uuid.uuid4().hex,
-            api="chat",
+            api=api,
             key_id="key-1",
-            reply_to=f"_INBOX.edge-x.{uuid.uuid4().hex[:6]}",
+            reply_to=reply_to or f"_INBOX.edge-x.{uuid.uuid4().hex[:6]}",
             received_at=time.time(),
             body=msgspec.json.encode(body),
         )
@@ -120,3 +126,57 @@ async def test_a_thinking_restore_on_a_hung_redis_does_not_hold_up_the_next_requ
     # The plain request went on while the other waited out Redis's timeout; that one was then
     # routed too, its thinking off.
     assert routed == ["plain", "restores"]
+
+
+# The Responses API: one that continues a stored response reads the store first; one that does
+# not (store false, no previous_response_id: as the Codex CLI sends it) waits on nothing.
+CONTINUES = {
+    "model": MODEL,
+    "input": "continues",
+    "previous_response_id": "resp_0123456789abcdef",
+    "store": False,
+}
+STATELESS = {"model": MODEL, "input": "plain", "store": False}
+
+
+async def test_a_continuation_on_a_hung_store_does_not_hold_up_the_next_request(
+    wired: tuple[Translator, Subjects, list[str]],
+) -> None:
+    translator, subjects, routed = wired
+    nc = translator.nc
+    replies: asyncio.Queue[Msg] = asyncio.Queue()
+    inbox = f"_INBOX.edge-y.{uuid.uuid4().hex[:6]}"
+    await nc.subscribe(inbox, cb=replies.put)
+    await nc.publish(subjects.translate, _request(CONTINUES, "responses", inbox))
+    await nc.publish(subjects.translate, _request(STATELESS, "responses"))
+    deadline = time.monotonic() + 10
+    while not routed and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    assert routed == ["plain"]
+    # Routed while the continuation still waited on the store, which it then could not read.
+    assert replies.empty()
+    async with asyncio.timeout(10):
+        reply = envelopes.decode_reply((await replies.get()).data)
+    assert isinstance(reply, ReplyError) and reply.status == 503, reply
+
+
+async def test_a_stateless_responses_request_is_translated_in_the_callback(
+    wired: tuple[Translator, Subjects, list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    translator, subjects, routed = wired
+    spawned: list[str] = []
+    spawn = translator.tasks.spawn
+
+    def counted(coro: Any, **kw: Any) -> Any:
+        spawned.append(coro.__qualname__)
+        return spawn(coro, **kw)
+
+    monkeypatch.setattr(translator.tasks, "spawn", counted)
+    await translator.nc.publish(subjects.translate, _request(STATELESS, "responses"))
+    await translator.nc.publish(subjects.translate, _request(CONTINUES, "responses"))
+    deadline = time.monotonic() + 10
+    while len(spawned) < 1 and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    assert routed == ["plain"]
+    # Only the continuation went to a task of its own: the rest of its translation.
+    assert spawned == ["Translator.route_in_task"]

@@ -33,8 +33,13 @@ async def connect() -> asyncpg.Connection:
     return await asyncpg.connect(database_url())
 
 
-async def pool(min_size: int = 1, max_size: int = 10) -> asyncpg.Pool:
-    return await asyncpg.create_pool(database_url(), min_size=min_size, max_size=max_size)
+async def pool(
+    min_size: int = 1, max_size: int = 10, connect_timeout: float = 60.0
+) -> asyncpg.Pool:
+    """``connect_timeout``: how long a new connection may take (asyncpg's default: 60 s)."""
+    return await asyncpg.create_pool(
+        database_url(), min_size=min_size, max_size=max_size, timeout=connect_timeout
+    )
 
 
 def _migrations() -> list[tuple[str, str]]:

@@ -26,11 +26,12 @@ from ezat_common.config import ModelConfig
 from ezat_common.envelopes import Api
 
 from . import metrics as m
-from .conversions import ChatConversion, Conversion
+from .conversions import ChatConversion, Conversion, ResponsesConversion
 from .core.chat_stream import ChatStream
-from .core.messages import prepare_count, prepare_create
+from .core.messages import Prepared, prepare_count, prepare_create
 from .core.openai_request import Translation
-from .core.openai_to_anthropic import to_messages_request
+from .core.openai_to_anthropic import ChatTranslation, to_messages_request
+from .core.responses_to_anthropic import ResponsesTranslation
 from .core.turns import ImageUrlPart
 from .responses_requests import ResponsesRequests
 from .thinking_store import ThinkingStore
@@ -58,35 +59,49 @@ class Translated:
     restore_thinking: Callable[[], Awaitable[None]] | None = None
 
 
-class Entry(Protocol):
-    # Whether ``translate`` of a body under ``off_loop_bytes`` waits on nothing (no store, no
-    # Redis): then the path translates in the subscription's own callback, one task fewer per
-    # request (app.py, ``on_request``).
-    waits: bool
+Result = tuple[Translated, Conversion | None]
 
-    async def translate(
-        self, req: envelopes.ClientRequest, body: bytes, large: bool
-    ) -> tuple[Translated, Conversion | None]: ...
+
+@dataclass(slots=True)
+class Later:
+    """A translation that waits on a store or Redis first: the path runs ``finish`` in a task
+    of its own, off the translate subscription (app.py, ``handle``)."""
+
+    finish: Callable[[], Awaitable[Result]]
+
+
+class Entry(Protocol):
+    def translate_now(self, req: envelopes.ClientRequest, body: bytes) -> Result | Later:
+        """A body under ``off_loop_bytes``, in the translate subscription's own callback: its
+        translation if that waits on nothing (no store, no Redis), else the rest as a ``Later``.
+        Decided on the decoded request, never on its bytes: a body the decoder reads
+        differently from a byte search could otherwise hold the subscription."""
+        ...
+
+    async def translate(self, req: envelopes.ClientRequest, body: bytes, large: bool) -> Result: ...
 
 
 class Messages:
     """The Messages API (create and count_tokens): its body is already the router's."""
 
-    waits = False
-
     def __init__(self, catalogue: Catalogue) -> None:
         self.catalogue = catalogue
 
-    async def translate(
-        self, req: envelopes.ClientRequest, body: bytes, large: bool
-    ) -> tuple[Translated, Conversion | None]:
+    def translate_now(self, req: envelopes.ClientRequest, body: bytes) -> Result:
         prepare = prepare_count if req.api == "count_tokens" else prepare_create
-        if large:
-            p = await asyncio.to_thread(
-                prepare, body, self.catalogue, in_pieces=True, allowed=req.models
-            )
-        else:
-            p = prepare(body, self.catalogue, allowed=req.models)
+        return self._translated(req, prepare(body, self.catalogue, allowed=req.models))
+
+    async def translate(self, req: envelopes.ClientRequest, body: bytes, large: bool) -> Result:
+        if not large:
+            return self.translate_now(req, body)
+        prepare = prepare_count if req.api == "count_tokens" else prepare_create
+        p = await asyncio.to_thread(
+            prepare, body, self.catalogue, in_pieces=True, allowed=req.models
+        )
+        return self._translated(req, p)
+
+    @staticmethod
+    def _translated(req: envelopes.ClientRequest, p: Prepared) -> Result:
         tr = Translated(
             model=p.model,
             response_model=p.response_model,
@@ -108,17 +123,22 @@ class Chat:
     """Chat Completions: thinking kept server-side (thinking_store.py) goes back into the
     tool-calling turns that need it."""
 
-    waits = False  # the thinking store is read after, by ``Translated.restore_thinking``
-
     def __init__(self, catalogue: Catalogue, thinking: ThinkingStore) -> None:
         self.catalogue = catalogue
         self.thinking = thinking
 
-    async def translate(
-        self, req: envelopes.ClientRequest, body: bytes, large: bool
-    ) -> tuple[Translated, Conversion | None]:
-        translate = functools.partial(
-            to_messages_request,
+    def translate_now(self, req: envelopes.ClientRequest, body: bytes) -> Result:
+        # The thinking store is read after, by ``Translated.restore_thinking``.
+        return self._translated(req, m.REQUEST.run(self._translate, req, body, False))
+
+    async def translate(self, req: envelopes.ClientRequest, body: bytes, large: bool) -> Result:
+        if not large:
+            return self.translate_now(req, body)
+        ct = await m.REQUEST.run_off_loop(self._translate, req, body, True)
+        return self._translated(req, ct)
+
+    def _translate(self, req: envelopes.ClientRequest, body: bytes, large: bool) -> ChatTranslation:
+        return to_messages_request(
             body,
             self.catalogue,
             session_header=req.session,
@@ -126,7 +146,8 @@ class Chat:
             in_pieces=large,
             allowed=req.models,
         )
-        ct = await m.REQUEST.run_off_loop(translate) if large else m.REQUEST.run(translate)
+
+    def _translated(self, req: envelopes.ClientRequest, ct: ChatTranslation) -> Result:
         created = int(time.time())
         stream = (
             ChatStream(
@@ -151,15 +172,26 @@ class Responses:
     """The Responses API: ``previous_response_id`` from the response store, sealed reasoning
     (responses_requests.py)."""
 
-    waits = True  # ``previous_response_id`` is read from the response store
-
     def __init__(self, requests: ResponsesRequests) -> None:
         self.requests = requests
 
-    async def translate(
-        self, req: envelopes.ClientRequest, body: bytes, large: bool
-    ) -> tuple[Translated, Conversion | None]:
+    def translate_now(self, req: envelopes.ClientRequest, body: bytes) -> Result | Later:
+        # ``previous_response_id`` and a stored turn wait on the response store.
+        now = self.requests.translate_now(req, body)
+        if callable(now):
+            return Later(functools.partial(self._finish, now))
+        tr, conv = now
+        return of_openai(tr), conv
+
+    async def translate(self, req: envelopes.ClientRequest, body: bytes, large: bool) -> Result:
         tr, conv = await self.requests.translate(req, body, large)
+        return of_openai(tr), conv
+
+    @staticmethod
+    async def _finish(
+        finish: Callable[[], Awaitable[tuple[ResponsesTranslation, ResponsesConversion]]],
+    ) -> Result:
+        tr, conv = await finish()
         return of_openai(tr), conv
 
 

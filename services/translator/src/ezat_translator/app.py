@@ -152,11 +152,11 @@ class Translator:
             # Where to answer is inside the message: the edge's first-reply timeout answers.
             return
         traceparent = tracing.received(msg.headers)
-        entry = self.apis[req.api]
-        if req.body_ref is not None or entry.waits or len(req.body) > self.off_loop_bytes:
-            # Object-store reads, Redis look-ups and a large body's translation (in a thread)
-            # must not hold up the subscription, which runs its callbacks one at a time; image
-            # downloads and a thinking restore are sent off after the translation (``handle``).
+        if req.body_ref is not None or len(req.body) > self.off_loop_bytes:
+            # Object-store reads and a large body's translation (in a thread) must not hold up
+            # the subscription, which runs its callbacks one at a time; a translation that
+            # waits on a store or Redis, image downloads and a thinking restore are sent off it
+            # from ``handle``.
             self.tasks.spawn(self.handle(req, traceparent, spawned=True))
         else:
             await self.handle(req, traceparent)
@@ -179,8 +179,20 @@ class Translator:
         held = True  # False once ``route`` closes the beats or hands them on
         try:
             body = await self._body(req)
-            large = len(body) > self.off_loop_bytes
-            tr, conv = await self.apis[req.api].translate(req, body, large)
+            entry = self.apis[req.api]
+            if spawned:
+                done = await entry.translate(req, body, len(body) > self.off_loop_bytes)
+            else:
+                now = entry.translate_now(req, body)
+                if isinstance(now, apis.Later):
+                    # It waits on a store or Redis first: not on the subscription (see
+                    # on_request); the task ends the span and the beats.
+                    self.tasks.spawn(self.route_in_task(req, now, None, traceparent, span))
+                    span = None
+                    held = False
+                    return
+                done = now
+            tr, conv = done
             if span is not None:
                 span.set_attribute("gen_ai.request.model", tr.model.id)
             held = False
@@ -205,21 +217,30 @@ class Translator:
     async def route_in_task(
         self,
         req: envelopes.ClientRequest,
-        tr: Translated,
+        tr: Translated | apis.Later,
         conv: Conversion | None,
         traceparent: str | None = None,
         span: Span | None = None,
     ) -> None:
         """``route`` where image downloads (docs/api.md, "Messages API") or a thinking restore
-        (Redis) may take long."""
+        (Redis) may take long; ``tr`` a ``Later``: the translation's rest first (the response
+        store), with the beats ``handle`` opened until the route takes them."""
         token = logs.request_id.set(req.request_id)
+        held = isinstance(tr, apis.Later)
         try:
+            if isinstance(tr, apis.Later):
+                tr, conv = await tr.finish()
+                if span is not None:
+                    span.set_attribute("gen_ai.request.model", tr.model.id)
+                held = False
             await self.route(req, tr, conv, traceparent)
         except BaseException as exc:
             if span is not None:
                 spans.failed(span, exc)
             await self.fail(req, exc)
         finally:
+            if held:
+                self.beats.close(req.reply_to)
             if span is not None:
                 span.end()
             logs.request_id.reset(token)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from ezat_common import envelopes
@@ -35,6 +36,8 @@ from .core.web_search import responses_search_param
 from .stored_responses import Earlier
 
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
+# A request's translation and the conversion its replies go through.
+Translated = tuple[ResponsesTranslation, ResponsesConversion]
 
 
 class Sealer(Protocol):
@@ -82,15 +85,34 @@ class ResponsesRequests:
         self.store = store  # None: store is accepted and nothing is kept (docs/responses.md)
         self.tokens = tokens  # None: a stored conversation is not counted in the key's tpm
 
+    def translate_now(
+        self, req: envelopes.ClientRequest, body: bytes
+    ) -> Translated | Callable[[], Awaitable[Translated]]:
+        """A small body's translation if it waits on nothing; else the rest of it, to await
+        off the translate subscription: ``previous_response_id`` read from the store, a stored
+        turn checked against the store's limits."""
+        parsed = m.REQUEST.run(decode_responses_request, body)
+        if parsed.previous_response_id is not None or (
+            parsed.store is not False and self.store is not None
+        ):
+            return functools.partial(self._translate, req, parsed, len(body), False)
+        tr = m.REQUEST.run(self._translation(req, parsed, None))
+        return tr, self._conversion(req, parsed, tr)
+
     async def translate(
         self, req: envelopes.ClientRequest, body: bytes, large: bool = False
-    ) -> tuple[ResponsesTranslation, ResponsesConversion]:
+    ) -> Translated:
         """``large``: decode (in pieces) and translate in a worker thread, not on the loop
         (docs/reliability.md, "Large bodies")."""
         if large:
             parsed = await m.REQUEST.run_off_loop(decode_responses_request, body, True)
         else:
             parsed = m.REQUEST.run(decode_responses_request, body)
+        return await self._translate(req, parsed, len(body), large)
+
+    async def _translate(
+        self, req: envelopes.ClientRequest, parsed: ResponsesRequest, size: int, large: bool
+    ) -> Translated:
         earlier: Earlier | None = None
         if parsed.previous_response_id is not None:
             found = await self._earlier(req.key_id, parsed.previous_response_id)
@@ -101,13 +123,22 @@ class ResponsesRequests:
             if self.tokens is not None:
                 # Sent upstream with the body, so counted like it (the edge saw the body only).
                 await self.tokens.charge(
-                    req.key_id, req.tpm, found.size, len(body), req.team_id, req.team_tpm
+                    req.key_id, req.tpm, found.size, size, req.team_id, req.team_tpm
                 )
             earlier = found
             # A small continuation of a large conversation is large work too: the stored turns
             # are decoded and translated with it, off the loop like a large body.
             large = large or found.size > self.off_loop_bytes
-        translate = functools.partial(
+        translate = self._translation(req, parsed, earlier)
+        tr = await m.REQUEST.run_off_loop(translate) if large else m.REQUEST.run(translate)
+        if tr.store and self.store is not None:
+            await self.store.check(req.key_id, len(tr.new_turns))
+        return tr, self._conversion(req, parsed, tr)
+
+    def _translation(
+        self, req: envelopes.ClientRequest, parsed: ResponsesRequest, earlier: Earlier | None
+    ) -> Callable[[], ResponsesTranslation]:
+        return functools.partial(
             _translate,
             parsed,
             self.catalogue,
@@ -118,7 +149,10 @@ class ResponsesRequests:
             open_stored=self._opener(req.key_id, stored=True),
             allowed=req.models,
         )
-        tr = await m.REQUEST.run_off_loop(translate) if large else m.REQUEST.run(translate)
+
+    def _conversion(
+        self, req: envelopes.ClientRequest, parsed: ResponsesRequest, tr: ResponsesTranslation
+    ) -> ResponsesConversion:
         meta = ResponseMeta(
             request_id=req.request_id,
             uid=req.uid,
@@ -138,10 +172,9 @@ class ResponsesRequests:
         stream = ResponsesStream(meta, seal, search_seal) if tr.stream else None
         keep = None
         if tr.store and self.store is not None:
-            await self.store.check(req.key_id, len(tr.new_turns))
             keep = self._keeper(req.key_id, meta.response_id, parsed.previous_response_id, tr)
         search = responses_search_param(parsed.tools)
-        return tr, ResponsesConversion(meta, seal, stream, keep, search, search_seal)
+        return ResponsesConversion(meta, seal, stream, keep, search, search_seal)
 
     async def _earlier(self, key_id: str, response_id: str) -> Earlier:
         if self.store is None:

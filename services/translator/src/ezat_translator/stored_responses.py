@@ -98,7 +98,9 @@ class StoredResponses:
 
     async def pool(self) -> asyncpg.Pool:
         if self._pool is None:
-            self._pool = await db.pool(min_size=0, max_size=4)
+            # A connection is made on a request's path: a database that accepts and never
+            # answers is a 503 after TIMEOUT, as a slow query is, not a minute's wait.
+            self._pool = await db.pool(min_size=0, max_size=4, connect_timeout=TIMEOUT)
         return self._pool
 
     async def earlier(self, key_id: str, response_id: str) -> Earlier:
