@@ -3,8 +3,11 @@ converted end / body until that record is durable (docs/billing.md, ezat_common.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import msgspec
 import nats
@@ -117,3 +120,57 @@ async def test_a_converted_stream_is_numbered_anew_and_a_gap_from_the_router_is_
     path.step("11", st2, ReplyHead(data=START))
     assert path.step("11", st2, ReplyEnd(data=END, usage=USAGE, seq=2)) == [PART_LOST]
     assert "11" not in path.states
+
+
+@pytest.mark.parametrize(("others", "unsent"), [(0, False), (1, True)])
+async def test_a_lone_converted_head_is_written_before_the_end_behind_it_is_converted(
+    nc: Client, nats_url: str, others: int, unsent: bool
+) -> None:
+    """The router's head and end often come in one read (a short answer): with no other
+    request in flight, the head's bytes leave for the edge first, so the client's first token
+    does not wait for the end's conversion; with others, both share one write, which costs
+    less per stream under load (relayed.py, ``on_reply``)."""
+    path = chat_path(nc)
+    for n in range(others):
+        path.states[f"other-{n}"] = state(stream=True)
+    await path.start()
+    st = state(stream=True)
+    unsent_at_end: list[int] = []
+
+    class Watched(ChatConversion):
+        def end(self, data: bytes) -> tuple[bytes, Any]:
+            unsent_at_end.append(nc.pending_data_size)  # bytes published, not yet written
+            return super().end(data)
+
+    c = st.conv
+    assert isinstance(c, ChatConversion)
+    st.conv = Watched(c.request_id, c.response_model, c.created, c.stream, c.thinking, c.key_id)
+    path.states["7"] = st
+    edge: list[type] = []
+    router = await nats.connect(nats_url)
+    try:
+        got = await router.subscribe(st.edge_reply_to, cb=functools.partial(_note, edge))
+        await router.publish(f"{path.prefix}.7", envelopes.encode(ReplyHead(data=START + TEXT)))
+        await router.publish(f"{path.prefix}.7", envelopes.encode(ReplyEnd(data=END, seq=1)))
+        await router.flush()
+        async with asyncio.timeout(5):
+            while len(edge) < 2:
+                await asyncio.sleep(0.01)
+        await got.unsubscribe()
+    finally:
+        await router.close()
+    assert edge == [ReplyHead, ReplyEnd]
+    assert len(unsent_at_end) == 1 and (unsent_at_end[0] > 0) is unsent
+
+
+TEXT = (
+    b'event: content_block_start\ndata: {"type":"content_block_start","index":0,'
+    b'"content_block":{"type":"text","text":""}}\n\n'
+    b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
+    b'"delta":{"type":"text_delta","text":"hi"}}\n\n'
+    b'event: content_block_stop\ndata: {"type":"content_block_stop","index":0}\n\n'
+)
+
+
+async def _note(into: list[type], msg: Any) -> None:
+    into.append(type(envelopes.decode_reply(msg.data)))
