@@ -5,7 +5,8 @@ does it: an aiohttp edge publishes the client's body over NATS and writes the re
 come (all that has already arrived in one write, the last bytes with the end of the body, headers
 with the first bytes); a translator forwards it; a router POSTs it to the simulator with aiohttp's
 pooled client and publishes each read as it arrives, the final one as soon as ``message_stop`` is in
-it. No authentication, limits, validation, translation, routing decision, metrics or logs. Paths:
+it. No authentication, limits, validation, routing decision, metrics or logs, and no translation
+but on the converting paths (the last below). Paths:
 
 - ``/v1/messages``: the hops alone (``floor`` in the bench);
 - ``/openai/v1/messages``: replies back through the translator, as on the OpenAI path
@@ -49,7 +50,6 @@ import nats.errors
 from aiohttp import web
 from ezat_common import bus, envelopes
 from ezat_common.envelopes import UsageRecord
-from ezat_common.errors import GatewayError
 from ezat_common.outbox import Outbox, acknowledged
 from ezat_common.pricing import FREE, cost_micros, usd
 from ezat_common.runtime import run_service
@@ -231,8 +231,8 @@ async def translator(stop: asyncio.Event) -> None:
         ack, _, body = msg.data.partition(b"\n")
         try:
             data = await converting.request(CONVERTED[msg.subject], token, body)
-        except GatewayError as err:
-            await nc.publish(msg.reply, floor_convert.refusal(err))
+        except Exception as exc:  # the client hears it at once, as the translator's 4xx/500
+            await nc.publish(msg.reply, floor_convert.refusal(exc))
             return
         edges[token] = msg.reply
         await nc.publish(ROUTE_BILLED, ack + b"\n" + data, reply=f"{prefix}.{token}")
@@ -244,6 +244,7 @@ async def translator(stop: asyncio.Event) -> None:
         data = msg.data
         if bus.is_no_responders(msg):
             data = BODY + b"503floor: no router"
+            converting.convs.pop(token, None)
         elif token in converting.convs:
             data = converting.reply(token, data)
         # The router always ends a request with one of these, failures included.

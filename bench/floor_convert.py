@@ -8,8 +8,8 @@ translator does both with the gateway's own API entries (``ezat_translator.apis`
 ``translate`` and ``Conversion`` the translator runs), and nothing around them: no response
 store, no thinking kept, no images, no relay liveness, metrics or logs. Set beside the bare
 floors, it splits the OpenAI path's distance from its floor into what the conversion costs and
-what the gateway's own machinery does (docs/performance.md, "The OpenAI path's floor with its
-conversion").
+what the gateway's own machinery does (docs/performance.md, "Issue 30's c=1 line against a
+floor that translates").
 
 The body the floor's router posts is the whole Messages request (``model`` and ``stream`` put
 back, as the router does for a deployment); the translation's 4xx goes back as a body.
@@ -90,6 +90,8 @@ class Converting:
         return data  # an error status, or a stream cut: as the router said
 
 
-def refusal(err: GatewayError) -> bytes:
-    """A translation's 4xx as the floor's reply body."""
-    return BODY + b"%03d" % err.status + _encode({"error": {"message": err.message}})
+def refusal(exc: Exception) -> bytes:
+    """A translation's failure as the floor's reply body: its 4xx, or a 500."""
+    if isinstance(exc, GatewayError):
+        return BODY + b"%03d" % exc.status + _encode({"error": {"message": exc.message}})
+    return BODY + b"500" + _encode({"error": {"message": type(exc).__name__}})

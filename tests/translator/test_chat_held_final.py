@@ -22,6 +22,7 @@ from ezat_translator.core.chat_stream import ChatStream
 from ezat_translator.openai_state import OpenAIState
 from ezat_translator.relayed import Relayed
 from nats.aio.client import Client
+from nats.aio.msg import Msg
 
 USAGE = envelopes.encode(
     UsageRecord(
@@ -147,18 +148,21 @@ async def test_a_lone_converted_head_is_written_before_the_end_behind_it_is_conv
     st.conv = Watched(c.request_id, c.response_model, c.created, c.stream, c.thinking, c.key_id)
     path.states["7"] = st
     edge: list[type] = []
-    router = await nats.connect(nats_url)
+    listener = await nats.connect(nats_url)
     try:
-        got = await router.subscribe(st.edge_reply_to, cb=functools.partial(_note, edge))
-        await router.publish(f"{path.prefix}.7", envelopes.encode(ReplyHead(data=START + TEXT)))
-        await router.publish(f"{path.prefix}.7", envelopes.encode(ReplyEnd(data=END, seq=1)))
-        await router.flush()
+        got = await listener.subscribe(st.edge_reply_to, cb=functools.partial(_note, edge))
+        await listener.flush()
+        # Both replies handled back to back, as the subscription does with the two messages
+        # of one read.
+        subject = f"{path.prefix}.7"
+        await path.on_reply(_msg(subject, ReplyHead(data=START + TEXT)))
+        await path.on_reply(_msg(subject, ReplyEnd(data=END, seq=1)))
         async with asyncio.timeout(5):
             while len(edge) < 2:
                 await asyncio.sleep(0.01)
         await got.unsubscribe()
     finally:
-        await router.close()
+        await listener.close()
     assert edge == [ReplyHead, ReplyEnd]
     assert len(unsent_at_end) == 1 and (unsent_at_end[0] > 0) is unsent
 
@@ -174,3 +178,7 @@ TEXT = (
 
 async def _note(into: list[type], msg: Any) -> None:
     into.append(type(envelopes.decode_reply(msg.data)))
+
+
+def _msg(subject: str, reply: envelopes.Reply) -> Msg:
+    return Msg(_client=None, subject=subject, data=envelopes.encode(reply))  # type: ignore[arg-type]

@@ -175,7 +175,7 @@ async def test_a_stateless_responses_request_is_translated_in_the_callback(
     await translator.nc.publish(subjects.translate, _request(STATELESS, "responses"))
     await translator.nc.publish(subjects.translate, _request(CONTINUES, "responses"))
     deadline = time.monotonic() + 10
-    while len(spawned) < 1 and time.monotonic() < deadline:
+    while not (spawned and routed) and time.monotonic() < deadline:
         await asyncio.sleep(0.01)
     assert routed == ["plain"]
     # Only the continuation went to a task of its own: the rest of its translation.
