@@ -72,8 +72,10 @@ TRANSLATE_RELAYED = "floor.translate.relayed"  # the OpenAI path: replies come b
 TRANSLATE_BILLED, ROUTE_BILLED = "floor.translate.billed", "floor.route.billed"
 TRANSLATE_RELAYED_BILLED = "floor.translate.relayed.billed"  # both: the OpenAI path, billed
 # The OpenAI path, billed, its request and replies translated (floor_convert.py), by API.
-CONVERTED = {"floor.translate.converted.chat": "chat"}
-CONVERTED["floor.translate.converted.responses"] = "responses"
+CONVERTED = {
+    "floor.translate.converted.chat": "chat",
+    "floor.translate.converted.responses": "responses",
+}
 BILLED = (TRANSLATE_BILLED, TRANSLATE_RELAYED_BILLED, *CONVERTED)
 # Reply kinds, one byte ahead of the data: a stream's head (its first bytes), a chunk, its end
 # (with its last bytes), a whole body (then its 3-digit status).

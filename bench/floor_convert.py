@@ -11,22 +11,24 @@ floors, it splits the OpenAI path's distance from its floor into what the conver
 what the gateway's own machinery does (docs/performance.md, "Issue 30's c=1 line against a
 floor that translates").
 
-The body the floor's router posts is the whole Messages request (``model`` and ``stream`` put
-back, as the router does for a deployment); the translation's 4xx goes back as a body.
+The body the floor's router posts is the whole Messages request: encoded by the translator's
+``encode_body``, ``model`` and ``stream`` spliced in front by the router's ``with_model``, as the
+gateway does for an Anthropic-kind deployment; the translation's 4xx goes back as a body.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import msgspec
 from ezat_common import envelopes, redis_keys
 from ezat_common.catalogue import Catalogue
 from ezat_common.config import load_config
 from ezat_common.errors import GatewayError
+from ezat_router.core.payload import with_model
 from ezat_translator import apis
 from ezat_translator.conversions import Conversion
+from ezat_translator.core.messages import encode_body
 from ezat_translator.responses_requests import ResponsesRequests
 from ezat_translator.thinking_store import ThinkingStore
 
@@ -40,7 +42,9 @@ class Converting:
     """The floor translator's conversions, one per relayed request (by its reply token)."""
 
     def __init__(self, model: str) -> None:
-        self.model = model  # what the floor's simulator serves
+        # What the floor's simulator serves, as the router's splice for a stream or not.
+        self.prefix = {False: b'{"model":' + _encode(model)}
+        self.prefix[True] = self.prefix[False] + b',"stream":true'
         # The stack's configuration (EZAT_CONFIG), read when the first converted request comes.
         self._entries: dict[str, apis.Entry] | None = None
         self.convs: dict[str, Conversion] = {}
@@ -68,10 +72,8 @@ class Converting:
         tr, conv = await self.entries()[api].translate(req, body, False)
         assert conv is not None and tr.data is not None  # an OpenAI API's entry
         self.convs[token] = conv
-        data: dict[str, Any] = {"model": self.model, **tr.data}
-        if tr.stream:
-            data["stream"] = True
-        return _encode(data)
+        # Encoded as the translator does, the model (and stream) spliced in as the router does.
+        return with_model(self.prefix[tr.stream], encode_body(tr.data))
 
     def reply(self, token: str, data: bytes) -> bytes:
         """The client's bytes for one router reply of ``token``'s request, framed as it came."""

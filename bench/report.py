@@ -342,19 +342,18 @@ def floor_ratio(
 def _floor_targets(results: dict[str, Any], check: Callable[..., None]) -> None:
     if 1 not in results["levels"]:
         return
-    for floor_of in (FLOOR_OF, FLOOR_CONVERTED_OF):
+    # The line against each API's billed floor; beside it, with no verdict, the ratio to the
+    # floor that also translates (the split of the line's distance).
+    for floor_of, judged in ((FLOOR_OF, True), (FLOOR_CONVERTED_OF, False)):
         for api, floor in floor_of.items():
             if api not in results["apis"] or floor not in results.get("floors", []):
                 continue
             for mode in ("json", "stream"):
                 v = floor_ratio(results, mode, api, floor_of)
                 what = "p50" if mode == "json" else "TTFT p50"
-                if floor_of is FLOOR_CONVERTED_OF:
-                    # The split of the line's distance, printed beside it: no verdict.
-                    check(f"{api}: added {what} c=1 / {floor}'s (no target)", v, None, " x")
-                    continue
-                label = f"{api}: added {what} c=1 <= {FLOOR_RATIO} x {floor}'s"
-                check(label, v, v is not None and v <= FLOOR_RATIO, " x")
+                line = f"<= {FLOOR_RATIO} x" if judged else "/"
+                ok = (v is not None and v <= FLOOR_RATIO) if judged else None
+                check(f"{api}: added {what} c=1 {line} {floor}'s", v, ok, " x")
 
 
 def targets(results: dict[str, Any]) -> list[list[Any]]:

@@ -100,3 +100,19 @@ async def test_a_streamed_response_is_stored_before_its_completed_event(gateway:
                 # The next turn may be sent the moment this event arrives.
                 got = await client.responses.retrieve(event.response.id)
                 assert got.output_text == event.response.output_text
+
+
+async def test_a_stateless_turn_continues_a_stored_one_and_keeps_nothing(gateway: Gateway) -> None:
+    """``store: false`` with ``previous_response_id``: the stored turns are read (off the
+    translate subscription, app.py) and sent with the new one; the new response is not kept."""
+    client = gateway.openai()
+    made = await client.responses.create(model=MODEL, input="Remember the word marmalade.")
+    follow = await client.responses.create(
+        model=MODEL, previous_response_id=made.id, input="Which word?", store=False
+    )
+    assert follow.status == "completed" and follow.previous_response_id == made.id
+    messages = (await gateway.sent_for(follow))["body"]["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "user"]
+    assert "marmalade" in json.dumps(messages[0]) and "Which word?" in json.dumps(messages[2])
+    with pytest.raises(openai.NotFoundError):
+        await client.responses.retrieve(follow.id)
